@@ -1,0 +1,53 @@
+# The two commands every newcomer needs: `make run` and `make test`.
+# Everything else installs itself on first use into .venv.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PROTOS := $(wildcard protos/agentfleet/v1/*.proto)
+
+.PHONY: setup run up test test-fast lint fmt proto bench soak clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## Bring up the whole stack on the embedded default and run the main job.
+run: $(STAMP)
+	$(BIN)/agentfleet up
+
+up: run
+
+## The whole test suite (unit, integration, e2e) on real PostgreSQL and real gRPC.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/buf lint
+
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+## Regenerate libs/agentfleet/v1 from protos/ (the result is committed).
+proto: $(STAMP)
+	$(BIN)/python protos/generate.py
+
+bench: $(STAMP)
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The four agentfleet services, each run as ``python -m services.<name>``."""
