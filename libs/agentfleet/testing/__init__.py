@@ -1,0 +1,1 @@
+"""Test support shipped with the library: fixtures, fakes and invariant checks."""

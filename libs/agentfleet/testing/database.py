@@ -1,0 +1,1 @@
+"""pytest fixtures: database (placeholder until written)."""

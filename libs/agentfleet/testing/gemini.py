@@ -1,0 +1,1 @@
+"""pytest fixtures: gemini (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""pytest fixtures: services (placeholder until written)."""
