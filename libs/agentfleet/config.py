@@ -210,3 +210,8 @@ def _http_url(raw: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("must be an http:// or https:// URL")
     return raw.rstrip("/")
+
+
+def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus ``overrides``, for the service processes it starts."""
+    return {**os.environ, **overrides}

@@ -1,0 +1,1 @@
+"""The ``agentfleet`` command line."""

@@ -1,0 +1,87 @@
+"""``agentfleet`` entry point: parses arguments and turns every failure into one line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from agentfleet.config import ConfigError, load_settings
+from agentfleet.errors import AgentFleetError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfleet", description="Run and inspect multi-agent LLM systems."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = commands.add_parser(
+        "up", help="start PostgreSQL (embedded unless DATABASE_URL), migrate, run all services"
+    )
+    up.add_argument(
+        "--exit-when-ready",
+        action="store_true",
+        help="stop everything again as soon as all services report SERVING (for checks)",
+    )
+    up.add_argument(
+        "--startup-timeout", type=float, default=60.0, help="seconds to wait for health"
+    )
+
+    migrate = commands.add_parser("migrate", help="apply or roll back database migrations")
+    migrate.add_argument("action", choices=["up", "down", "status"], nargs="?", default="up")
+    migrate.add_argument(
+        "--target", type=int, default=None, help="version to stop at (down: default 0)"
+    )
+
+    token = commands.add_parser("token", help="manage API tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    create = token_commands.add_parser("create", help="create a token and print it once")
+    create.add_argument("--project", help="the project the token belongs to")
+    create.add_argument("--role", choices=["admin", "member", "service"], default="member")
+    create.add_argument("--name", default="", help="a label to recognise the token by")
+    revoke = token_commands.add_parser("revoke", help="revoke a token by its id")
+    revoke.add_argument("token_id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        _fail(f"configuration error: {exc}", code=2)
+    try:
+        if args.command == "up":
+            from agentfleet.cli.up import run_up
+
+            code = asyncio.run(
+                run_up(
+                    settings,
+                    exit_when_ready=args.exit_when_ready,
+                    startup_timeout_s=args.startup_timeout,
+                )
+            )
+        elif args.command == "migrate":
+            from agentfleet.cli.admin import run_migrate
+
+            code = asyncio.run(run_migrate(settings, args.action, args.target))
+        else:
+            from agentfleet.cli.admin import run_token
+
+            code = asyncio.run(run_token(settings, args))
+    except AgentFleetError as exc:
+        _fail(f"{exc.code.name}: {exc.message}")
+    except KeyboardInterrupt:
+        code = 130
+    raise SystemExit(code)
+
+
+def _fail(message: str, *, code: int = 1) -> None:
+    print(f"agentfleet: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""``agentfleet up``: PostgreSQL, migrations, and the four services as separate processes.
+
+The services run as children of this command, each logging to ``<data dir>/logs``. Ctrl-C
+(or SIGTERM) stops them in reverse order with SIGTERM, so each one drains, then stops the
+embedded PostgreSQL if this command started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from rich.console import Console
+from rich.table import Table
+
+from agentfleet import migrate
+from agentfleet.auth import CreatedToken, TokenStore
+from agentfleet.config import SERVICE_NAMES, Settings, child_environment
+from agentfleet.db import create_pool
+from agentfleet.embedded_pg import resolve_database_url
+from agentfleet.errors import Unavailable
+
+console = Console(stderr=False, highlight=False)
+
+# Dependencies first: the executor calls toolpool; the dispatcher calls the executor.
+START_ORDER = ("toolpool", "history", "executor", "dispatcher")
+assert sorted(START_ORDER) == sorted(SERVICE_NAMES)
+
+
+@dataclass(kw_only=True, slots=True)
+class ServiceProcess:
+    name: str
+    address: str
+    process: asyncio.subprocess.Process
+    log_path: Path
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s: float) -> int:
+    database_url, embedded = await resolve_database_url(settings)
+    where = "embedded PostgreSQL" if embedded is not None else "DATABASE_URL"
+    console.print(f"[bold]database[/bold]  {where}")
+    await migrate.migrate_up(database_url)
+
+    overrides = {"DATABASE_URL": database_url}
+    stub = None
+    if not settings.uses_real_gemini and settings.gemini_base_url is None:
+        from agentfleet.gemini_stub import GeminiStub
+
+        stub = GeminiStub()
+        overrides["AGENTFLEET_GEMINI_BASE_URL"] = await stub.start(host="127.0.0.1", port=0)
+        console.print(
+            "[bold]model[/bold]     [yellow]offline stub Gemini server (scripted replies, "
+            "not a real model)[/yellow]; set GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI "
+            "to use Gemini"
+        )
+    service_token = None
+    if settings.auth_enabled and settings.service_token is None:
+        service_token = await _create_service_token(database_url)
+        overrides["AGENTFLEET_SERVICE_TOKEN"] = service_token.token
+    elif not settings.auth_enabled:
+        console.print("[bold]auth[/bold]      [red]OFF[/red] (AGENTFLEET_AUTH=off): local use only")
+
+    log_dir = settings.data_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    children: list[ServiceProcess] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        for name in START_ORDER:
+            children.append(await _spawn(name, settings, overrides, log_dir))
+        await _wait_healthy(children, timeout_s=startup_timeout_s, stop=stop)
+        _print_ready(children, log_dir)
+        if not exit_when_ready:
+            exited = asyncio.create_task(_first_exit(children))
+            stopped = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (exited, stopped):
+                task.cancel()
+            if exited in done and not stop.is_set():
+                child = exited.result()
+                console.print(f"[red]{child.name} exited unexpectedly[/red]\n{child.log_tail()}")
+                return 1
+        return 0
+    finally:
+        console.print("stopping services…")
+        await _stop_all(children, grace_s=settings.shutdown_grace_s + 5)
+        if stub is not None:
+            await stub.stop()
+        if service_token is not None:
+            await _revoke_token(database_url, service_token.token_id)
+        if embedded is not None:
+            embedded.stop()
+        console.print("stopped")
+
+
+async def _spawn(
+    name: str, settings: Settings, overrides: dict[str, str], log_dir: Path
+) -> ServiceProcess:
+    log_path = log_dir / f"{name}.log"
+    log_file = log_path.open("ab")
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"services.{name}",
+            env=child_environment(overrides),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+        )
+    finally:
+        log_file.close()
+    return ServiceProcess(
+        name=name,
+        address=f"127.0.0.1:{settings.ports[name]}",
+        process=process,
+        log_path=log_path,
+    )
+
+
+async def _wait_healthy(
+    children: list[ServiceProcess], *, timeout_s: float, stop: asyncio.Event
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    for child in children:
+        async with grpc.aio.insecure_channel(child.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                if child.process.returncode is not None:
+                    raise Unavailable(
+                        f"{child.name} exited with code {child.process.returncode}:\n"
+                        f"{child.log_tail()}"
+                    )
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Unavailable(
+                        f"{child.name} did not become healthy within {timeout_s:.0f}s; "
+                        f"see {child.log_path}"
+                    )
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    reply = await stub.Check(
+                        health_pb2.HealthCheckRequest(service=""), timeout=min(1.0, remaining)
+                    )
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.1)
+
+
+async def _first_exit(children: list[ServiceProcess]) -> ServiceProcess:
+    waits = {asyncio.create_task(c.process.wait()): c for c in children}
+    try:
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        return waits[next(iter(done))]
+    finally:
+        for task in waits:
+            task.cancel()
+
+
+async def _stop_all(children: list[ServiceProcess], *, grace_s: float) -> None:
+    for child in reversed(children):
+        if child.process.returncode is None:
+            child.process.terminate()
+    for child in reversed(children):
+        try:
+            await asyncio.wait_for(child.process.wait(), grace_s)
+        except TimeoutError:
+            child.process.kill()
+            await child.process.wait()
+
+
+def _print_ready(children: list[ServiceProcess], log_dir: Path) -> None:
+    table = Table("service", "address", "pid", title="agentfleet is up", title_justify="left")
+    for child in children:
+        table.add_row(child.name, child.address, str(child.process.pid))
+    console.print(table)
+    console.print(f"logs in {log_dir}; press Ctrl-C to stop")
+    console.print("ready")
+
+
+async def _create_service_token(database_url: str) -> CreatedToken:
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        return await TokenStore(pool).create(project_id=None, role="service", name="agentfleet up")
+    finally:
+        await pool.close()
+
+
+async def _revoke_token(database_url: str, token_id: str) -> None:
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        await TokenStore(pool).revoke(token_id)
+    finally:
+        await pool.close()

@@ -1,0 +1,247 @@
+"""The one bootstrap every service uses to serve gRPC.
+
+It builds a ``grpc.aio`` server with health, reflection, and the request interceptor that
+authenticates the caller, checks the request's project against the token, binds request
+scope for logs, and turns domain errors into canonical status codes with ``google.rpc``
+details. Nothing reaches a caller as UNKNOWN or with a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import structlog
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+from agentfleet.auth import Authenticator, Principal, bearer_token, current_principal
+from agentfleet.errors import AgentFleetError, InvalidArgument, Unavailable, Unimplemented
+from agentfleet.telemetry import current_trace_id
+
+log = structlog.get_logger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+class PortInUse(Unavailable):
+    """The listen address could not be bound."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Registration:
+    """One servicer to serve: the generated ``add_*_to_server`` function and its service."""
+
+    add_to_server: Callable[[Any, grpc.aio.Server], None]
+    servicer: object
+    service_name: str
+    """Full name, e.g. ``agentfleet.v1.ExecutorService``."""
+    admin_methods: frozenset[str] = field(default_factory=frozenset)
+    """Method names (``InstallProduct``) that need an admin or service token."""
+
+
+@dataclass(kw_only=True, slots=True)
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    service_names: tuple[str, ...]
+    _stopped: bool = False
+
+    async def stop(self, grace_s: float) -> None:
+        """Health NOT_SERVING first (load balancers stop sending), then drain and stop."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+async def start_server(
+    *,
+    host: str,
+    port: int,
+    registrations: Sequence[Registration],
+    authenticator: Authenticator,
+    extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> RunningServer:
+    """Builds, binds and starts a server; ``port=0`` picks a free port.
+
+    Raises :class:`PortInUse` when the address cannot be bound.
+    """
+    admin = {f"/{r.service_name}/{method}" for r in registrations for method in r.admin_methods}
+    server = grpc.aio.server(
+        interceptors=[
+            aio_server_interceptor(),
+            RequestInterceptor(authenticator, admin_methods=frozenset(admin)),
+            *extra_interceptors,
+        ],
+        options=[
+            # Without this a second process could bind the same port silently.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    for registration in registrations:
+        registration.add_to_server(registration.servicer, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = tuple(r.service_name for r in registrations)
+    reflection.enable_server_reflection(
+        (
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise PortInUse(f"cannot listen on {address}: address already in use") from exc
+    if bound == 0:
+        raise PortInUse(f"cannot listen on {address}: address already in use")
+    await server.start()
+    for name in ("", *names):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server=server, port=bound, health=health_servicer, service_names=names)
+
+
+def to_status(error: AgentFleetError) -> grpc.Status:
+    """A domain error as a rich status: code, message, and BadRequest field violations."""
+    details: list[any_pb2.Any] = []
+    if isinstance(error, InvalidArgument) and error.violations:
+        bad_request = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=v.field, description=v.description
+                )
+                for v in error.violations
+            ]
+        )
+        packed = any_pb2.Any()
+        packed.Pack(bad_request)
+        details.append(packed)
+    status = status_pb2.Status(
+        code=getattr(code_pb2, error.code.name), message=error.message, details=details
+    )
+    return rpc_status.to_status(status)
+
+
+class RequestInterceptor(grpc.aio.ServerInterceptor):
+    """Auth, project scope, request-scoped logging, and error mapping for every RPC."""
+
+    def __init__(self, authenticator: Authenticator, *, admin_methods: frozenset[str]) -> None:
+        self._authenticator = authenticator
+        self._admin_methods = admin_methods
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method  # type: ignore[attr-defined]
+        if handler is None or method.startswith(_OPEN_PREFIXES):
+            return handler
+        if handler.request_streaming:
+            # No agentfleet RPC streams requests; refuse rather than serve one unchecked.
+            return grpc.unary_unary_rpc_method_handler(_unimplemented_streaming)
+        metadata = handler_call_details.invocation_metadata  # type: ignore[attr-defined]
+        token = bearer_token(metadata)
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, token),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            self._wrap_unary(handler.unary_unary, method, token),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    async def _admit(self, method: str, token: str | None, request: Any) -> Principal:
+        principal = await self._authenticator.authenticate(token)
+        if method in self._admin_methods and principal.role == "member":
+            from agentfleet.errors import PermissionDenied
+
+            raise PermissionDenied(f"{method.rsplit('/', 1)[-1]} needs an admin token")
+        _scope_request_to_project(request, principal)
+        return principal
+
+    def _wrap_unary(
+        self, behavior: Callable[..., Awaitable[Any]], method: str, token: str | None
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
+                try:
+                    principal = await self._admit(method, token, request)
+                    reset = current_principal.set(principal)
+                    try:
+                        return await behavior(request, context)
+                    finally:
+                        current_principal.reset(reset)
+                except Exception as exc:  # every failure becomes a status in _abort
+                    await _abort(context, method, exc)
+
+        return unary
+
+    def _wrap_stream(
+        self, behavior: Callable[..., AsyncIterator[Any]], method: str, token: str | None
+    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
+                try:
+                    principal = await self._admit(method, token, request)
+                    reset = current_principal.set(principal)
+                    try:
+                        async for response in behavior(request, context):
+                            yield response
+                    finally:
+                        current_principal.reset(reset)
+                except Exception as exc:  # every failure becomes a status in _abort
+                    await _abort(context, method, exc)
+
+        return stream
+
+
+def _scope_request_to_project(request: Any, principal: Principal) -> None:
+    """Checks (or fills in) ``project_id`` so no RPC acts outside the token's project."""
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    if descriptor is None or "project_id" not in descriptor.fields_by_name:
+        return
+    if not request.project_id and principal.project_id is not None:
+        request.project_id = principal.project_id
+    if not request.project_id:
+        raise InvalidArgument.for_field("project_id", "is required")
+    principal.check_project(request.project_id)
+
+
+async def _abort(context: grpc.aio.ServicerContext, method: str, exc: BaseException) -> None:
+    if isinstance(exc, grpc.aio.AbortError | asyncio.CancelledError):
+        raise exc
+    if isinstance(exc, NotImplementedError):
+        exc = Unimplemented(f"{method} is not implemented yet")
+    if isinstance(exc, AgentFleetError) and exc.code != grpc.StatusCode.INTERNAL:
+        if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.PERMISSION_DENIED):
+            log.warning("rpc_refused", code=exc.code.name, error=exc.message)
+        await context.abort_with_status(to_status(exc))
+    reference = uuid.uuid4().hex[:12]
+    log.error("rpc_failed", reference=reference, exc_info=exc)
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal error (reference {reference})")
+
+
+async def _unimplemented_streaming(request: Any, context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming RPCs are not supported")

@@ -1,0 +1,167 @@
+"""Process lifecycle shared by the four services: settings, database, server, shutdown.
+
+``run_service`` is each service's ``__main__``: it turns configuration and startup failures
+into one readable line and an exit code, serves until SIGTERM or SIGINT, then shuts down in
+order (health NOT_SERVING, stop taking work, drain, release, close the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import asyncpg
+import structlog
+
+from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenStore
+from agentfleet.config import ConfigError, Settings, load_settings
+from agentfleet.errors import AgentFleetError
+from agentfleet.grpc_server import PortInUse, Registration, RunningServer, start_server
+from agentfleet.logging import configure_logging
+from agentfleet.telemetry import configure_tracing, shutdown_tracing
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(kw_only=True, slots=True)
+class ServiceContext:
+    """What a service's build function gets: settings and a ready database pool."""
+
+    name: str
+    settings: Settings
+    pool: asyncpg.Pool
+    database_url: str
+
+
+@dataclass(kw_only=True, slots=True)
+class ServiceParts:
+    """What a service's build function returns."""
+
+    registrations: Sequence[Registration]
+    background: Sequence[Callable[[asyncio.Event], Awaitable[None]]] = ()
+    """Long-running loops (workers, listeners); each returns once the event is set."""
+    on_stop: Sequence[Callable[[], Awaitable[None]]] = ()
+    """Cleanups run after the server has drained, in order."""
+
+
+BuildService = Callable[[ServiceContext], Awaitable[ServiceParts]]
+
+
+@dataclass(kw_only=True, slots=True)
+class RunningService:
+    """A started service: its server, its loops, and an idempotent ordered stop."""
+
+    context: ServiceContext
+    server: RunningServer
+    parts: ServiceParts
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _loops: asyncio.TaskGroup | None = None
+    _loops_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        grace = self.context.settings.shutdown_grace_s if grace_s is None else grace_s
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        await self.server.stop(grace)
+        if self._loops_task is not None:
+            await self._loops_task
+        for cleanup in self.parts.on_stop:
+            await cleanup()
+
+
+def make_authenticator(settings: Settings, pool: asyncpg.Pool) -> Authenticator:
+    if not settings.auth_enabled:
+        log.warning(
+            "authentication is OFF (AGENTFLEET_AUTH=off): any caller may act on any project; "
+            "use this only for a local demo"
+        )
+        return AllowAll()
+    return TokenAuthenticator(TokenStore(pool))
+
+
+async def start_service(
+    name: str,
+    build: BuildService,
+    *,
+    settings: Settings,
+    pool: asyncpg.Pool,
+    database_url: str,
+    port: int | None = None,
+) -> RunningService:
+    """Builds the service, starts its gRPC server and background loops."""
+    context = ServiceContext(name=name, settings=settings, pool=pool, database_url=database_url)
+    parts = await build(context)
+    try:
+        server = await start_server(
+            host=settings.listen_host,
+            port=settings.ports[name] if port is None else port,
+            registrations=parts.registrations,
+            authenticator=make_authenticator(settings, pool),
+        )
+    except PortInUse as exc:
+        raise PortInUse(
+            f"{exc.message} (set AGENTFLEET_{name.upper()}_PORT to use another port)"
+        ) from exc
+    service = RunningService(context=context, server=server, parts=parts)
+    if parts.background:
+        service._loops_task = asyncio.create_task(_run_loops(parts, service.stopping))
+    return service
+
+
+async def _run_loops(parts: ServiceParts, stopping: asyncio.Event) -> None:
+    async with asyncio.TaskGroup() as group:
+        for loop_fn in parts.background:
+            group.create_task(loop_fn(stopping))
+
+
+async def _serve(name: str, build: BuildService, settings: Settings) -> None:
+    from agentfleet.db import create_pool
+    from agentfleet.embedded_pg import resolve_database_url
+
+    database_url, _embedded = await resolve_database_url(settings)
+    pool = await create_pool(
+        database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max
+    )
+    try:
+        service = await start_service(
+            name, build, settings=settings, pool=pool, database_url=database_url
+        )
+        log.info("serving", address=f"{settings.listen_host}:{service.port}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutting down", grace_s=settings.shutdown_grace_s)
+        await service.stop()
+    finally:
+        await pool.close()
+
+
+def run_service(name: str, build: BuildService) -> None:
+    """A service's ``__main__``: exits 2 on bad configuration, 1 on a startup failure."""
+    prefix = f"agentfleet-{name}"
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"{prefix}: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings, service=name)
+    configure_tracing(settings, service=f"agentfleet-{name}")
+    try:
+        asyncio.run(_serve(name, build, settings))
+    except AgentFleetError as exc:
+        print(f"{prefix}: cannot start: {exc.message}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutdown_tracing()

@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+
+from agentfleet.config import DEFAULT_PORTS, ConfigError, load_settings
+
+
+def test_defaults_need_no_environment() -> None:
+    settings = load_settings({})
+    assert settings.database_url is None
+    assert dict(settings.ports) == DEFAULT_PORTS
+    assert settings.addresses["toolpool"] == "127.0.0.1:50052"
+    assert settings.auth_enabled is True
+    assert settings.data_dir == Path(".data").absolute()
+    assert not settings.uses_real_gemini
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("DATABASE_URL", "mysql://localhost/db", "must be a postgresql:// URL"),
+        ("DATABASE_URL", "postgresql://localhost:99999/db", "invalid port"),
+        ("DATABASE_URL", "postgresql:///db", "names no host"),
+        ("AGENTFLEET_EXECUTOR_PORT", "http", "must be an integer"),
+        ("AGENTFLEET_HISTORY_PORT", "70000", "between 1 and 65535"),
+        ("AGENTFLEET_AUTH", "maybe", "must be on or off"),
+        ("AGENTFLEET_TOOLPOOL_ADDR", "toolpool", "must be host:port"),
+        ("AGENTFLEET_LOG_FORMAT", "xml", "must be one of"),
+        ("AGENTFLEET_SHUTDOWN_GRACE_S", "-1", "greater than 0"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "http"),
+    ],
+)
+def test_bad_values_name_the_variable(variable: str, value: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({variable: value})
+    assert caught.value.variable == variable
+    assert str(caught.value).startswith(f"{variable}: ")
+    assert reason in str(caught.value)
+    assert value in str(caught.value)
+
+
+def test_pool_bounds_are_checked_together() -> None:
+    with pytest.raises(ConfigError, match="AGENTFLEET_DB_POOL_MAX"):
+        load_settings({"AGENTFLEET_DB_POOL_MIN": "5", "AGENTFLEET_DB_POOL_MAX": "2"})
+
+
+def test_socket_urls_and_overrides_are_accepted() -> None:
+    settings = load_settings(
+        {
+            "DATABASE_URL": "postgresql://postgres@/agentfleet?host=/tmp/pg",
+            "AGENTFLEET_AUTH": "off",
+            "AGENTFLEET_EXECUTOR_PORT": "6000",
+            "GOOGLE_API_KEY": "k",
+        }
+    )
+    assert settings.database_url == "postgresql://postgres@/agentfleet?host=/tmp/pg"
+    assert settings.auth_enabled is False
+    assert settings.ports["executor"] == 6000
+    assert settings.addresses["executor"] == "127.0.0.1:6000"
+    assert settings.uses_real_gemini
+
+
+def test_the_api_key_never_shows_in_repr() -> None:
+    settings = load_settings({"GEMINI_API_KEY": "super-secret-key"})
+    assert settings.gemini_api_key == "super-secret-key"
+    assert "super-secret-key" not in repr(settings)
+
+
+def test_a_base_url_routes_to_the_stub_even_with_a_key() -> None:
+    settings = load_settings(
+        {"GEMINI_API_KEY": "k", "AGENTFLEET_GEMINI_BASE_URL": "http://127.0.0.1:9999/"}
+    )
+    assert settings.gemini_base_url == "http://127.0.0.1:9999"
+    assert not settings.uses_real_gemini
