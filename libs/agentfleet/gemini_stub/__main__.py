@@ -1,0 +1,61 @@
+"""``python -m agentfleet.gemini_stub --port N [--scripts file.json]``: run the stub alone."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from pathlib import Path
+
+from agentfleet.gemini_stub.codec import ScriptFormatError, scripts_from_json
+from agentfleet.gemini_stub.server import GeminiStub
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentfleet.gemini_stub",
+        description="A scripted offline model speaking the Gemini REST API (not Gemini).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--scripts", type=Path, help="JSON file of reply-sequence scripts")
+    return parser.parse_args(argv)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    stub = GeminiStub()
+    if args.scripts is not None:
+        for script in scripts_from_json(json.loads(args.scripts.read_text())):
+            stub.add_script(script)
+    base_url = await stub.start(args.host, args.port)
+    print(
+        f"gemini stub: scripted offline model (not Gemini) serving the Gemini REST API "
+        f"at {base_url} with {len(stub.scripts())} script(s)",
+        flush=True,
+    )
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        await stopping.wait()
+    finally:
+        await stub.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        asyncio.run(_serve(args))
+    except (OSError, ValueError, ScriptFormatError) as exc:
+        print(f"gemini stub: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

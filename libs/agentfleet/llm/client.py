@@ -1,0 +1,89 @@
+"""The model client contract the executor codes against.
+
+:class:`ModelClient` is the port; :class:`agentfleet.llm.genai_client.GenaiModelClient` is the
+google-genai adapter (Gemini API, Vertex AI, or the stub server through a base URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from google.genai import types
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TokenUsage:
+    """Token counts of one model call, as the server reported them (0 when it did not)."""
+
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    """Candidate tokens plus thinking tokens."""
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelReply:
+    """One model turn."""
+
+    content: types.Content
+    """The turn exactly as received, to append to the conversation and persist."""
+    text: str
+    """The text parts joined ("" when none); thoughts left out."""
+    function_calls: tuple[types.FunctionCall, ...]
+    """Calls in the order the model gave them; several mean "run them concurrently"."""
+    finish_reason: str | None
+    """``STOP``, ``MAX_TOKENS``, ``SAFETY``, ... as the server named it."""
+    usage: TokenUsage
+    model_version: str | None
+    response_id: str | None
+    attempts: int
+    """Calls it took, retries included (1 when the first call answered)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter for transient model errors."""
+
+    max_attempts: int = 4
+    """Calls in all, the first included; 1 means no retry."""
+    base_delay_s: float = 0.5
+    """Wait before the first retry; doubles each time, up to ``max_delay_s``."""
+    max_delay_s: float = 8.0
+    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ValueError("delays must be >= 0")
+
+    @classmethod
+    def for_tests(cls, max_attempts: int = 3) -> RetryPolicy:
+        """Real retries with millisecond waits, so tests exercise the policy quickly."""
+        return cls(max_attempts=max_attempts, base_delay_s=0.001, max_delay_s=0.01)
+
+
+class ModelClient(Protocol):
+    """Calls a model for one step of an agent. Implementations retry transient failures
+    themselves and raise :class:`agentfleet.llm.errors.ModelError` subclasses otherwise;
+    cancellation propagates at once."""
+
+    async def generate(
+        self,
+        *,
+        model: str,
+        system_instruction: str | None,
+        contents: Sequence[types.Content],
+        tools: Sequence[types.Tool] = (),
+        config: types.GenerateContentConfig | None = None,
+    ) -> ModelReply:
+        """One model call. ``config`` carries temperature, max output tokens, a response
+        JSON schema, tool config; its own system instruction and tools are replaced by the
+        arguments."""
+        ...
+
+    async def aclose(self) -> None:
+        """Releases connections; the client is not used afterwards."""
+        ...

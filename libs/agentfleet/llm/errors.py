@@ -1,0 +1,49 @@
+"""Errors of a model call, after our retry policy has run its course.
+
+Hierarchy::
+
+    ModelError                 root; status_code and the server's message when there was one
+    ├── TransientModelError    429 / 500 / 502 / 503 / 504 or a dropped connection, retries spent
+    ├── ModelRequestError      any other 4xx: the request itself is wrong (bad key, bad schema)
+    └── MalformedModelReply    a 200 whose body is not JSON or holds no candidate
+
+google-genai and transport errors are translated into these in one place,
+:func:`agentfleet.llm.genai_client.translate_error`.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from agentfleet.errors import AgentFleetError
+
+
+class ModelError(AgentFleetError):
+    """A model call failed. ``message`` is the server's message (or ours when it sent none)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        """HTTP status of the last answer; None when no answer arrived."""
+        self.attempts = attempts
+        """How many calls were made, retries included."""
+
+    def __str__(self) -> str:
+        status = f"{self.status_code} " if self.status_code is not None else ""
+        return f"{status}{self.message}"
+
+
+class TransientModelError(ModelError):
+    """The model was unavailable or rate limited on every attempt."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class ModelRequestError(ModelError):
+    """The model refused the request (4xx other than 429); retrying will not help."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class MalformedModelReply(ModelError):
+    """The model answered 200 with a body we cannot use: not JSON, or no candidates."""
