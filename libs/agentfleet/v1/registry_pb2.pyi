@@ -1,0 +1,162 @@
+import datetime
+
+from agentfleet.v1 import common_pb2 as _common_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Product(_message.Message):
+    __slots__ = ("name", "version", "manifest", "install_time", "agent_names", "mcp_server_names", "update_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    INSTALL_TIME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    MCP_SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    manifest: _struct_pb2.Struct
+    install_time: _timestamp_pb2.Timestamp
+    agent_names: _containers.RepeatedScalarFieldContainer[str]
+    mcp_server_names: _containers.RepeatedScalarFieldContainer[str]
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., manifest: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., install_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agent_names: _Optional[_Iterable[str]] = ..., mcp_server_names: _Optional[_Iterable[str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class InstallProductRequest(_message.Message):
+    __slots__ = ("project_id", "manifest", "request_id", "validate_only")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    manifest: _struct_pb2.Struct
+    request_id: str
+    validate_only: bool
+    def __init__(self, project_id: _Optional[str] = ..., manifest: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class InstallProductResponse(_message.Message):
+    __slots__ = ("product", "previous_version", "created_agent_names", "updated_agent_names", "removed_agent_names", "upserted_mcp_server_names", "removed_mcp_server_names")
+    PRODUCT_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AGENT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AGENT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_AGENT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    UPSERTED_MCP_SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_MCP_SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    product: Product
+    previous_version: str
+    created_agent_names: _containers.RepeatedScalarFieldContainer[str]
+    updated_agent_names: _containers.RepeatedScalarFieldContainer[str]
+    removed_agent_names: _containers.RepeatedScalarFieldContainer[str]
+    upserted_mcp_server_names: _containers.RepeatedScalarFieldContainer[str]
+    removed_mcp_server_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, product: _Optional[_Union[Product, _Mapping]] = ..., previous_version: _Optional[str] = ..., created_agent_names: _Optional[_Iterable[str]] = ..., updated_agent_names: _Optional[_Iterable[str]] = ..., removed_agent_names: _Optional[_Iterable[str]] = ..., upserted_mcp_server_names: _Optional[_Iterable[str]] = ..., removed_mcp_server_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UninstallProductRequest(_message.Message):
+    __slots__ = ("project_id", "product_name")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    product_name: str
+    def __init__(self, project_id: _Optional[str] = ..., product_name: _Optional[str] = ...) -> None: ...
+
+class UninstallProductResponse(_message.Message):
+    __slots__ = ("removed_agent_names", "removed_mcp_server_names")
+    REMOVED_AGENT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_MCP_SERVER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    removed_agent_names: _containers.RepeatedScalarFieldContainer[str]
+    removed_mcp_server_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, removed_agent_names: _Optional[_Iterable[str]] = ..., removed_mcp_server_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListProductsRequest(_message.Message):
+    __slots__ = ("project_id", "page_size", "page_token")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListProductsResponse(_message.Message):
+    __slots__ = ("products", "next_page_token")
+    PRODUCTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    products: _containers.RepeatedCompositeFieldContainer[Product]
+    next_page_token: str
+    def __init__(self, products: _Optional[_Iterable[_Union[Product, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListAgentDefinitionsRequest(_message.Message):
+    __slots__ = ("project_id", "page_size", "page_token", "visibilities", "product_name")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VISIBILITIES_FIELD_NUMBER: _ClassVar[int]
+    PRODUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    page_size: int
+    page_token: str
+    visibilities: _containers.RepeatedScalarFieldContainer[_common_pb2.Visibility]
+    product_name: str
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., visibilities: _Optional[_Iterable[_Union[_common_pb2.Visibility, str]]] = ..., product_name: _Optional[str] = ...) -> None: ...
+
+class ListAgentDefinitionsResponse(_message.Message):
+    __slots__ = ("agent_definitions", "next_page_token")
+    AGENT_DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    agent_definitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.AgentDefinition]
+    next_page_token: str
+    def __init__(self, agent_definitions: _Optional[_Iterable[_Union[_common_pb2.AgentDefinition, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetAgentDefinitionRequest(_message.Message):
+    __slots__ = ("project_id", "name")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    name: str
+    def __init__(self, project_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetAgentDefinitionResponse(_message.Message):
+    __slots__ = ("agent_definition",)
+    AGENT_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    agent_definition: _common_pb2.AgentDefinition
+    def __init__(self, agent_definition: _Optional[_Union[_common_pb2.AgentDefinition, _Mapping]] = ...) -> None: ...
+
+class UpsertAgentDefinitionRequest(_message.Message):
+    __slots__ = ("project_id", "agent_definition", "expected_version", "validate_only")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    agent_definition: _common_pb2.AgentDefinition
+    expected_version: int
+    validate_only: bool
+    def __init__(self, project_id: _Optional[str] = ..., agent_definition: _Optional[_Union[_common_pb2.AgentDefinition, _Mapping]] = ..., expected_version: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class UpsertAgentDefinitionResponse(_message.Message):
+    __slots__ = ("agent_definition", "created")
+    AGENT_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    agent_definition: _common_pb2.AgentDefinition
+    created: bool
+    def __init__(self, agent_definition: _Optional[_Union[_common_pb2.AgentDefinition, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class DeleteAgentDefinitionRequest(_message.Message):
+    __slots__ = ("project_id", "name")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    name: str
+    def __init__(self, project_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteAgentDefinitionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
