@@ -5,3 +5,11 @@ pytest_plugins = [
     "agentfleet.testing.gemini",
     "agentfleet.testing.services",
 ]
+
+
+def pytest_collection_modifyitems(items: list) -> None:  # type: ignore[type-arg]
+    import pytest
+
+    for item in items:
+        if "/tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)

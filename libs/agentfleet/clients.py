@@ -15,33 +15,42 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from agentfleet.grpc_server import MAX_MESSAGE_BYTES
 
 
-class _BearerToken(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, token: str) -> None:
-        self._header = ("authorization", f"Bearer {token}")
+def _with_token(details: grpc.aio.ClientCallDetails, header: tuple[str, str]) -> Any:
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    metadata.add(*header)
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
 
-    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-        metadata = grpc.aio.Metadata(*(details.metadata or ()))
-        metadata.add(*self._header)
-        return grpc.aio.ClientCallDetails(
-            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-        )
+
+# grpc.aio files an interceptor under the first kind it implements only, so each kind of
+# call needs its own interceptor object.
+class _UnaryBearer(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, header: tuple[str, str]) -> None:
+        self._header = header
 
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(self._with_token(details), request)
+        return await continuation(_with_token(details, self._header), request)
+
+
+class _StreamBearer(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, header: tuple[str, str]) -> None:
+        self._header = header
 
     async def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(self._with_token(details), request)
+        return await continuation(_with_token(details, self._header), request)
 
 
 def open_channel(address: str, *, token: str | None = None) -> grpc.aio.Channel:
     """An insecure channel (mesh or loopback) with tracing and, if given, a bearer token."""
     interceptors: list[grpc.aio.ClientInterceptor] = list(aio_client_interceptors())
     if token:
-        interceptors.append(_BearerToken(token))
+        header = ("authorization", f"Bearer {token}")
+        interceptors += [_UnaryBearer(header), _StreamBearer(header)]
     return grpc.aio.insecure_channel(
         address,
         interceptors=interceptors,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import grpc
@@ -47,6 +48,28 @@ class Registration:
     """Full name, e.g. ``agentfleet.v1.ExecutorService``."""
     admin_methods: frozenset[str] = field(default_factory=frozenset)
     """Method names (``InstallProduct``) that need an admin or service token."""
+
+    @classmethod
+    def of(
+        cls,
+        pb2: ModuleType,
+        pb2_grpc: ModuleType,
+        service: str,
+        servicer: object,
+        *,
+        admin_methods: Iterable[str] = (),
+    ) -> Registration:
+        """Registration of ``service`` from its generated modules, e.g. ``history_pb2``."""
+        methods = frozenset(admin_methods)
+        known = {m.name for m in pb2.DESCRIPTOR.services_by_name[service].methods}
+        if not methods <= known:
+            raise ValueError(f"{service} has no methods {sorted(methods - known)}")
+        return cls(
+            add_to_server=getattr(pb2_grpc, f"add_{service}Servicer_to_server"),
+            servicer=servicer,
+            service_name=pb2.DESCRIPTOR.services_by_name[service].full_name,
+            admin_methods=methods,
+        )
 
 
 @dataclass(kw_only=True, slots=True)

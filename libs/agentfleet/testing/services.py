@@ -1,1 +1,202 @@
-"""pytest fixtures: services (placeholder until written)."""
+"""pytest fixtures for the services: in-process gRPC servers, and real service processes.
+
+``stack`` starts all four services in the test's event loop on free loopback ports against
+the test's own database, with auth on and a service token for the calls between them.
+``process_stack`` starts them as real ``python -m services.<name>`` processes instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agentfleet.auth import TokenStore
+from agentfleet.clients import open_channel
+from agentfleet.config import Settings, child_environment, load_settings
+from agentfleet.service_runtime import RunningService, start_service
+
+START_ORDER = ("toolpool", "history", "executor", "dispatcher")
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (the OS may hand it out again; good enough here)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_settings(**environ: str) -> Settings:
+    """Settings from an explicit environment only, so the developer's shell never leaks in."""
+    return load_settings({"AGENTFLEET_LOG_FORMAT": "console", **environ})
+
+
+@dataclass(kw_only=True, slots=True)
+class Stack:
+    """Running services and the means to call them."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    services: dict[str, RunningService] = field(default_factory=dict)
+    service_token: str | None = None
+    _channels: list[grpc.aio.Channel] = field(default_factory=list)
+
+    def address(self, name: str) -> str:
+        return self.settings.addresses[name]
+
+    def channel(self, name: str, *, token: str | None = None) -> grpc.aio.Channel:
+        """A channel to a service; closed when the stack stops."""
+        channel = open_channel(self.address(name), token=token)
+        self._channels.append(channel)
+        return channel
+
+    async def create_token(self, project_id: str | None, role: str = "admin") -> str:
+        created = await TokenStore(self.pool).create(
+            project_id=project_id,
+            role=role,  # type: ignore[arg-type]
+            name="test",
+        )
+        return created.token
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+        for name in reversed(START_ORDER):
+            if name in self.services:
+                await self.services[name].stop(grace_s=1.0)
+
+
+async def start_stack(
+    *,
+    database_url: str,
+    pool: asyncpg.Pool,
+    environ: Mapping[str, str] | None = None,
+    names: tuple[str, ...] = START_ORDER,
+) -> Stack:
+    """Starts the named services in-process, in dependency order, on free ports."""
+    settings = test_settings(DATABASE_URL=database_url, **dict(environ or {}))
+    stack = Stack(settings=settings, pool=pool)
+    if settings.auth_enabled and settings.service_token is None:
+        stack.service_token = await stack.create_token(None, role="service")
+        settings = settings.with_overrides(service_token=stack.service_token)
+    try:
+        for name in names:
+            build = importlib.import_module(f"services.{name}.server").build
+            service = await start_service(
+                name, build, settings=settings, pool=pool, database_url=database_url, port=0
+            )
+            stack.services[name] = service
+            addresses = {**settings.addresses, name: f"127.0.0.1:{service.port}"}
+            settings = settings.with_overrides(addresses=addresses)
+            stack.settings = settings
+            # Later services read the addresses of earlier ones from their settings.
+            for running in stack.services.values():
+                running.context.settings = settings
+    except BaseException:
+        await stack.close()
+        raise
+    return stack
+
+
+@pytest.fixture
+async def stack(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[Stack]:
+    """All four services in-process against this test's database, auth on."""
+    running = await start_stack(database_url=database_url, pool=db_pool)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+@dataclass(kw_only=True, slots=True)
+class ProcessStack:
+    """Services running as real processes."""
+
+    addresses: dict[str, str]
+    processes: dict[str, asyncio.subprocess.Process]
+    log_dir: Path
+
+    def log(self, name: str) -> str:
+        return (self.log_dir / f"{name}.log").read_text(errors="replace")
+
+    async def stop(self, grace_s: float = 10.0) -> dict[str, int]:
+        """SIGTERM to every process; returns exit codes (killed ones included)."""
+        for process in self.processes.values():
+            if process.returncode is None:
+                process.terminate()
+        codes = {}
+        for name, process in self.processes.items():
+            try:
+                codes[name] = await asyncio.wait_for(process.wait(), grace_s)
+            except TimeoutError:
+                process.kill()
+                codes[name] = await process.wait()
+        return codes
+
+
+async def wait_serving(address: str, *, timeout_s: float, process=None) -> None:  # type: ignore[no-untyped-def]
+    """Waits until the health service at ``address`` says SERVING, or fails with a reason."""
+    deadline = time.monotonic() + timeout_s
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.returncode is not None:
+                raise AssertionError(f"process for {address} exited with {process.returncode}")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{address} not SERVING within {timeout_s}s")
+
+
+async def start_process_stack(
+    *,
+    database_url: str,
+    log_dir: Path,
+    environ: Mapping[str, str] | None = None,
+    names: tuple[str, ...] = START_ORDER,
+    timeout_s: float = 30.0,
+) -> ProcessStack:
+    """Starts each named service as ``python -m services.<name>`` and waits for health."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in names}
+    env = {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **dict(environ or {})}
+    for name, port in ports.items():
+        env[f"AGENTFLEET_{name.upper()}_PORT"] = str(port)
+        env[f"AGENTFLEET_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+    processes: dict[str, asyncio.subprocess.Process] = {}
+    stack = ProcessStack(
+        addresses={n: f"127.0.0.1:{p}" for n, p in ports.items()},
+        processes=processes,
+        log_dir=log_dir,
+    )
+    try:
+        for name in names:
+            with (log_dir / f"{name}.log").open("ab") as log_file:
+                processes[name] = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    f"services.{name}",
+                    env=child_environment(env),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=log_file,
+                )
+        for name in names:
+            await wait_serving(stack.addresses[name], timeout_s=timeout_s, process=processes[name])
+    except BaseException:
+        await stack.stop(grace_s=2.0)
+        raise
+    return stack
