@@ -4,6 +4,7 @@ pytest_plugins = [
     "agentfleet.testing.database",
     "agentfleet.testing.gemini",
     "agentfleet.testing.services",
+    "agentfleet.testing.tracing",
 ]
 
 
