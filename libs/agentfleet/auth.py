@@ -87,7 +87,12 @@ class TokenStore:
         if role == "service" and project_id is not None:
             raise InvalidArgument.for_field("project_id", "service tokens belong to no project")
         if role != "service" and not project_id:
-            raise InvalidArgument.for_field("project_id", f"a {role} token needs a project")
+            raise InvalidArgument.for_field(
+                "project_id",
+                f"an {role} token needs a project"
+                if role == "admin"
+                else f"a {role} token needs a project",
+            )
         token = generate_token()
         token_id = await self._pool.fetchval(
             """INSERT INTO kb.api_tokens (token_hash, project_id, role, name)
