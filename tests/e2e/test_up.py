@@ -1,0 +1,92 @@
+"""`agentfleet up` on the embedded default: four processes, health, reflection, clean stop."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentfleet.testing.services import free_port
+
+SERVICES = {
+    "executor": ["agentfleet.v1.ExecutorService", "agentfleet.v1.AgentRegistryService"],
+    "toolpool": ["agentfleet.v1.ToolPoolService"],
+    "dispatcher": ["agentfleet.v1.DispatcherService"],
+    "history": ["agentfleet.v1.HistoryService"],
+}
+
+
+async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float) -> str:
+    seen: list[str] = []
+
+    async def read() -> str:
+        while True:
+            line = await stream.readline()
+            if not line:
+                raise AssertionError("agentfleet up exited early:\n" + "".join(seen))
+            seen.append(line.decode())
+            if line.decode().strip() == marker:
+                return "".join(seen)
+
+    return await asyncio.wait_for(read(), timeout_s)
+
+
+async def _run(*argv: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.timeout(240)
+async def test_up_serves_all_four_services_on_embedded_postgres(
+    tmp_path: Path, grpcurl: str
+) -> None:
+    ports = {name: free_port() for name in SERVICES}
+    env = {
+        k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("GEMINI")
+    }
+    env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
+    env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
+    env.pop("GOOGLE_API_KEY", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfleet.cli.main",
+        "up",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        banner = await _read_until(process.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
+        assert "embedded PostgreSQL" in banner
+        assert "offline stub Gemini server" in banner
+        for port in ports.values():
+            assert f"127.0.0.1:{port}" in banner
+
+        for name, port in ports.items():
+            code, out, err = await _run(grpcurl, "-plaintext", f"127.0.0.1:{port}", "list")
+            assert code == 0, err
+            listed = set(out.split())
+            assert set(SERVICES[name]) <= listed, (name, listed)
+            assert "grpc.health.v1.Health" in listed
+
+            code, out, err = await _run(
+                grpcurl, "-plaintext", f"127.0.0.1:{port}", "grpc.health.v1.Health/Check"
+            )
+            assert code == 0, err
+            assert json.loads(out) == {"status": "SERVING"}
+
+        # The embedded database keeps its data under the data folder, for the next start.
+        assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, rest.decode()
+    assert "stopped" in rest.decode()
