@@ -17,7 +17,15 @@ console = Console()
 
 
 async def run_migrate(settings: Settings, action: str, target: int | None) -> int:
-    database_url, _embedded = await resolve_database_url(settings)
+    database_url, embedded = await resolve_database_url(settings)
+    try:
+        return await _migrate(database_url, action, target)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _migrate(database_url: str, action: str, target: int | None) -> int:
     if action == "up":
         applied = await migrate.migrate_up(database_url, target=target)
         for m in applied:
@@ -42,7 +50,15 @@ async def _current_version(database_url: str) -> int:
 
 
 async def run_token(settings: Settings, args: argparse.Namespace) -> int:
-    database_url, _embedded = await resolve_database_url(settings)
+    database_url, embedded = await resolve_database_url(settings)
+    try:
+        return await _token(database_url, args)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _token(database_url: str, args: argparse.Namespace) -> int:
     pool = await create_pool(database_url, min_size=1, max_size=2)
     try:
         store = TokenStore(pool)

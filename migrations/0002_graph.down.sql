@@ -1,0 +1,2 @@
+DROP TABLE kb.graph_relationships;
+DROP TABLE kb.graph_objects;

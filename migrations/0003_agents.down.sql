@@ -1,0 +1,2 @@
+DROP TABLE kb.agent_definitions;
+DROP TABLE kb.products;

@@ -1,0 +1,2 @@
+DROP TABLE kb.project_secrets;
+DROP TABLE kb.mcp_servers;
