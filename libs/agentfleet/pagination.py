@@ -1,0 +1,83 @@
+"""Keyset pagination with opaque page tokens (AIP-158).
+
+A token is the base64url of a small JSON document holding the keyset position of the last
+row served and a hash of the filters it was issued for. Reusing a token with other filters,
+or sending anything that is not a token, is INVALID_ARGUMENT — never INTERNAL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from agentfleet.errors import InvalidArgument
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+_MAX_TOKEN_CHARS = 2048
+
+Position = Sequence[str | int | float | bool | datetime | None]
+
+
+def clamp_page_size(page_size: int, *, field: str = "page_size") -> int:
+    """0 means the default (50); values above 500 are clamped; negatives are refused."""
+    if page_size < 0:
+        raise InvalidArgument.for_field(field, "must not be negative")
+    if page_size == 0:
+        return DEFAULT_PAGE_SIZE
+    return min(page_size, MAX_PAGE_SIZE)
+
+
+def filters_digest(filters: Mapping[str, Any]) -> str:
+    canonical = json.dumps(filters, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def encode_page_token(position: Position, filters: Mapping[str, Any]) -> str:
+    """The token that resumes a listing after ``position`` under the same ``filters``."""
+    values = [{"dt": v.isoformat()} if isinstance(v, datetime) else v for v in position]
+    document = json.dumps({"p": values, "f": filters_digest(filters)}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(document.encode()).decode().rstrip("=")
+
+
+def decode_page_token(
+    token: str, filters: Mapping[str, Any], *, arity: int, field: str = "page_token"
+) -> list[Any] | None:
+    """The keyset position in ``token``; None for an empty token (the first page)."""
+    if not token:
+        return None
+    if len(token) > _MAX_TOKEN_CHARS:
+        raise InvalidArgument.for_field(field, "is not a page token of this listing")
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        document = json.loads(raw)
+        values = document["p"]
+        digest = document["f"]
+        if not isinstance(values, list) or len(values) != arity:
+            raise ValueError("wrong arity")
+        position = [_decode_value(v) for v in values]
+    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise InvalidArgument.for_field(field, "is not a page token of this listing") from None
+    if digest != filters_digest(filters):
+        raise InvalidArgument.for_field(
+            field, "was issued for other filters; start again without a page_token"
+        )
+    return position
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return datetime.fromisoformat(value["dt"])
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise ValueError("unexpected value")
+
+
+def page_of(rows: Sequence[Any], page_size: int) -> tuple[Sequence[Any], bool]:
+    """Splits ``page_size + 1`` fetched rows into the page and whether more follow."""
+    return rows[:page_size], len(rows) > page_size
