@@ -14,6 +14,8 @@ from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 
 console = Console()
+# Notes go to stderr so `TOKEN=$(agentfleet token create ...)` captures the token alone.
+notes = Console(stderr=True)
 
 
 async def run_migrate(settings: Settings, action: str, target: int | None) -> int:
@@ -65,7 +67,7 @@ async def _token(database_url: str, args: argparse.Namespace) -> int:
         if args.token_command == "create":
             created = await store.create(project_id=args.project, role=args.role, name=args.name)
             scope = f"project {created.project_id}" if created.project_id else "all projects"
-            console.print(
+            notes.print(
                 f"[dim]token {created.token_id} ({created.role}, {scope}); "
                 "it is shown only once:[/dim]",
                 highlight=False,
