@@ -1,0 +1,43 @@
+"""Results for the model: bounded in size, never silently cut."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+MAX_RESULT_BYTES = 64 * 1024
+MAX_ARGUMENT_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BoundedResult:
+    result: dict[str, Any]
+    truncated: bool
+    size_bytes: int
+    """Size of the JSON before truncation."""
+
+
+def bound_result(result: dict[str, Any], *, max_bytes: int = MAX_RESULT_BYTES) -> BoundedResult:
+    """The result, or a preview of it with a marker telling the model it was cut."""
+    encoded = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+    size = len(encoded.encode())
+    if size <= max_bytes:
+        return BoundedResult(result=result, truncated=False, size_bytes=size)
+    preview = encoded.encode()[: max_bytes - 512].decode(errors="ignore")
+    return BoundedResult(
+        result={
+            "truncated": True,
+            "note": (
+                f"[result truncated: {size} bytes, limit {max_bytes}; the preview below is "
+                "the start of the JSON result]"
+            ),
+            "preview": preview,
+        },
+        truncated=True,
+        size_bytes=size,
+    )
+
+
+def json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())

@@ -1,0 +1,67 @@
+"""What CallTool needs to know about a run: its project, depth, status and whitelist."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunScope:
+    run_id: str
+    project_id: str
+    agent_name: str
+    depth: int
+    status: str
+    tool_patterns: tuple[str, ...]
+    """The run's definition's whitelist; empty when the definition is gone."""
+
+
+def parse_run_id(raw: str, *, field: str = "run_id") -> str:
+    if not raw:
+        raise InvalidArgument.for_field(field, "is required")
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise InvalidArgument.for_field(field, f"{raw[:64]!r} is not a UUID") from None
+
+
+class RunScopes:
+    """Repository: reads the scope of a run, always within the caller's project."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def get(self, project_id: str, run_id: str) -> RunScope:
+        """The run's scope; NotFound when it is not a run of ``project_id``."""
+        row = await self._pool.fetchrow(
+            """SELECT r.id::text AS run_id, r.project_id, r.agent_name, r.depth, r.status,
+                      coalesce(d.tools, '{}') AS tools
+               FROM kb.agent_runs r
+               LEFT JOIN kb.agent_definitions d
+                 ON d.id = r.agent_definition_id AND d.project_id = r.project_id
+               WHERE r.id = $1::uuid AND r.project_id = $2""",
+            parse_run_id(run_id),
+            project_id,
+        )
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return RunScope(
+            run_id=row["run_id"],
+            project_id=row["project_id"],
+            agent_name=row["agent_name"],
+            depth=row["depth"],
+            status=row["status"],
+            tool_patterns=tuple(row["tools"]),
+        )
+
+    async def get_running(self, project_id: str, run_id: str) -> RunScope:
+        """As :meth:`get`, refusing runs that are not executing: they may not call tools."""
+        scope = await self.get(project_id, run_id)
+        if scope.status != "running":
+            raise FailedPrecondition(f"run {run_id} is {scope.status}, not running")
+        return scope
