@@ -24,16 +24,23 @@ def bound_result(result: dict[str, Any], *, max_bytes: int = MAX_RESULT_BYTES) -
     size = len(encoded.encode())
     if size <= max_bytes:
         return BoundedResult(result=result, truncated=False, size_bytes=size)
-    preview = encoded.encode()[: max_bytes - 512].decode(errors="ignore")
-    return BoundedResult(
-        result={
+    budget = max_bytes - 512
+    while True:
+        preview = encoded.encode()[:budget].decode(errors="ignore")
+        marked = {
             "truncated": True,
             "note": (
                 f"[result truncated: {size} bytes, limit {max_bytes}; the preview below is "
                 "the start of the JSON result]"
             ),
             "preview": preview,
-        },
+        }
+        # Escaping can make the preview longer than its budget; shrink until it fits.
+        if json_size(marked) <= max_bytes or budget <= 0:
+            break
+        budget = budget * max_bytes // json_size(marked) - 64
+    return BoundedResult(
+        result=marked,
         truncated=True,
         size_bytes=size,
     )

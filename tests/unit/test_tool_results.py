@@ -22,3 +22,10 @@ def test_large_results_are_cut_with_a_marker() -> None:
     assert json_size(bounded.result) <= 4096
     assert bounded.result["preview"].startswith('{"text":"éé')
     json.dumps(bounded.result)  # still valid JSON for the model
+
+
+def test_escaping_heavy_results_still_fit() -> None:
+    result = {"quotes": '"\\' * 20_000, "ctrl": "\u0001" * 5_000}
+    bounded = bound_result(result, max_bytes=4096)
+    assert bounded.truncated
+    assert json_size(bounded.result) <= 4096
