@@ -60,6 +60,9 @@ DESIGN_COLUMNS = {
     },
     "graph_relationships": {"id", "project_id", "type", "src_id", "dst_id", "properties"},
     "api_tokens": {"id", "token_hash", "project_id", "role", "name", "created_at", "revoked_at"},
+    "product_install_requests": {
+        "project_id", "request_id", "product_name", "response", "created_at",
+    },
 }  # fmt: skip
 
 EXPECTED_INDEXES = {
@@ -94,6 +97,7 @@ EXPECTED_INDEXES = {
         "graph_relationships_pkey", "graph_relationships_src_uidx", "graph_relationships_dst_idx",
     },
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},
+    "product_install_requests": {"product_install_requests_pkey"},
     "schema_migrations": {"schema_migrations_pkey"},
 }  # fmt: skip
 

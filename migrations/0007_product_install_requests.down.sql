@@ -1,0 +1,1 @@
+DROP TABLE kb.product_install_requests;

@@ -1,0 +1,375 @@
+"""Product manifests (``manifest.json``): validation and parsing into domain values.
+
+A manifest names a product and carries its agent definitions and MCP servers::
+
+    {"name": "research", "version": "1.0.0", "description": "...",
+     "agents": [{"name": "...", "model": {"name": "gemini-2.5-flash"}, ...}],
+     "mcp": {"servers": [{"name": "web", "transport": "stdio", "command": "python"}]}}
+
+Validation is the JSON schema in ``manifest.schema.json`` (Draft 2020-12) plus the checks a
+schema cannot express (duplicate names, flow membership, transport-specific fields). Every
+problem is collected and reported at once as :class:`InvalidArgument`, each violation naming
+its field path (``manifest.agents[2].flow_type``). Pure: no I/O except loading the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from agentfleet.errors import FieldViolation, InvalidArgument
+from services.executor.definitions import AgentDefinition, ModelConfig
+
+MAX_MANIFEST_BYTES = 1024 * 1024
+"""Largest manifest accepted, measured as compact JSON."""
+MAX_AGENTS = 200
+MAX_MCP_SERVERS = 50
+_MAX_DESCRIPTION_CHARS = 300
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
+
+
+@dataclass(kw_only=True, slots=True)
+class McpServerSpec:
+    """An MCP server a product brings (becomes a row of kb.mcp_servers)."""
+
+    name: str
+    transport: str
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    tool_prefix: str | None = None
+    """None: tools are exposed as ``<name>__<tool>``; "" exposes raw names."""
+    enabled: bool = True
+    connect_timeout_s: float = 10.0
+    call_timeout_s: float = 60.0
+
+
+@dataclass(kw_only=True, slots=True)
+class Manifest:
+    """A validated manifest."""
+
+    name: str
+    version: str
+    description: str
+    agents: list[AgentDefinition]
+    mcp_servers: list[McpServerSpec]
+    document: dict[str, Any]
+    """The manifest as given (stored in kb.products.manifest)."""
+
+
+@cache
+def manifest_schema() -> dict[str, Any]:
+    """The manifest JSON schema (loaded once)."""
+    return json.loads(_SCHEMA_PATH.read_text())
+
+
+@cache
+def _validator(definition: str | None = None) -> Draft202012Validator:
+    schema = manifest_schema()
+    if definition is not None:
+        schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": definition}
+    return Draft202012Validator(schema)
+
+
+def parse_manifest(
+    document: Mapping[str, Any], *, project_agents: Collection[str] | None = None
+) -> Manifest:
+    """Validates ``document`` and returns it as domain values.
+
+    ``project_agents``: names of the project's other definitions that sub_agents may name
+    (None skips that check). Raises :class:`InvalidArgument` listing every violation.
+    """
+    size = len(json.dumps(document, separators=(",", ":"), default=str).encode())
+    if size > MAX_MANIFEST_BYTES:
+        raise InvalidArgument.for_field(
+            "manifest", f"is {size} bytes of JSON; at most {MAX_MANIFEST_BYTES} (1 MiB)"
+        )
+    violations = schema_violations(document, "manifest")
+    if violations:
+        # Semantic checks assume the schema's shapes; report the schema errors first.
+        raise InvalidArgument.for_fields(violations)
+    manifest = _build(dict(document))
+    violations = semantic_violations(manifest, project_agents=project_agents)
+    if violations:
+        raise InvalidArgument.for_fields(violations)
+    return manifest
+
+
+def schema_violations(
+    document: Any, prefix: str, *, definition: str | None = None
+) -> list[FieldViolation]:
+    """Schema errors of ``document`` (or of one ``$defs`` ``definition``), named by path."""
+    errors = _validator(definition).iter_errors(document)
+    return [violation for error in errors for violation in _describe(error, prefix)]
+
+
+def semantic_violations(
+    manifest: Manifest, *, project_agents: Collection[str] | None = None
+) -> list[FieldViolation]:
+    """What the schema cannot check: duplicates, flow membership, transport fields."""
+    out: list[FieldViolation] = []
+    first_agent: dict[str, int] = {}
+    default_at: int | None = None
+    for i, agent in enumerate(manifest.agents):
+        path = f"manifest.agents[{i}]"
+        if agent.name in first_agent:
+            other = first_agent[agent.name]
+            out.append(_dup(f"{path}.name", "agent", agent.name, f"manifest.agents[{other}]"))
+        first_agent.setdefault(agent.name, i)
+        if agent.is_default:
+            if default_at is not None:
+                out.append(
+                    FieldViolation(
+                        f"{path}.is_default",
+                        f"only one agent may be the default (manifest.agents[{default_at}] is)",
+                    )
+                )
+            default_at = i if default_at is None else default_at
+    known = set(first_agent) | set(project_agents or ())
+    for i, agent in enumerate(manifest.agents):
+        path = f"manifest.agents[{i}]"
+        out.extend(flow_violations(agent, path))
+        for j, member in enumerate(agent.sub_agents):
+            if project_agents is not None and member not in known and member != agent.name:
+                out.append(
+                    FieldViolation(
+                        f"{path}.sub_agents[{j}]",
+                        f"names no agent of the manifest or the project: {member!r}",
+                    )
+                )
+    out.extend(_cycle_violations(manifest.agents))
+    out.extend(_server_violations(manifest.mcp_servers))
+    return out
+
+
+def flow_violations(agent: AgentDefinition, path: str) -> list[FieldViolation]:
+    """Checks that sub_agents, max_iterations and flow_type agree for one definition."""
+    out: list[FieldViolation] = []
+    if agent.flow_type == "single" and agent.sub_agents:
+        out.append(FieldViolation(f"{path}.sub_agents", "must be empty for flow_type single"))
+    if agent.flow_type != "single" and not agent.sub_agents:
+        out.append(
+            FieldViolation(
+                f"{path}.sub_agents", f"flow_type {agent.flow_type} needs at least one sub-agent"
+            )
+        )
+    if agent.max_iterations is not None and agent.flow_type != "loop":
+        out.append(FieldViolation(f"{path}.max_iterations", "applies only to flow_type loop"))
+    for j, member in enumerate(agent.sub_agents):
+        if member == agent.name:
+            out.append(
+                FieldViolation(f"{path}.sub_agents[{j}]", "an agent cannot be its own sub-agent")
+            )
+    return out
+
+
+def definition_violations(
+    definition: AgentDefinition, prefix: str = "agent_definition"
+) -> list[FieldViolation]:
+    """Violations of one definition (UpsertAgentDefinition) under the manifest's agent rules."""
+    document = definition_document(definition)
+    out = schema_violations(document, prefix, definition="#/$defs/agent")
+    out.extend(flow_violations(definition, prefix))
+    # The proto spells the timeout as a Duration named default_timeout.
+    return [
+        FieldViolation(v.field.replace(".default_timeout_s", ".default_timeout"), v.description)
+        for v in out
+    ]
+
+
+def definition_document(definition: AgentDefinition) -> dict[str, Any]:
+    """A definition in manifest form (the inverse of what parse_manifest builds)."""
+    document: dict[str, Any] = {
+        "name": definition.name,
+        "description": definition.description,
+        "system_prompt": definition.system_prompt,
+        "model": definition.model.to_json(),
+        "tools": list(definition.tools),
+        "flow_type": definition.flow_type,
+        "sub_agents": list(definition.sub_agents),
+        "visibility": definition.visibility,
+        "is_default": definition.is_default,
+        "tags": list(definition.tags),
+        "trigger": definition.trigger,
+        "config": dict(definition.config),
+    }
+    optional = {
+        "max_iterations": definition.max_iterations,
+        "max_steps": definition.max_steps,
+        "default_timeout_s": definition.default_timeout_s,
+    }
+    document.update({key: value for key, value in optional.items() if value is not None})
+    return document
+
+
+def _build(document: dict[str, Any]) -> Manifest:
+    return Manifest(
+        name=document["name"],
+        version=document["version"],
+        description=document.get("description", ""),
+        agents=[_agent(a) for a in document.get("agents", [])],
+        mcp_servers=[_server(s) for s in document.get("mcp", {}).get("servers", [])],
+        document=document,
+    )
+
+
+def _agent(doc: Mapping[str, Any]) -> AgentDefinition:
+    return AgentDefinition(
+        name=doc["name"],
+        description=doc.get("description", ""),
+        system_prompt=doc.get("system_prompt", ""),
+        model=ModelConfig.from_json(doc["model"]),
+        tools=list(doc.get("tools", [])),
+        flow_type=doc.get("flow_type", "single"),
+        sub_agents=list(doc.get("sub_agents", [])),
+        # Struct numbers are doubles: the schema accepted whole numbers; store them as ints.
+        max_iterations=_int(doc.get("max_iterations")),
+        max_steps=_int(doc.get("max_steps")),
+        default_timeout_s=_float(doc.get("default_timeout_s")),
+        visibility=doc.get("visibility", "project"),
+        is_default=doc.get("is_default", False),
+        tags=list(doc.get("tags", [])),
+        trigger=doc.get("trigger") or None,
+        config=dict(doc.get("config", {})),
+    )
+
+
+def _server(doc: Mapping[str, Any]) -> McpServerSpec:
+    return McpServerSpec(
+        name=doc["name"],
+        transport=doc["transport"],
+        command=doc.get("command"),
+        args=list(doc.get("args", [])),
+        env=dict(doc.get("env", {})),
+        url=doc.get("url"),
+        headers=dict(doc.get("headers", {})),
+        tool_prefix=doc.get("tool_prefix"),
+        enabled=doc.get("enabled", True),
+        connect_timeout_s=float(doc.get("connect_timeout_s", 10.0)),
+        call_timeout_s=float(doc.get("call_timeout_s", 60.0)),
+    )
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _dup(path: str, kind: str, name: str, other: str) -> FieldViolation:
+    return FieldViolation(path, f"duplicate {kind} name {name!r} (also at {other})")
+
+
+def _server_violations(servers: list[McpServerSpec]) -> Iterable[FieldViolation]:
+    first: dict[str, int] = {}
+    prefixes: dict[str, int] = {}
+    for i, server in enumerate(servers):
+        path = f"manifest.mcp.servers[{i}]"
+        duplicate = server.name in first
+        if duplicate:
+            yield _dup(
+                f"{path}.name",
+                "MCP server",
+                server.name,
+                f"manifest.mcp.servers[{first[server.name]}]",
+            )
+        first.setdefault(server.name, i)
+        if server.transport == "stdio":
+            stray = {"url": server.url, "headers": server.headers}
+        else:
+            stray = {"command": server.command, "args": server.args, "env": server.env}
+        for key, value in stray.items():
+            if value:
+                yield FieldViolation(
+                    f"{path}.{key}", f"must be empty for the {server.transport} transport"
+                )
+        # Two servers exposing tools under the same prefix would shadow each other's tools.
+        prefix = f"{server.name}__" if server.tool_prefix is None else server.tool_prefix
+        if prefix and prefix in prefixes and not duplicate:
+            yield FieldViolation(
+                f"{path}.tool_prefix",
+                f"exposes tools as {prefix}<tool> like manifest.mcp.servers[{prefixes[prefix]}]; "
+                "their tool names would clash",
+            )
+        prefixes.setdefault(prefix, i)
+
+
+def _cycle_violations(agents: list[AgentDefinition]) -> Iterable[FieldViolation]:
+    """Flow agents of the manifest whose membership loops back to themselves."""
+    index = {a.name: i for i, a in enumerate(agents)}
+    members = {a.name: [m for m in a.sub_agents if m in index and m != a.name] for a in agents}
+    reported: set[str] = set()
+    for start in members:
+        stack, seen = [(start, [start])], {start}
+        while stack:
+            name, trail = stack.pop()
+            for member in members[name]:
+                if member == start and start not in reported:
+                    reported.update(trail)
+                    yield FieldViolation(
+                        f"manifest.agents[{index[start]}].sub_agents",
+                        "flow membership forms a cycle: " + " -> ".join([*trail, start]),
+                    )
+                elif member not in seen:
+                    seen.add(member)
+                    stack.append((member, [*trail, member]))
+
+
+def _describe(error: ValidationError, prefix: str) -> list[FieldViolation]:
+    path = _path(prefix, error.absolute_path)
+    instance, value, kind = error.instance, error.validator_value, error.validator
+    if kind == "required" and isinstance(instance, Mapping):
+        transport = instance.get("transport") if "then" in error.relative_schema_path else None
+        why = f"is required for the {transport} transport" if transport else "is required"
+        return [FieldViolation(_path(path, [key]), why) for key in value if key not in instance]
+    if kind == "additionalProperties" and isinstance(instance, Mapping):
+        allowed = error.schema.get("properties", {})
+        extras = [key for key in instance if key not in allowed]
+        return [FieldViolation(_path(path, [key]), "is not a known field") for key in extras]
+    if kind == "pattern" and "x-pattern-hint" in error.schema:
+        if "propertyNames" in error.relative_schema_path:
+            # The error sits on the map; the bad key is the instance.
+            path = _path(path, [str(instance)])
+        description = f"{error.schema['x-pattern-hint']} (got {_short(instance)})"
+    elif kind in ("maxItems", "maxProperties"):
+        description = f"has {len(instance)} entries; at most {value}"
+    elif kind in ("maxLength", "minLength"):
+        bound = "at most" if kind == "maxLength" else "at least"
+        description = f"is {len(instance)} characters long; {bound} {value}"
+    elif kind == "type":
+        description = f"{_short(instance)} is not of type {value!r}"
+    else:
+        description = error.message
+    if len(description) > _MAX_DESCRIPTION_CHARS:
+        description = description[: _MAX_DESCRIPTION_CHARS - 3] + "..."
+    return [FieldViolation(path, description)]
+
+
+def _path(prefix: str, parts: Iterable[str | int]) -> str:
+    out = prefix
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            out += f".{part}"
+        else:
+            out += f"[{part}]"
+    return out
+
+
+def _short(instance: Any) -> str:
+    text = repr(instance)
+    return text if len(text) <= 80 else text[:77] + "..."

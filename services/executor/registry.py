@@ -1,0 +1,340 @@
+"""Installed products: install, upgrade and uninstall, each in one transaction.
+
+A product (``kb.products``) owns agent definitions and MCP servers (``product_id`` on
+``kb.agent_definitions`` and ``kb.mcp_servers``). Installing a manifest whose product is
+already installed upgrades it: definitions and servers are created, updated or removed to
+match the new manifest; unchanged ones keep their version. Whenever a product's MCP servers
+change, ``NOTIFY agentfleet_mcp_servers`` (payload: the project id) is sent in the same
+transaction, so toolpools drop their caches exactly when the change is visible.
+
+A product never takes over a definition or MCP server it does not own: a name already
+used by a hand-made one (or by another product) is :class:`AlreadyExists` naming it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from agentfleet.db import notify
+from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
+from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.manifest import (
+    Manifest,
+    definition_document,
+    parse_manifest,
+    semantic_violations,
+)
+from services.executor.product_store import (
+    PRODUCT_COLUMNS,
+    StoredMcpServer,
+    lock,
+    mcp_servers_of,
+    record_response,
+    remove_unlisted,
+    stored_response,
+    upsert_mcp_server,
+)
+
+MCP_SERVERS_CHANNEL = "agentfleet_mcp_servers"
+"""NOTIFY channel whose payload is a project id whose MCP servers changed."""
+MAX_REQUEST_ID_CHARS = 128
+
+
+@dataclass(kw_only=True, slots=True)
+class Product:
+    """An installed product with the names of what it owns."""
+
+    name: str
+    version: str
+    description: str = ""
+    manifest: dict[str, Any] = field(default_factory=dict)
+    installed_at: datetime | None = None
+    updated_at: datetime | None = None
+    agent_names: list[str] = field(default_factory=list)
+    mcp_server_names: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True, slots=True)
+class InstallResult:
+    """What an install changed (or, with validate_only, would change)."""
+
+    product: Product
+    previous_version: str = ""
+    """Version installed before; "" for a first install."""
+    created_agent_names: list[str] = field(default_factory=list)
+    updated_agent_names: list[str] = field(default_factory=list)
+    removed_agent_names: list[str] = field(default_factory=list)
+    upserted_mcp_server_names: list[str] = field(default_factory=list)
+    removed_mcp_server_names: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form, stored for request_id replays."""
+        product = {
+            "name": self.product.name,
+            "version": self.product.version,
+            "description": self.product.description,
+            "manifest": self.product.manifest,
+            "installed_at": _iso(self.product.installed_at),
+            "updated_at": _iso(self.product.updated_at),
+            "agent_names": self.product.agent_names,
+            "mcp_server_names": self.product.mcp_server_names,
+        }
+        return {
+            "product": product,
+            "previous_version": self.previous_version,
+            "created_agent_names": self.created_agent_names,
+            "updated_agent_names": self.updated_agent_names,
+            "removed_agent_names": self.removed_agent_names,
+            "upserted_mcp_server_names": self.upserted_mcp_server_names,
+            "removed_mcp_server_names": self.removed_mcp_server_names,
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> InstallResult:
+        product = dict(document["product"])
+        for key in ("installed_at", "updated_at"):
+            product[key] = datetime.fromisoformat(product[key]) if product[key] else None
+        return cls(**{**document, "product": Product(**product)})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UninstallResult:
+    removed_agent_names: list[str]
+    removed_mcp_server_names: list[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProductPage:
+    products: list[Product]
+    next_page_token: str
+    """Empty on the last page."""
+
+
+class _Rollback(Exception):
+    """Ends a validate_only transaction after the result is known."""
+
+    def __init__(self, result: InstallResult) -> None:
+        super().__init__("validate_only")
+        self.result = result
+
+
+class ProductRegistry:
+    """Installs, upgrades, lists and uninstalls the products of a project."""
+
+    def __init__(self, pool: asyncpg.Pool, definitions: DefinitionRepository | None = None) -> None:
+        self._pool = pool
+        self._definitions = definitions or DefinitionRepository(pool)
+
+    async def install(
+        self,
+        project_id: str,
+        document: Mapping[str, Any],
+        *,
+        request_id: str = "",
+        validate_only: bool = False,
+    ) -> InstallResult:
+        """Installs or upgrades the product of ``document`` in one transaction.
+
+        :class:`InvalidArgument` lists every manifest error by field path and stores
+        nothing; :class:`AlreadyExists` names definitions or MCP servers of the project
+        the product does not own. A ``request_id`` seen before returns the first result.
+        ``validate_only`` does all the work and checks, then rolls it back.
+        """
+        if len(request_id) > MAX_REQUEST_ID_CHARS:
+            raise InvalidArgument.for_field(
+                "request_id", f"at most {MAX_REQUEST_ID_CHARS} characters"
+            )
+        manifest = parse_manifest(document)
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                if request_id:
+                    await lock(conn, f"install-request:{project_id}/{request_id}")
+                    stored = await stored_response(conn, project_id, request_id)
+                    if stored is not None:
+                        return InstallResult.from_json(stored)
+                result = await self._install_in(conn, project_id, manifest)
+                if validate_only:
+                    raise _Rollback(result)
+                if request_id:
+                    await record_response(
+                        conn, project_id, request_id, manifest.name, result.to_json()
+                    )
+                return result
+        except _Rollback as done:
+            return done.result
+
+    async def _install_in(
+        self, conn: asyncpg.Connection, project_id: str, manifest: Manifest
+    ) -> InstallResult:
+        await lock(conn, f"product:{project_id}/{manifest.name}")
+        previous = await conn.fetchrow(
+            "SELECT id, version FROM kb.products WHERE project_id = $1 AND name = $2 FOR UPDATE",
+            project_id,
+            manifest.name,
+        )
+        owner: uuid.UUID | None = previous["id"] if previous else None
+        definitions = await self._definitions.list_all_in(conn, project_id)
+        servers = await mcp_servers_of(conn, project_id)
+        _check_ownership(project_id, manifest, owner, definitions, servers)
+        others = [name for name, d in definitions.items() if owner is None or d.product_id != owner]
+        violations = semantic_violations(manifest, project_agents=others)
+        if violations:
+            raise InvalidArgument.for_fields(violations)
+
+        row = await conn.fetchrow(
+            f"""
+            INSERT INTO kb.products AS p (project_id, name, version, manifest)
+            VALUES ($1, $2, $3, $4::jsonb)
+            ON CONFLICT (project_id, name) DO UPDATE SET
+                version = excluded.version, manifest = excluded.manifest, updated_at = now()
+            RETURNING {PRODUCT_COLUMNS}
+            """,
+            project_id,
+            manifest.name,
+            manifest.version,
+            manifest.document,
+        )
+        product_id: uuid.UUID = row["id"]
+        result = InstallResult(
+            product=Product(
+                name=manifest.name,
+                version=manifest.version,
+                description=manifest.description,
+                manifest=manifest.document,
+                installed_at=row["installed_at"],
+                updated_at=row["updated_at"],
+                agent_names=sorted(a.name for a in manifest.agents),
+                mcp_server_names=sorted(s.name for s in manifest.mcp_servers),
+            ),
+            previous_version=previous["version"] if previous else "",
+        )
+        for agent in manifest.agents:
+            current = definitions.get(agent.name)
+            if current is not None and definition_document(current) == definition_document(agent):
+                continue  # unchanged: keep its version
+            await self._definitions.upsert_in(conn, project_id, agent, product_id=product_id)
+            names = result.created_agent_names if current is None else result.updated_agent_names
+            names.append(agent.name)
+        result.removed_agent_names = await remove_unlisted(
+            conn, "agents", project_id, product_id, [a.name for a in manifest.agents]
+        )
+        for server in manifest.mcp_servers:
+            current_server = servers.get(server.name)
+            if current_server is None or current_server.spec != server:
+                await upsert_mcp_server(conn, project_id, product_id, server)
+                result.upserted_mcp_server_names.append(server.name)
+        result.removed_mcp_server_names = await remove_unlisted(
+            conn, "mcp_servers", project_id, product_id, [s.name for s in manifest.mcp_servers]
+        )
+        if result.upserted_mcp_server_names or result.removed_mcp_server_names:
+            await notify(conn, MCP_SERVERS_CHANNEL, project_id)
+        return result
+
+    async def uninstall(self, project_id: str, product_name: str) -> UninstallResult:
+        """Removes the product with its definitions and MCP servers in one transaction.
+
+        :class:`NotFound` when the product is not installed. Runs keep their history
+        (their definition link becomes NULL).
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock(conn, f"product:{project_id}/{product_name}")
+            product_id = await conn.fetchval(
+                "SELECT id FROM kb.products WHERE project_id = $1 AND name = $2 FOR UPDATE",
+                project_id,
+                product_name,
+            )
+            if product_id is None:
+                raise NotFound(
+                    f"product {product_name!r} is not installed in project {project_id!r}"
+                )
+            agents = await remove_unlisted(conn, "agents", project_id, product_id, [])
+            servers = await remove_unlisted(conn, "mcp_servers", project_id, product_id, [])
+            await conn.execute(
+                "DELETE FROM kb.products WHERE project_id = $1 AND id = $2::uuid",
+                project_id,
+                product_id,
+            )
+            if servers:
+                await notify(conn, MCP_SERVERS_CHANNEL, project_id)
+        return UninstallResult(removed_agent_names=agents, removed_mcp_server_names=servers)
+
+    async def list_products(
+        self, project_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> ProductPage:
+        """Installed products by name, keyset-paginated."""
+        size = clamp_page_size(page_size)
+        filters = {"project_id": project_id}
+        position = decode_page_token(page_token, filters, arity=1)
+        rows = await self._pool.fetch(
+            f"""
+            SELECT {PRODUCT_COLUMNS},
+                ARRAY(SELECT d.name FROM kb.agent_definitions d
+                      WHERE d.project_id = p.project_id AND d.product_id = p.id
+                      ORDER BY d.name) AS agent_names,
+                ARRAY(SELECT s.name FROM kb.mcp_servers s
+                      WHERE s.project_id = p.project_id AND s.product_id = p.id
+                      ORDER BY s.name) AS mcp_server_names
+            FROM kb.products p
+            WHERE p.project_id = $1 AND ($2::text IS NULL OR p.name > $2::text)
+            ORDER BY p.name
+            LIMIT $3
+            """,
+            project_id,
+            position[0] if position else None,
+            size + 1,
+        )
+        page, more = page_of(rows, size)
+        products = [
+            Product(
+                name=r["name"],
+                version=r["version"],
+                description=str(r["manifest"].get("description", "")),
+                manifest=r["manifest"],
+                installed_at=r["installed_at"],
+                updated_at=r["updated_at"],
+                agent_names=list(r["agent_names"]),
+                mcp_server_names=list(r["mcp_server_names"]),
+            )
+            for r in page
+        ]
+        token = encode_page_token([page[-1]["name"]], filters) if more else ""
+        return ProductPage(products=products, next_page_token=token)
+
+
+def _check_ownership(
+    project_id: str,
+    manifest: Manifest,
+    owner: uuid.UUID | None,
+    definitions: Mapping[str, AgentDefinition],
+    servers: Mapping[str, StoredMcpServer],
+) -> None:
+    """AlreadyExists naming every definition or server of the manifest owned by others."""
+    clashes: list[str] = []
+    for agent in manifest.agents:
+        current = definitions.get(agent.name)
+        if current is not None and (owner is None or current.product_id != owner):
+            clashes.append(f"agent definition {agent.name!r} ({_owned_by(current.product_name)})")
+    for server in manifest.mcp_servers:
+        stored = servers.get(server.name)
+        if stored is not None and (owner is None or stored.product_id != owner):
+            clashes.append(f"MCP server {server.name!r} ({_owned_by(stored.product_name)})")
+    if clashes:
+        raise AlreadyExists(
+            f"product {manifest.name!r} cannot take over what already exists in project "
+            f"{project_id!r}: {', '.join(clashes)}; delete or rename it first"
+        )
+
+
+def _owned_by(product_name: str) -> str:
+    return f"installed by product {product_name!r}" if product_name else "created by hand"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
