@@ -1,0 +1,252 @@
+"""Repository rows -> history protobuf messages, and message previews."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+
+from agentfleet.events import run_status_proto, tool_source_proto
+from agentfleet.v1 import common_pb2, history_pb2
+from services.history.models import (
+    AgentInfo,
+    MessageRow,
+    RunOverview,
+    StatsRow,
+    ToolCallOverview,
+    ToolCallRow,
+    TreeRow,
+)
+
+TRUNCATION_MARKER = "…[truncated]"
+
+
+def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _ms(value: float | None) -> duration_pb2.Duration | None:
+    if value is None:
+        return None
+    duration = duration_pb2.Duration()
+    duration.FromTimedelta(timedelta(milliseconds=value))
+    return duration
+
+
+def _struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
+    if value is None:
+        return None
+    struct = struct_pb2.Struct()
+    # A jsonb document that is not an object (a bare string or list) is wrapped, not lost.
+    struct.update(value if isinstance(value, Mapping) else {"value": value})
+    return struct
+
+
+def _id(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _tool_status(status: str) -> int:
+    return common_pb2.ToolCallStatus.Value("TOOL_CALL_STATUS_" + status.upper())
+
+
+def run_summary(row: RunOverview) -> history_pb2.RunSummary:
+    """A RunSummary from an overview row."""
+    return history_pb2.RunSummary(
+        id=str(row.id),
+        agent_name=row.agent_name,
+        status=run_status_proto(row.status),
+        parent_run_id=_id(row.parent_run_id),
+        root_run_id=_id(row.root_run_id),
+        depth=row.depth,
+        total_steps=row.total_steps,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        input_preview=row.input_preview,
+        input_truncated=row.input_truncated,
+        create_time=_ts(row.created_at),
+        complete_time=_ts(row.completed_at),
+        duration=_ms(row.duration_ms),
+        resume_count=row.resume_count,
+        task_id=_id(row.task_id),
+        labels={str(k): str(v) for k, v in row.labels.items()},
+    )
+
+
+def agent_summary(name: str, info: AgentInfo | None) -> common_pb2.AgentSummary:
+    """The run's agent as currently defined; ``exists`` false once deleted."""
+    if info is None:
+        return common_pb2.AgentSummary(name=name, exists=False)
+    return common_pb2.AgentSummary(
+        name=info.name,
+        description=info.description,
+        flow_type=common_pb2.FlowType.Value("FLOW_TYPE_" + info.flow_type.upper()),
+        visibility=common_pb2.Visibility.Value("VISIBILITY_" + info.visibility.upper()),
+        tools=info.tools,
+        model_name=str(info.model.get("name", "")),
+        product_name=info.product_name or "",
+        exists=True,
+    )
+
+
+def _render_part(part: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(text, function name) of one Gemini part; snake_case or camelCase JSON."""
+    if part.get("text") is not None:
+        return str(part["text"]), None
+    call = part.get("function_call") or part.get("functionCall")
+    if call:
+        args = json.dumps(call.get("args") or {}, ensure_ascii=False, separators=(",", ":"))
+        return f"{call.get('name', '')}({args})", call.get("name")
+    response = part.get("function_response") or part.get("functionResponse")
+    if response:
+        body = json.dumps(response.get("response"), ensure_ascii=False, separators=(",", ":"))
+        return f"{response.get('name', '')} -> {body}", response.get("name")
+    return "", None
+
+
+def message_preview(content: Mapping[str, Any], chars: int) -> tuple[str, bool, list[str]]:
+    """(preview, truncated, function names) of a Gemini Content document."""
+    texts: list[str] = []
+    names: list[str] = []
+    for part in content.get("parts") or ():
+        if isinstance(part, Mapping):
+            text, name = _render_part(part)
+            if text:
+                texts.append(text)
+            if name:
+                names.append(name)
+    full = "\n".join(texts)
+    if len(full) <= chars:
+        return full, False, names
+    return full[:chars] + TRUNCATION_MARKER, True, names
+
+
+def _role(role: str) -> int:
+    return common_pb2.MessageRole.Value("MESSAGE_ROLE_" + role.upper())
+
+
+def message_summary(row: MessageRow, *, preview_chars: int) -> history_pb2.MessageSummary:
+    """A MessageSummary with the content cut to ``preview_chars``."""
+    preview, truncated, names = message_preview(row.content, preview_chars)
+    return history_pb2.MessageSummary(
+        id=str(row.id),
+        run_id=str(row.run_id),
+        seq=row.seq,
+        step=row.step_number,
+        role=_role(row.role),
+        agent_name=row.agent_name,
+        preview=preview,
+        truncated=truncated,
+        size_bytes=row.size_bytes,
+        function_names=names,
+        tokens=row.tokens,
+        is_internal=row.is_internal,
+        create_time=_ts(row.created_at),
+    )
+
+
+def run_message(row: MessageRow) -> history_pb2.RunMessage:
+    """A RunMessage with its full content."""
+    return history_pb2.RunMessage(
+        id=str(row.id),
+        run_id=str(row.run_id),
+        seq=row.seq,
+        step=row.step_number,
+        role=_role(row.role),
+        agent_name=row.agent_name,
+        content=_struct(row.content),
+        tokens=row.tokens,
+        is_internal=row.is_internal,
+        create_time=_ts(row.created_at),
+    )
+
+
+def tool_call_summary(row: ToolCallOverview) -> history_pb2.ToolCallSummary:
+    """A ToolCallSummary (no input or output)."""
+    return history_pb2.ToolCallSummary(
+        id=str(row.id),
+        run_id=str(row.run_id),
+        tool_call_id=row.tool_call_id,
+        step=row.step_number,
+        tool_name=row.tool_name,
+        source=tool_source_proto(row.source),
+        status=_tool_status(row.status),
+        duration=_ms(row.duration_ms),
+        error_preview=row.error_preview or "",
+        input_size_bytes=row.input_size_bytes,
+        output_size_bytes=row.output_size_bytes,
+        child_run_ids=[str(c) for c in row.child_run_ids],
+        create_time=_ts(row.created_at),
+    )
+
+
+def tool_call(row: ToolCallRow) -> history_pb2.ToolCall:
+    """A ToolCall with its full input and output."""
+    return history_pb2.ToolCall(
+        id=str(row.id),
+        run_id=str(row.run_id),
+        message_id=_id(row.message_id),
+        tool_call_id=row.tool_call_id,
+        step=row.step_number,
+        tool_name=row.tool_name,
+        source=tool_source_proto(row.source),
+        input=_struct(row.input),
+        output=_struct(row.output),
+        status=_tool_status(row.status),
+        error=row.error or "",
+        duration=_ms(row.duration_ms),
+        child_run_ids=[str(c) for c in row.child_run_ids],
+        create_time=_ts(row.created_at),
+        complete_time=_ts(row.completed_at),
+    )
+
+
+def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
+    """One node of GetRunTree."""
+    return history_pb2.RunTreeNode(
+        run_id=str(row.id),
+        parent_run_id=_id(row.parent_run_id),
+        agent_name=row.agent_name,
+        status=run_status_proto(row.status),
+        depth=row.depth,
+        step_count=row.step_count,
+        total_steps=row.total_steps,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        tokens_total_tree=row.tokens_total_tree,
+        duration=_ms(row.duration_ms),
+        summary_preview=row.summary_preview or "",
+        create_time=_ts(row.created_at),
+    )
+
+
+def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2.AgentStats:
+    """AgentStats; success rate over the runs that stopped."""
+    stopped = row.completed + row.failed + row.cancelled + row.paused
+    return history_pb2.AgentStats(
+        agent_name=row.agent_name,
+        window_start=_ts(start),
+        window_end=_ts(end),
+        total_runs=row.total_runs,
+        queued=row.queued,
+        running=row.running,
+        completed=row.completed,
+        failed=row.failed,
+        cancelled=row.cancelled,
+        paused=row.paused,
+        success_rate=row.completed / stopped if stopped else 0.0,
+        p50_duration=_ms(row.p50_ms),
+        p95_duration=_ms(row.p95_ms),
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        mean_steps=row.mean_steps,
+        resumes=row.resumes,
+        task_retries=row.task_retries,
+    )
