@@ -47,6 +47,8 @@ class Settings:
     db_pool_max: int
     shutdown_grace_s: float
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
+    executor_concurrency: int
+    """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
     log_format: str
     """AGENTFLEET_LOG_FORMAT=auto|json|console (auto: console on a terminal)."""
     log_level: str
@@ -97,6 +99,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         db_pool_min=pool_min,
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, _positive_float),
+        executor_concurrency=env.get("AGENTFLEET_EXECUTOR_CONCURRENCY", 16, _int_range(1, 1000)),
         log_format=env.get("AGENTFLEET_LOG_FORMAT", "auto", _choice("auto", "json", "console")),
         log_level=env.get(
             "AGENTFLEET_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error")

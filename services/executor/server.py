@@ -1,5 +1,4 @@
-"""ExecutorService and AgentRegistryService: protobuf <-> domain. RPCs arrive with the
-executor issue."""
+"""The executor service: ExecutorService (runs) and AgentRegistryService (definitions)."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registr
 from services.executor.definitions import DefinitionRepository
 from services.executor.registry import ProductRegistry
 from services.executor.registry_server import AgentRegistryServicer
+from services.executor.run_server import build_executor_parts
 
 # Installing products and editing definitions changes what runs: administrators only.
 REGISTRY_ADMIN_METHODS = (
@@ -19,15 +19,12 @@ REGISTRY_ADMIN_METHODS = (
 )
 
 
-class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
-    """Every RPC answers UNIMPLEMENTED until the executor issue fills it in."""
-
-
 async def build(context: ServiceContext) -> ServiceParts:
     definitions = DefinitionRepository(context.pool)
+    runs, loops, cleanups = await build_executor_parts(context)
     return ServiceParts(
         registrations=[
-            Registration.of(executor_pb2, executor_pb2_grpc, "ExecutorService", ExecutorServicer()),
+            Registration.of(executor_pb2, executor_pb2_grpc, "ExecutorService", runs),
             Registration.of(
                 registry_pb2,
                 registry_pb2_grpc,
@@ -35,5 +32,7 @@ async def build(context: ServiceContext) -> ServiceParts:
                 AgentRegistryServicer(ProductRegistry(context.pool, definitions), definitions),
                 admin_methods=REGISTRY_ADMIN_METHODS,
             ),
-        ]
+        ],
+        background=loops,
+        on_stop=cleanups,
     )

@@ -1,0 +1,367 @@
+"""Everything a run records while it executes, one transaction per moment (DESIGN §4):
+
+- start: the system and user messages, STATUS_CHANGED and RUN_STARTED;
+- a model reply: the model message, the run's counters, every tool call row ``started``,
+  MODEL_TEXT and one TOOL_REQUEST per call -- all before any tool runs;
+- the tool results: every call row finished, the tool message, one TOOL_RESPONSE per call;
+- the end: the conditional status change, STATUS_CHANGED and RUN_FINISHED.
+
+Events are appended in the same transaction as the rows they describe and published to the
+in-process :class:`~agentfleet.events.EventHub` only after it commits. Messages hold the exact
+``types.Content`` JSON, so :func:`load_conversation` rebuilds the conversation exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from google.genai import types
+
+from agentfleet import events
+from agentfleet.errors import Aborted
+from agentfleet.llm import ModelReply, content_from_json, content_to_json
+from services.executor.queue import RunQueue
+from services.executor.runs import RunRecord, RunStatus
+
+
+class LeaseLost(Aborted):
+    """The worker no longer holds the run's lease: another worker owns it now."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedCall:
+    """A function call of a model reply, as the executor will handle it."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    source: str
+    """builtin, mcp:<server> or executor (also for calls the executor refuses itself)."""
+    call: types.FunctionCall
+    refusal: str | None = None
+    """Why the call is answered with an error instead of being run (unknown tool, bad call)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallResult:
+    """The outcome of one planned call."""
+
+    planned: PlannedCall
+    status: events.ToolCallStatusName
+    response: dict[str, Any]
+    """What the model gets as the FunctionResponse.response."""
+    error: str = ""
+    duration_ms: int = 0
+
+    def function_response(self) -> types.Part:
+        return types.Part(
+            function_response=types.FunctionResponse(
+                id=self.planned.call.id, name=self.planned.tool_name, response=self.response
+            )
+        )
+
+
+_INSERT_MESSAGE = """
+INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content, tokens)
+VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
+RETURNING id
+"""
+
+_COUNT_STEP = """
+UPDATE kb.agent_runs
+SET step_count = step_count + 1, total_steps = total_steps + 1,
+    tokens_in = tokens_in + $4, tokens_out = tokens_out + $5,
+    tokens_total_tree = tokens_total_tree + $4 + $5
+WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
+RETURNING id
+"""
+
+_INSERT_CALLS = """
+INSERT INTO kb.agent_run_tool_calls (
+    run_id, message_id, tool_call_id, step_number, tool_name, source, input)
+SELECT $1::uuid, $2::uuid, c.id, $3, c.name, c.source, c.input
+FROM unnest($4::text[], $5::text[], $6::text[], $7::jsonb[]) AS c(id, name, source, input)
+"""
+
+_FINISH_CALLS = """
+UPDATE kb.agent_run_tool_calls t
+SET status = c.status, output = c.output, error = nullif(c.error, ''),
+    duration_ms = c.duration_ms, completed_at = now()
+FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::bigint[])
+     AS c(id, status, output, error, duration_ms)
+WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
+"""
+
+
+class RunRecorder:
+    """Writes one execution of one run. Not shared between runs or tasks."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        run: RunRecord,
+        *,
+        owner: str,
+        hub: events.EventHub | None = None,
+        next_message_seq: int = 0,
+    ) -> None:
+        self._pool = pool
+        self.run = run
+        self._owner = owner
+        self._hub = hub
+        self._next_seq = next_message_seq
+        self.started = False
+        """True once record_start committed."""
+        self.open_calls: list[PlannedCall] = []
+        """Calls recorded ``started`` whose results are not recorded yet; whoever ends the
+        run answers them, so every TOOL_REQUEST gets exactly one TOOL_RESPONSE."""
+
+    async def record_start(
+        self,
+        *,
+        system_prompt: str,
+        user_input: types.Content,
+        model_name: str,
+        tool_names: Sequence[str],
+        trace_id: str | None,
+    ) -> None:
+        """The opening messages and STATUS_CHANGED(queued -> running) + RUN_STARTED."""
+        run = self.run
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
+                "WHERE project_id = $1 AND id = $2::uuid",
+                run.project_id,
+                run.id,
+                trace_id,
+            )
+            if system_prompt:
+                system = types.Content(parts=[types.Part(text=system_prompt)])
+                await self._insert_message(conn, 0, "system", system)
+            await self._insert_message(conn, 0, "user", user_input)
+            stored = await self._append(
+                conn,
+                [
+                    events.StatusChanged(
+                        agent_name=run.agent_name,
+                        from_status="queued",
+                        to_status="running",
+                        reason=f"claimed by worker {self._owner}",
+                    ),
+                    events.RunStarted(
+                        agent_name=run.agent_name,
+                        model_name=model_name,
+                        tool_names=tuple(tool_names),
+                        worker=self._owner,
+                    ),
+                ],
+            )
+        self._publish(stored)
+        self.started = True
+        if trace_id is not None and run.trace_id is None:
+            run.trace_id = trace_id
+
+    async def record_model_reply(
+        self, *, step: int, reply: ModelReply, calls: Sequence[PlannedCall]
+    ) -> None:
+        """The reply, the step's counters and every call ``started``, before any tool runs."""
+        run = self.run
+        usage = reply.usage
+        async with self._pool.acquire() as conn, conn.transaction():
+            counted = await conn.fetchval(
+                _COUNT_STEP,
+                run.project_id,
+                run.id,
+                self._owner,
+                usage.prompt_tokens,
+                usage.output_tokens,
+            )
+            if counted is None:
+                raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
+            message_id = await self._insert_message(
+                conn, step, "model", reply.content, tokens=usage.output_tokens
+            )
+            if calls:
+                await conn.execute(
+                    _INSERT_CALLS,
+                    run.id,
+                    message_id,
+                    step,
+                    [c.tool_call_id for c in calls],
+                    [c.tool_name for c in calls],
+                    [c.source for c in calls],
+                    [c.arguments for c in calls],
+                )
+            batch: list[events.RunEvent] = []
+            if reply.text:
+                batch.append(
+                    events.ModelText(agent_name=run.agent_name, text=reply.text, step=step)
+                )
+            batch.extend(
+                events.ToolRequest(
+                    agent_name=run.agent_name,
+                    tool_call_id=c.tool_call_id,
+                    tool_name=c.tool_name,
+                    arguments=c.arguments,
+                    step=step,
+                    source="" if c.refusal is not None else c.source,
+                )
+                for c in calls
+            )
+            stored = await self._append(conn, batch)
+        self._publish(stored)
+        self.open_calls = list(calls)
+        run.step_count += 1
+        run.total_steps += 1
+        run.tokens_in += usage.prompt_tokens
+        run.tokens_out += usage.output_tokens
+
+    async def record_tool_results(
+        self, *, step: int, results: Sequence[CallResult]
+    ) -> types.Content:
+        """Finishes the call rows, appends the tool message and the TOOL_RESPONSEs; returns
+        the tool message content (to append to the conversation)."""
+        run = self.run
+        content = types.Content(role="user", parts=[r.function_response() for r in results])
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                _FINISH_CALLS,
+                run.id,
+                [r.planned.tool_call_id for r in results],
+                [r.status for r in results],
+                [r.response for r in results],
+                [r.error for r in results],
+                [r.duration_ms for r in results],
+            )
+            await self._insert_message(conn, step, "tool", content)
+            stored = await self._append(
+                conn,
+                [
+                    events.ToolResponse(
+                        agent_name=run.agent_name,
+                        tool_call_id=r.planned.tool_call_id,
+                        tool_name=r.planned.tool_name,
+                        status=r.status,
+                        result=r.response,
+                        error=r.error,
+                        duration_ms=r.duration_ms,
+                        step=step,
+                    )
+                    for r in results
+                ],
+            )
+        self._publish(stored)
+        answered = {r.planned.tool_call_id for r in results}
+        self.open_calls = [c for c in self.open_calls if c.tool_call_id not in answered]
+        return content
+
+    async def record_finish(
+        self,
+        *,
+        status: RunStatus,
+        reason: str,
+        summary: str | None = None,
+        error_message: str | None = None,
+    ) -> RunRecord | None:
+        """Ends the execution if the run is still ``running``: the status with completed_at
+        and duration, STATUS_CHANGED and RUN_FINISHED. None when it had already moved on."""
+        run = self.run
+        async with self._pool.acquire() as conn, conn.transaction():
+            finished = await RunQueue.finish(
+                conn, run, status=status, summary=summary, error_message=error_message
+            )
+            if finished is None:
+                return None
+            batch: list[events.RunEvent] = []
+            if not self.started:
+                # Failed before record_start (definition or tools): still show the claim.
+                batch.append(
+                    events.StatusChanged(
+                        agent_name=run.agent_name,
+                        from_status="queued",
+                        to_status="running",
+                        reason=f"claimed by worker {self._owner}",
+                    )
+                )
+            batch += [
+                events.StatusChanged(
+                    agent_name=run.agent_name,
+                    from_status="running",
+                    to_status=status,
+                    reason=reason,
+                ),
+                events.RunFinished(agent_name=run.agent_name, run=finished.snapshot()),
+            ]
+            stored = await self._append(conn, batch)
+        self._publish(stored)
+        self.run = finished
+        return finished
+
+    async def _insert_message(
+        self,
+        conn: asyncpg.Connection,
+        step: int,
+        role: str,
+        content: types.Content,
+        *,
+        tokens: int = 0,
+    ) -> str:
+        seq = self._next_seq
+        message_id = await conn.fetchval(
+            _INSERT_MESSAGE,
+            self.run.id,
+            seq,
+            step,
+            role,
+            self.run.agent_name,
+            content_to_json(content),
+            tokens,
+        )
+        self._next_seq = seq + 1
+        return str(message_id)
+
+    async def _append(
+        self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]
+    ) -> list[events.PersistedEvent]:
+        if not batch:
+            return []
+        return await events.append_events(
+            conn,
+            project_id=self.run.project_id,
+            run_id=self.run.id,
+            root_run_id=self.run.root_run_id,
+            events=batch,
+        )
+
+    def _publish(self, stored: Sequence[events.PersistedEvent]) -> None:
+        """Hands committed events to in-process subscribers; call after the commit only."""
+        if self._hub is not None and stored:
+            self._hub.publish(stored)
+
+
+async def load_conversation(
+    conn: asyncpg.Connection | asyncpg.Pool, *, project_id: str, run_id: str
+) -> tuple[str | None, list[types.Content]]:
+    """The run's system instruction and conversation, rebuilt from its messages."""
+    rows = await conn.fetch(
+        """
+        SELECT m.role, m.content FROM kb.agent_run_messages m
+        JOIN kb.agent_runs r ON r.id = m.run_id
+        WHERE r.project_id = $1 AND m.run_id = $2::uuid
+        ORDER BY m.seq
+        """,
+        project_id,
+        run_id,
+    )
+    system: str | None = None
+    contents: list[types.Content] = []
+    for row in rows:
+        content = content_from_json(row["content"])
+        if row["role"] == "system":
+            system = "".join(p.text or "" for p in content.parts or [])
+        else:
+            contents.append(content)
+    return system, contents

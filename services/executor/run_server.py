@@ -1,0 +1,266 @@
+"""ExecutorService: StartRun, TriggerRun, CancelRun (protobuf <-> domain), and the parts of
+the executor process that run agents (:func:`build_executor_parts`).
+
+StartRun follows the run's events from the database, woken by ``NOTIFY
+agentfleet_run_events``, so the stream works whichever executor process runs the run and
+is identical to a WatchRun replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+import grpc
+
+from agentfleet import events
+from agentfleet.clients import open_channel
+from agentfleet.db import Listener, Notification
+from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, Unimplemented
+from agentfleet.llm import GenaiModelClient, ModelReply, build_genai_client
+from agentfleet.service_runtime import ServiceContext
+from agentfleet.telemetry import current_trace_id
+from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from services.executor.definitions import DefinitionRepository
+from services.executor.loop import AgentLoop
+from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
+from services.executor.runs import RunRecord, StartRunParams
+from services.executor.tool_gateway import GrpcToolGateway
+from services.executor.worker import RunWorker, worker_name
+
+MAX_INPUT_BYTES = 1024 * 1024
+MAX_STEPS_LIMIT = 500
+MAX_TIMEOUT_S = 24 * 3600
+MAX_LABELS = 32
+MAX_REQUEST_ID_CHARS = 128
+FOLLOW_POLL_S = 2.0
+"""StartRun re-reads the events this often even without a NOTIFY (a lost notification)."""
+
+
+def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
+    """Validates a StartRunRequest; InvalidArgument names every bad field."""
+    problems: list[FieldViolation] = []
+    if not request.agent_name.strip():
+        problems.append(FieldViolation("agent_name", "is required"))
+    if not request.input.strip():
+        problems.append(FieldViolation("input", "is required"))
+    elif len(request.input.encode()) > MAX_INPUT_BYTES:
+        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+    max_steps: int | None = None
+    if request.HasField("max_steps"):
+        max_steps = request.max_steps
+        if not 1 <= max_steps <= MAX_STEPS_LIMIT:
+            problems.append(FieldViolation("max_steps", f"must be 1 to {MAX_STEPS_LIMIT}"))
+    timeout_s: float | None = None
+    if request.HasField("timeout"):
+        timeout_s = request.timeout.seconds + request.timeout.nanos / 1e9
+        if not 0 < timeout_s <= MAX_TIMEOUT_S:
+            problems.append(
+                FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
+            )
+    if len(request.labels) > MAX_LABELS:
+        problems.append(FieldViolation("labels", f"at most {MAX_LABELS} labels"))
+    for key, value in request.labels.items():
+        if not 1 <= len(key) <= 63:
+            problems.append(FieldViolation(f"labels[{key!r}]", "keys are 1 to 63 characters"))
+        if len(value) > 256:
+            problems.append(FieldViolation(f"labels[{key!r}]", "values are at most 256 chars"))
+    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
+        problems.append(
+            FieldViolation("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")
+        )
+    if request.task_id and not _is_uuid(request.task_id):
+        problems.append(FieldViolation("task_id", "must be a UUID"))
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+    return StartRunParams(
+        project_id=request.project_id,
+        agent_name=request.agent_name.strip(),
+        agent_definition_id=None,
+        input=request.input,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+        labels=dict(request.labels),
+        request_id=request.request_id or None,
+        task_id=request.task_id or None,
+        trace_id=current_trace_id(),
+    )
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
+    """StartRun, TriggerRun and CancelRun; ResumeRun arrives with the safety issue."""
+
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        queue: RunQueue,
+        definitions: DefinitionRepository,
+        listener: Listener,
+    ) -> None:
+        self._pool = pool
+        self._queue = queue
+        self._definitions = definitions
+        self._listener = listener
+
+    async def _enqueue(self, request: executor_pb2.StartRunRequest) -> RunRecord:
+        params = start_params(request)
+        definition = await self._definitions.get(params.project_id, params.agent_name)
+        params.agent_definition_id = str(definition.id)
+        run, _created = await self._queue.enqueue(params)
+        return run
+
+    async def TriggerRun(
+        self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.AgentRun:
+        return (await self._enqueue(request)).to_proto()
+
+    async def StartRun(
+        self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[common_pb2.RunEvent]:
+        run = await self._enqueue(request)
+        async for event in self.follow(run, include_internal=request.include_internal):
+            yield event
+
+    async def CancelRun(
+        self, request: executor_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
+    ) -> executor_pb2.CancelRunResponse:
+        if not _is_uuid(request.run_id):
+            raise InvalidArgument.for_field("run_id", "must be a run id (UUID)")
+        run = await self._queue.request_cancel(
+            request.project_id, request.run_id, request.reason or DEFAULT_CANCEL_REASON
+        )
+        return executor_pb2.CancelRunResponse(run=run.to_proto())
+
+    async def ResumeRun(
+        self, request: executor_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[common_pb2.RunEvent]:
+        raise Unimplemented("ResumeRun is not implemented yet")
+        yield  # pragma: no cover - makes this an async generator
+
+    async def follow(
+        self, run: RunRecord, *, include_internal: bool
+    ) -> AsyncIterator[common_pb2.RunEvent]:
+        """The run's events from the first, live, until RUN_FINISHED."""
+        signal = asyncio.Event()
+
+        def on_notify(notification: Notification) -> None:
+            parsed = events.parse_notification(notification.payload)
+            if parsed is not None and parsed[0] == run.id:
+                signal.set()
+
+        await self._listener.subscribe(events.CHANNEL, on_notify)
+        try:
+            last_seq = 0
+            trace_id = run.trace_id
+            while True:
+                signal.clear()
+                batch = await events.read_events(
+                    self._pool,
+                    project_id=run.project_id,
+                    run_id=run.id,
+                    after_seq=last_seq,
+                    include_internal=True,
+                )
+                for persisted in batch:
+                    last_seq = persisted.seq
+                    if persisted.event.type == "run_started" and trace_id is None:
+                        trace_id = (await self._queue.get(run.project_id, run.id)).trace_id
+                    if persisted.event.is_internal and not include_internal:
+                        continue
+                    yield events.to_proto(
+                        persisted, parent_run_id=run.parent_run_id, trace_id=trace_id
+                    )
+                    if persisted.is_terminal:
+                        return
+                if not batch:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(signal.wait(), timeout=FOLLOW_POLL_S)
+        finally:
+            await self._listener.unsubscribe(events.CHANNEL, on_notify)
+
+
+class _LazyModelClient:
+    """Builds the google-genai client at the first model call, so an executor without a
+    model configured still starts (and its runs fail with the reason)."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self._context = context
+        self._client: GenaiModelClient | None = None
+
+    async def generate(self, **kwargs: Any) -> ModelReply:
+        if self._client is None:
+            try:
+                genai_client = build_genai_client(self._context.settings)
+            except ValueError as exc:  # ConfigError: no model configured
+                raise FailedPrecondition(f"no model available: {exc}") from exc
+            self._client = GenaiModelClient(genai_client)
+        return await self._client.generate(**kwargs)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+async def build_executor_parts(
+    context: ServiceContext,
+    *,
+    concurrency: int | None = None,
+    lease_s: float = 30.0,
+    heartbeat_s: float = 10.0,
+) -> tuple[
+    ExecutorServicer,
+    Sequence[Callable[[asyncio.Event], Awaitable[None]]],
+    Sequence[Callable[[], Awaitable[None]]],
+]:
+    """The ExecutorService servicer, the run worker loop, and the cleanups of both."""
+    settings = context.settings
+    hub = events.EventHub()
+    listener = Listener(context.database_url)
+    await listener.start()
+    channel = open_channel(settings.addresses["toolpool"], token=settings.service_token)
+    model = _LazyModelClient(context)
+    owner = worker_name()
+    queue = RunQueue(context.pool, hub=hub)
+    definitions = DefinitionRepository(context.pool)
+    loop = AgentLoop(
+        pool=context.pool,
+        definitions=definitions,
+        tools=GrpcToolGateway(channel),
+        model=model,
+        owner=owner,
+        hub=hub,
+    )
+    worker = RunWorker(
+        queue=queue,
+        executor=loop,
+        listener=listener,
+        owner=owner,
+        concurrency=concurrency or settings.executor_concurrency,
+        lease_s=lease_s,
+        heartbeat_s=heartbeat_s,
+        drain_s=min(10.0, settings.shutdown_grace_s / 2),
+    )
+    servicer = ExecutorServicer(
+        pool=context.pool, queue=queue, definitions=definitions, listener=listener
+    )
+
+    async def close() -> None:
+        hub.close()
+        await listener.close()
+        await channel.close()
+        await model.aclose()
+
+    return servicer, [worker.run], [close]

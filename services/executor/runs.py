@@ -1,0 +1,101 @@
+"""The agent run as the executor sees it: the row of ``kb.agent_runs`` and its proto form.
+
+Status machine (DESIGN §4)::
+
+    queued -> running -> completed | failed | cancelled | paused
+    paused -> running (resume)
+
+Every transition is a conditional UPDATE in :mod:`services.executor.queue`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentfleet.events import agent_run_to_proto, run_snapshot
+from agentfleet.v1 import common_pb2
+
+RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "paused"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(kw_only=True, slots=True)
+class StartRunParams:
+    """What StartRun/TriggerRun (and later spawns) ask for; validated by the server."""
+
+    project_id: str
+    agent_name: str
+    agent_definition_id: str | None
+    input: str
+    max_steps: int | None = None
+    timeout_s: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    request_id: str | None = None
+    """Idempotency key; None = not idempotent."""
+    task_id: str | None = None
+    trace_id: str | None = None
+    """Trace of the request that queued the run, so the run joins it."""
+
+
+@dataclass(kw_only=True, slots=True)
+class RunRecord:
+    """One row of ``kb.agent_runs``."""
+
+    id: str
+    project_id: str
+    agent_definition_id: str | None
+    agent_name: str
+    status: RunStatus
+    input: str
+    labels: dict[str, str]
+    summary: str | None
+    error_message: str | None
+    parent_run_id: str | None
+    root_run_id: str
+    depth: int
+    step_count: int
+    total_steps: int
+    resume_count: int
+    max_steps: int | None
+    max_tokens: int | None
+    timeout: dt.timedelta | None
+    tokens_in: int
+    tokens_out: int
+    tokens_total_tree: int
+    trace_id: str | None
+    task_id: str | None
+    request_id: str | None
+    lease_owner: str | None
+    lease_expires_at: dt.datetime | None
+    cancel_requested_at: dt.datetime | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    completed_at: dt.datetime | None
+    duration_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
+        values = {name: row[name] for name in cls.__dataclass_fields__}
+        for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
+            if values[key] is not None:
+                values[key] = str(values[key])
+        values["labels"] = dict(values["labels"] or {})
+        return cls(**values)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def as_mapping(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def to_proto(self) -> common_pb2.AgentRun:
+        """The run as the API returns it."""
+        return agent_run_to_proto(self.as_mapping())
+
+    def snapshot(self) -> dict[str, Any]:
+        """The ``run`` payload of RUN_QUEUED / RUN_FINISHED events."""
+        return run_snapshot(self.as_mapping())

@@ -1,0 +1,195 @@
+"""How the agent loop reaches tools: the :class:`ToolGateway` port, the ToolPool gRPC
+adapter, and an in-memory fake for tests and benchmarks.
+
+Errors::
+
+    ToolResolutionError (FailedPrecondition)   the run's tool patterns cannot be resolved
+
+A failed *call* is never an exception: it is a :class:`ToolOutcome` with ``is_error`` set,
+which the loop hands to the model as data (STYLE "tool failures are data for the model").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf import duration_pb2, json_format, struct_pb2
+
+from agentfleet.errors import FailedPrecondition
+from agentfleet.events import tool_source_name
+from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
+
+
+class ToolResolutionError(FailedPrecondition):
+    """The definition's tools cannot be resolved (an exact name matches no tool)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResolvedTool:
+    """A tool the model may call, as ToolPool resolved it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments object."""
+    source: str
+    """Stored form: builtin, mcp:<server> or executor."""
+    executed_by_executor: bool = False
+    """Coordination tools run by the executor itself, not by CallTool."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallRequest:
+    """One call of a tool on behalf of a run."""
+
+    project_id: str
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """What a call produced, success or not."""
+
+    result: dict[str, Any] | None
+    is_error: bool = False
+    error: str = ""
+    duration_ms: int = 0
+    failed: bool = False
+    """True when the call itself failed (transport, refusal) rather than the tool reporting an
+    error in its result: the tool call row is then ``failed`` instead of ``completed``."""
+
+
+class ToolGateway(Protocol):
+    """Resolves and calls tools for runs."""
+
+    async def resolve(
+        self, *, project_id: str, patterns: Sequence[str], depth: int
+    ) -> list[ResolvedTool]:
+        """The tools ``patterns`` name; :class:`ToolResolutionError` naming missing tools."""
+        ...
+
+    async def call(self, request: ToolCallRequest) -> ToolOutcome:
+        """Calls one tool; never raises for a tool or transport failure (cancellation does)."""
+        ...
+
+
+class GrpcToolGateway:
+    """ToolPool over gRPC on a channel the caller owns and reuses for every call."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = toolpool_pb2_grpc.ToolPoolServiceStub(channel)
+
+    async def resolve(
+        self, *, project_id: str, patterns: Sequence[str], depth: int
+    ) -> list[ResolvedTool]:
+        if not patterns:
+            return []
+        try:
+            reply = await self._stub.ResolveTools(
+                toolpool_pb2.ResolveToolsRequest(
+                    project_id=project_id, patterns=list(patterns), depth=depth
+                )
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise ToolResolutionError(
+                f"cannot resolve tools {list(patterns)}: {exc.details() or exc.code().name}"
+            ) from exc
+        return [
+            ResolvedTool(
+                name=tool.name,
+                description=tool.description,
+                parameters=json_format.MessageToDict(tool.parameters),
+                source=tool_source_name(tool.source) or "builtin",
+                executed_by_executor=tool.executed_by == toolpool_pb2.TOOL_EXECUTOR_EXECUTOR,
+            )
+            for tool in reply.tools
+        ]
+
+    async def call(self, request: ToolCallRequest) -> ToolOutcome:
+        arguments = struct_pb2.Struct()
+        started = time.perf_counter()
+        try:
+            arguments.update(request.arguments)
+            message = toolpool_pb2.CallToolRequest(
+                project_id=request.project_id,
+                run_id=request.run_id,
+                tool_call_id=request.tool_call_id,
+                tool_name=request.tool_name,
+                arguments=arguments,
+            )
+            if request.timeout_s is not None:
+                message.timeout.CopyFrom(duration_pb2.Duration(seconds=int(request.timeout_s)))
+            reply = await self._stub.CallTool(message)
+        except grpc.aio.AioRpcError as exc:
+            error = f"{exc.code().name}: {exc.details()}"
+            return _failure(error, started)
+        except (ValueError, TypeError) as exc:
+            return _failure(f"arguments are not a JSON object: {exc}", started)
+        return ToolOutcome(
+            result=json_format.MessageToDict(reply.result),
+            is_error=reply.is_error,
+            error=reply.error_message,
+            duration_ms=reply.duration.ToMilliseconds(),
+        )
+
+
+def _failure(error: str, started: float) -> ToolOutcome:
+    elapsed = int((time.perf_counter() - started) * 1000)
+    return ToolOutcome(
+        result={"error": error}, is_error=True, error=error, duration_ms=elapsed, failed=True
+    )
+
+
+ToolFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(kw_only=True, slots=True)
+class InMemoryToolGateway:
+    """A fake ToolPool: tools are async Python functions. Exceptions become failed calls."""
+
+    tools: dict[str, ToolFunction] = field(default_factory=dict)
+    schemas: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[ToolCallRequest] = field(default_factory=list)
+
+    async def resolve(
+        self, *, project_id: str, patterns: Sequence[str], depth: int
+    ) -> list[ResolvedTool]:
+        missing = [p for p in patterns if not _is_glob(p) and p not in self.tools]
+        if missing:
+            raise ToolResolutionError(f"unknown tools: {', '.join(missing)}")
+        names = sorted({n for p in patterns for n in self.tools if fnmatch.fnmatchcase(n, p)})
+        return [
+            ResolvedTool(
+                name=name,
+                description=f"test tool {name}",
+                parameters=self.schemas.get(name, {"type": "object"}),
+                source="builtin",
+            )
+            for name in names
+        ]
+
+    async def call(self, request: ToolCallRequest) -> ToolOutcome:
+        self.calls.append(request)
+        started = time.perf_counter()
+        try:
+            result = await self.tools[request.tool_name](request.arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return _failure(f"{type(exc).__name__}: {exc}", started)
+        elapsed = int((time.perf_counter() - started) * 1000)
+        return ToolOutcome(result=result, duration_ms=elapsed)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")

@@ -1,0 +1,186 @@
+"""The executor's run worker: claims queued runs and executes up to ``concurrency`` at once.
+
+It wakes on ``NOTIFY agentfleet_runs_queued`` (with a short poll as the fallback for a
+missed notification), renews the leases of its runs by heartbeat, and cancels a run it owns
+when ``NOTIFY agentfleet_run_cancel`` names it (the heartbeat sees ``cancel_requested_at``
+too, should the NOTIFY be missed). Every run task is owned by one TaskGroup.
+
+Shutdown (the ``stopping`` event): stop claiming, let each run reach its next step boundary
+(``RunControl.draining``), and after ``drain_s`` cancel what is left; released runs keep
+status ``running`` with an expired lease, for crash recovery to take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from agentfleet.db import Listener, Notification
+from services.executor.loop import RunControl
+from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue, parse_cancel_payload
+from services.executor.runs import RunRecord
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_CONCURRENCY = 16
+
+
+class RunExecutor(Protocol):
+    async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
+        """Runs a claimed run to its end (None when it was left running)."""
+        ...
+
+
+def worker_name() -> str:
+    """A lease owner name unique to this process: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(kw_only=True, slots=True)
+class _ActiveRun:
+    run: RunRecord
+    control: RunControl
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class RunWorker:
+    """Claims and executes runs; :meth:`run` is a ``ServiceParts.background`` loop."""
+
+    queue: RunQueue
+    executor: RunExecutor
+    listener: Listener
+    owner: str = field(default_factory=worker_name)
+    concurrency: int = DEFAULT_CONCURRENCY
+    lease_s: float = 30.0
+    heartbeat_s: float = 10.0
+    poll_s: float = 1.0
+    """Fallback claim interval when no NOTIFY arrives."""
+    drain_s: float = 10.0
+    """At shutdown, how long runs get to reach a step boundary before they are cancelled."""
+    _active: dict[str, _ActiveRun] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def active_run_ids(self) -> list[str]:
+        return list(self._active)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Claims and executes runs until ``stopping`` is set, then drains."""
+        await self.listener.subscribe(QUEUED_CHANNEL, self._on_queued)
+        await self.listener.subscribe(CANCEL_CHANNEL, self._on_cancel)
+        self.listener.add_reconnect_callback(self._wake.set)
+        log.info("run_worker_started", owner=self.owner, concurrency=self.concurrency)
+        try:
+            async with asyncio.TaskGroup() as group:
+                heartbeat = group.create_task(self._heartbeat_loop(stopping))
+                await self._claim_loop(group, stopping)
+                await self._drain()
+                heartbeat.cancel()
+        finally:
+            await self.listener.unsubscribe(QUEUED_CHANNEL, self._on_queued)
+            await self.listener.unsubscribe(CANCEL_CHANNEL, self._on_cancel)
+        log.info("run_worker_stopped", owner=self.owner)
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        """Cancels a run this worker executes: records the reason, then cancels its task."""
+        active = self._active.get(run_id)
+        if active is None or active.task is None:
+            return False
+        active.control.cancel(reason)
+        active.task.cancel()
+        return True
+
+    async def _claim_loop(self, group: asyncio.TaskGroup, stopping: asyncio.Event) -> None:
+        stop_waiter = asyncio.ensure_future(stopping.wait())
+        try:
+            while not stopping.is_set():
+                self._wake.clear()
+                free = self.concurrency - len(self._active)
+                claimed: list[RunRecord] = []
+                if free > 0:
+                    try:
+                        claimed = await self.queue.claim_next(self.owner, self.lease_s, limit=free)
+                    except Exception:
+                        log.exception("claim_failed")
+                for run in claimed:
+                    self._start(group, run)
+                if claimed and len(claimed) == free:
+                    continue  # maybe more waiting; claim again once a slot frees
+                wake = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait(
+                        [wake, stop_waiter], timeout=self.poll_s, return_when="FIRST_COMPLETED"
+                    )
+                finally:
+                    wake.cancel()
+        finally:
+            stop_waiter.cancel()
+
+    def _start(self, group: asyncio.TaskGroup, run: RunRecord) -> None:
+        active = _ActiveRun(run=run, control=RunControl())
+        self._active[run.id] = active
+        active.task = group.create_task(self._execute(active), name=f"run-{run.id}")
+
+    async def _execute(self, active: _ActiveRun) -> None:
+        run = active.run
+        try:
+            await self.executor.execute(run, active.control)
+        except asyncio.CancelledError:
+            # Shutdown cut the run short: the run stays running for crash recovery.
+            log.info("run_interrupted", run_id=run.id)
+        except Exception:
+            # The loop records its own failures; reaching here means it could not.
+            log.exception("run_task_failed", run_id=run.id)
+        finally:
+            self._active.pop(run.id, None)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.queue.release([run.id], self.owner))
+            self._wake.set()
+
+    async def _heartbeat_loop(self, stopping: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            ids = list(self._active)
+            try:
+                result = await self.queue.heartbeat(ids, self.owner, self.lease_s)
+            except Exception:
+                log.exception("heartbeat_failed", runs=len(ids))
+                continue
+            for run_id in ids:
+                if run_id not in result.held and run_id in self._active:
+                    log.warning("lease_lost", run_id=run_id)
+                    self._cancel_task(run_id)
+            for run_id in result.cancel_requested:
+                self.cancel(run_id, "cancelled by user")
+
+    def _cancel_task(self, run_id: str) -> None:
+        active = self._active.get(run_id)
+        if active is not None and active.task is not None:
+            active.task.cancel()
+
+    async def _drain(self) -> None:
+        if not self._active:
+            return
+        log.info("draining", runs=len(self._active), drain_s=self.drain_s)
+        for active in self._active.values():
+            active.control.draining = True
+        tasks = [a.task for a in self._active.values() if a.task is not None]
+        _done, pending = await asyncio.wait(tasks, timeout=self.drain_s)
+        for task in pending:
+            task.cancel()
+
+    def _on_queued(self, _notification: Notification) -> None:
+        self._wake.set()
+
+    def _on_cancel(self, notification: Notification) -> None:
+        run_id, reason = parse_cancel_payload(notification.payload)
+        if run_id in self._active:
+            self.cancel(run_id, reason)

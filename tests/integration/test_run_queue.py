@@ -1,0 +1,212 @@
+"""The run queue and the run worker on a real database: idempotent enqueue, SKIP LOCKED
+claims, leases, conditional transitions, cancel requests, and two workers sharing a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import asyncpg
+import pytest
+
+from agentfleet import events
+from agentfleet.db import Listener, transaction
+from agentfleet.errors import NotFound
+from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.loop import RunControl
+from services.executor.queue import CANCEL_CHANNEL, RunQueue
+from services.executor.runs import RunRecord, StartRunParams
+from services.executor.worker import RunWorker
+
+PROJECT = "proj"
+
+
+def params(request_id: str | None = None, input: str = "hello") -> StartRunParams:
+    return StartRunParams(
+        project_id=PROJECT,
+        agent_name="helper",
+        agent_definition_id=None,
+        input=input,
+        request_id=request_id,
+        labels={"k": "v"},
+        timeout_s=12.5,
+    )
+
+
+async def test_same_request_id_returns_the_same_run(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool)
+    first, created = await queue.enqueue(params("req-1"))
+    again, created_again = await queue.enqueue(params("req-1", input="other"))
+    assert created
+    assert not created_again
+    assert again.id == first.id
+    assert again.input == "hello"
+    assert first.status == "queued"
+    assert first.labels == {"k": "v"}
+    assert first.timeout is not None
+    assert first.timeout.total_seconds() == 12.5
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.agent_runs") == 1
+    stored = await events.read_events(db_pool, project_id=PROJECT, run_id=first.id)
+    assert [e.event.type for e in stored] == ["run_queued"]
+    other, created_other = await queue.enqueue(params(None))
+    assert created_other
+    assert other.id != first.id
+
+
+async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool)
+    ids = {(await queue.enqueue(params()))[0].id for _ in range(40)}
+
+    async def claimer(name: str) -> list[str]:
+        taken: list[str] = []
+        while batch := await queue.claim_next(name, 30.0, limit=3):
+            taken += [r.id for r in batch]
+            assert all(r.status == "running" and r.lease_owner == name for r in batch)
+        return taken
+
+    results = await asyncio.gather(*(claimer(f"w{i}") for i in range(5)))
+    claimed = Counter(run_id for taken in results for run_id in taken)
+    assert set(claimed) == ids
+    assert set(claimed.values()) == {1}
+
+
+async def test_claim_uses_the_partial_queued_index(db_pool: asyncpg.Pool) -> None:
+    async with transaction(db_pool) as conn:
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT JSON) SELECT id FROM kb.agent_runs WHERE status = 'queued' "
+            "ORDER BY created_at, id LIMIT 3 FOR UPDATE SKIP LOCKED"
+        )
+    assert "agent_runs_queued_idx" in json.dumps(plan)
+
+
+async def test_heartbeat_renews_only_own_leases_and_reports_cancel(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool)
+    for _ in range(2):
+        await queue.enqueue(params())
+    (mine,) = await queue.claim_next("me", 5.0)
+    (theirs,) = await queue.claim_next("them", 5.0)
+    await queue.request_cancel(PROJECT, mine.id)
+    result = await queue.heartbeat([mine.id, theirs.id], "me", 60.0)
+    assert result.held == {mine.id}
+    assert result.cancel_requested == {mine.id}
+    renewed = await queue.get(PROJECT, mine.id)
+    assert renewed.lease_expires_at is not None
+    assert mine.lease_expires_at is not None
+    assert renewed.lease_expires_at > mine.lease_expires_at
+    assert await queue.release([mine.id], "me") == 1
+
+
+async def test_finish_is_conditional(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool)
+    await queue.enqueue(params())
+    (run,) = await queue.claim_next("me", 5.0)
+    async with transaction(db_pool) as conn:
+        done = await RunQueue.finish(conn, run, status="completed", summary="ok")
+        again = await RunQueue.finish(conn, run, status="failed", error_message="late")
+    assert done is not None
+    assert done.status == "completed"
+    assert done.duration_ms is not None
+    assert done.lease_owner is None
+    assert done.completed_at is not None
+    assert again is None
+
+
+async def test_cancel_of_queued_running_and_finished_runs(
+    db_pool: asyncpg.Pool, database_url: str
+) -> None:
+    queue = RunQueue(db_pool)
+    queued, _ = await queue.enqueue(params())
+    cancelled = await queue.request_cancel(PROJECT, queued.id, "not needed")
+    assert cancelled.status == "cancelled"
+    assert cancelled.completed_at is not None
+    stored = await events.read_events(db_pool, project_id=PROJECT, run_id=queued.id)
+    assert [e.event.type for e in stored] == ["run_queued", "status_changed", "run_finished"]
+    assert stored[1].event.reason == "not needed"  # type: ignore[union-attr]
+    # Ended runs are returned unchanged.
+    assert (await queue.request_cancel(PROJECT, queued.id)).status == "cancelled"
+
+    await queue.enqueue(params())
+    (running,) = await queue.claim_next("me", 5.0)
+    heard: asyncio.Queue = asyncio.Queue()
+    async with Listener(database_url) as listener:
+        await listener.subscribe(CANCEL_CHANNEL, heard)
+        requested = await queue.request_cancel(PROJECT, running.id, "stop it")
+        async with asyncio.timeout(5):
+            notification = await heard.get()
+    assert requested.status == "running"
+    assert requested.cancel_requested_at is not None
+    assert json.loads(notification.payload) == {"run_id": running.id, "reason": "stop it"}
+
+    with pytest.raises(NotFound):
+        await queue.request_cancel("other-project", running.id)
+
+
+class _RecordingExecutor:
+    """Counts executions; blocks runs whose input is "block" until cancelled."""
+
+    def __init__(self, pool: asyncpg.Pool, expected: int) -> None:
+        self.pool = pool
+        self.expected = expected
+        self.all_done = asyncio.Event()
+        self.cancel_seen = asyncio.Event()
+        self.executed: Counter[str] = Counter()
+        self.cancelled: dict[str, str | None] = {}
+        self.blocking = asyncio.Event()
+
+    async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
+        self.executed[run.id] += 1
+        if run.input == "block":
+            self.blocking.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled[run.id] = control.cancel_reason
+                self.cancel_seen.set()
+                return None
+        await asyncio.sleep(0)
+        async with transaction(self.pool) as conn:
+            await RunQueue.finish(conn, run, status="completed", summary="ok")
+        if sum(self.executed.values()) >= self.expected:
+            self.all_done.set()
+        return None
+
+
+async def test_two_workers_execute_each_run_once_and_cancel_by_notify(
+    db_pool: asyncpg.Pool, database_url: str
+) -> None:
+    await DefinitionRepository(db_pool).upsert(PROJECT, AgentDefinition(name="helper"))
+    queue = RunQueue(db_pool)
+    executor = _RecordingExecutor(db_pool, expected=50)
+    stopping = asyncio.Event()
+    async with Listener(database_url) as l1, Listener(database_url) as l2:
+        workers = [
+            RunWorker(queue=queue, executor=executor, listener=listener, concurrency=4, poll_s=5)
+            for listener in (l1, l2)
+        ]
+        loops = [asyncio.create_task(w.run(stopping)) for w in workers]
+        try:
+            ids = [(await queue.enqueue(params()))[0].id for _ in range(50)]
+
+            # poll_s=5: finishing in time means the NOTIFY woke the workers.
+            async with asyncio.timeout(4):
+                await executor.all_done.wait()
+            completed = await db_pool.fetchval(
+                "SELECT count(*) FROM kb.agent_runs WHERE status = 'completed'"
+            )
+            assert completed == 50
+            assert set(executor.executed) == set(ids)
+            assert set(executor.executed.values()) == {1}
+
+            blocked, _ = await queue.enqueue(params(input="block"))
+            async with asyncio.timeout(5):
+                await executor.blocking.wait()
+            await queue.request_cancel(PROJECT, blocked.id, "by test")
+
+            async with asyncio.timeout(1):
+                await executor.cancel_seen.wait()
+            assert executor.cancelled[blocked.id] == "by test"
+        finally:
+            stopping.set()
+            await asyncio.gather(*loops)
