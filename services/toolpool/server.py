@@ -1,28 +1,322 @@
-"""ToolPoolService: protobuf <-> domain for tools. RPCs arrive with the toolpool issue."""
+"""ToolPoolService: protobuf <-> domain for the catalog, CallTool, MCP servers and secrets."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+
+from agentfleet.db import Listener
+from agentfleet.errors import InvalidArgument
 from agentfleet.grpc_server import Registration
+from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.service_runtime import ServiceContext, ServiceParts
-from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
+from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
+from services.toolpool.catalog import ToolSpec
+from services.toolpool.clashes import check_clashes
+from services.toolpool.mcp import (
+    McpClientPool,
+    McpServerConfig,
+    McpServerStore,
+    McpToolInfo,
+    SecretStore,
+    validate_server,
+)
+from services.toolpool.toolpool import Catalog, ToolPool
 
 # Changing what a project's agents can reach is an administrator's act.
 ADMIN_METHODS = ("UpsertMcpServer", "DeleteMcpServer", "SetSecret", "DeleteSecret")
 
+_KINDS = {
+    "builtin": common_pb2.TOOL_SOURCE_KIND_BUILTIN,
+    "mcp": common_pb2.TOOL_SOURCE_KIND_MCP,
+    "executor": common_pb2.TOOL_SOURCE_KIND_EXECUTOR,
+}
+_TRANSPORTS = {
+    toolpool_pb2.MCP_TRANSPORT_STDIO: "stdio",
+    toolpool_pb2.MCP_TRANSPORT_SSE: "sse",
+    toolpool_pb2.MCP_TRANSPORT_STREAMABLE_HTTP: "streamable_http",
+}
+
 
 class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
-    """Every RPC answers UNIMPLEMENTED until the toolpool issue fills it in."""
+    def __init__(
+        self,
+        *,
+        toolpool: ToolPool,
+        mcp: McpClientPool,
+        servers: McpServerStore,
+        secrets: SecretStore,
+    ) -> None:
+        self._toolpool = toolpool
+        self._mcp = mcp
+        self._servers = servers
+        self._secrets = secrets
+
+    async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
+        size = clamp_page_size(request.page_size)
+        kind = next((k for k, v in _KINDS.items() if v == request.source_kind), None)
+        filters = {"p": request.project_id, "k": kind, "s": request.mcp_server}
+        position = decode_page_token(request.page_token, filters, arity=1)
+        catalog = await self._toolpool.catalog(request.project_id)
+        tools = [
+            t
+            for t in catalog.tools
+            if (kind is None or t.source_kind == kind)
+            and (not request.mcp_server or t.mcp_server == request.mcp_server)
+            and (position is None or t.name > position[0])
+        ]
+        page, more = page_of(tools, size)
+        return toolpool_pb2.ListToolsResponse(
+            tools=[tool_definition(t) for t in page],
+            next_page_token=encode_page_token([page[-1].name], filters) if more else "",
+            unavailable_servers=_unavailable(catalog),
+        )
+
+    async def ResolveTools(self, request, context):  # type: ignore[no-untyped-def]
+        resolved = await self._toolpool.resolve(
+            request.project_id, list(request.patterns), request.depth
+        )
+        return toolpool_pb2.ResolveToolsResponse(
+            tools=[tool_definition(t) for t in resolved.tools],
+            unavailable_servers=_unavailable(resolved),
+        )
+
+    async def CallTool(self, request, context):  # type: ignore[no-untyped-def]
+        outcome = await self._toolpool.call(
+            project_id=request.project_id,
+            run_id=request.run_id,
+            tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name,
+            arguments=json_format.MessageToDict(request.arguments),
+            timeout_s=request.timeout.ToTimedelta().total_seconds()
+            if request.HasField("timeout")
+            else None,
+        )
+        duration = duration_pb2.Duration()
+        duration.FromNanoseconds(int(outcome.duration_s * 1e9))
+        return toolpool_pb2.CallToolResponse(
+            result=_struct(outcome.result),
+            is_error=outcome.is_error,
+            error_message=outcome.error_message,
+            duration=duration,
+            truncated=outcome.truncated,
+            result_size_bytes=outcome.size_bytes,
+            source=_source(outcome.spec),
+        )
+
+    async def UpsertMcpServer(self, request, context):  # type: ignore[no-untyped-def]
+        config = mcp_server_config(request.project_id, request.mcp_server)
+        validate_server(config)
+        await check_clashes(config, self._toolpool, self._mcp, self._secrets)
+        if request.validate_only:
+            return toolpool_pb2.UpsertMcpServerResponse(mcp_server=mcp_server_message(config))
+        stored, created = await self._servers.upsert(config)
+        self._mcp.invalidate(request.project_id, stored.name)
+        return toolpool_pb2.UpsertMcpServerResponse(
+            mcp_server=mcp_server_message(stored), created=created
+        )
+
+    async def ListMcpServers(self, request, context):  # type: ignore[no-untyped-def]
+        servers, token = await self._servers.list(
+            request.project_id, page_size=request.page_size, page_token=request.page_token
+        )
+        return toolpool_pb2.ListMcpServersResponse(
+            mcp_servers=[mcp_server_message(s) for s in servers], next_page_token=token
+        )
+
+    async def DeleteMcpServer(self, request, context):  # type: ignore[no-untyped-def]
+        _required("name", request.name)
+        await self._servers.delete(request.project_id, request.name)
+        self._mcp.invalidate(request.project_id, request.name)
+        return toolpool_pb2.DeleteMcpServerResponse()
+
+    async def TestMcpServer(self, request, context):  # type: ignore[no-untyped-def]
+        target = request.WhichOneof("target")
+        if target == "name":
+            config = await self._servers.get(request.project_id, request.name)
+        elif target == "mcp_server":
+            config = mcp_server_config(request.project_id, request.mcp_server)
+            validate_server(config)
+        else:
+            raise InvalidArgument.for_field("target", "name or mcp_server is required")
+        secrets = await self._secrets.resolve(request.project_id)
+        try:
+            probe = await self._mcp.test_server(config, secrets)
+        except Exception as exc:  # every failure to reach the server is the answer itself
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            return toolpool_pb2.TestMcpServerResponse(ok=False, error=message)
+        return toolpool_pb2.TestMcpServerResponse(
+            ok=True,
+            tools=[tool_definition(_mcp_spec(config, tool)) for tool in probe.tools],
+            server_name=probe.server_name,
+            server_version=probe.server_version,
+        )
+
+    async def SetSecret(self, request, context):  # type: ignore[no-untyped-def]
+        info, created = await self._secrets.set(request.project_id, request.name, request.value)
+        # A changed secret may change a session's settings: drop the project's sessions.
+        self._mcp.invalidate(request.project_id)
+        return toolpool_pb2.SetSecretResponse(secret=_secret(info), created=created)
+
+    async def ListSecrets(self, request, context):  # type: ignore[no-untyped-def]
+        secrets, token = await self._secrets.list(
+            request.project_id, page_size=request.page_size, page_token=request.page_token
+        )
+        return toolpool_pb2.ListSecretsResponse(
+            secrets=[_secret(s) for s in secrets], next_page_token=token
+        )
+
+    async def DeleteSecret(self, request, context):  # type: ignore[no-untyped-def]
+        _required("name", request.name)
+        await self._secrets.delete(request.project_id, request.name)
+        self._mcp.invalidate(request.project_id)
+        return toolpool_pb2.DeleteSecretResponse()
+
+
+def tool_definition(spec: ToolSpec) -> toolpool_pb2.ToolDefinition:
+    return toolpool_pb2.ToolDefinition(
+        name=spec.name,
+        description=spec.description,
+        parameters=_struct(spec.parameters),
+        source=_source(spec),
+        executed_by=toolpool_pb2.TOOL_EXECUTOR_EXECUTOR
+        if spec.executed_by_executor
+        else toolpool_pb2.TOOL_EXECUTOR_TOOLPOOL,
+        output_schema=_struct(spec.output_schema) if spec.output_schema else None,
+        mcp_tool_name=spec.mcp_tool_name,
+    )
+
+
+def mcp_server_config(project_id: str, message: toolpool_pb2.McpServer) -> McpServerConfig:
+    """A configuration from a request; output-only fields are ignored."""
+    transport = _TRANSPORTS.get(message.transport)
+    if transport is None:
+        raise InvalidArgument.for_field(
+            "mcp_server.transport", "must be STDIO, SSE or STREAMABLE_HTTP"
+        )
+    defaults = McpServerConfig(project_id=project_id, name="", transport=transport)
+    return McpServerConfig(
+        project_id=project_id,
+        name=message.name,
+        transport=transport,
+        command=message.command or None,
+        args=tuple(message.args),
+        env=dict(message.env),
+        url=message.url or None,
+        headers=dict(message.headers),
+        tool_prefix=message.tool_prefix if message.HasField("tool_prefix") else None,
+        enabled=message.enabled if message.HasField("enabled") else True,
+        connect_timeout_s=message.connect_timeout.ToTimedelta().total_seconds()
+        if message.HasField("connect_timeout")
+        else defaults.connect_timeout_s,
+        call_timeout_s=message.call_timeout.ToTimedelta().total_seconds()
+        if message.HasField("call_timeout")
+        else defaults.call_timeout_s,
+    )
+
+
+def mcp_server_message(config: McpServerConfig) -> toolpool_pb2.McpServer:
+    transport = next(k for k, v in _TRANSPORTS.items() if v == config.transport)
+    message = toolpool_pb2.McpServer(
+        name=config.name,
+        transport=transport,
+        command=config.command or "",
+        args=list(config.args),
+        env=config.env,
+        url=config.url or "",
+        headers=config.headers,
+        enabled=config.enabled,
+        connect_timeout=_duration(config.connect_timeout_s),
+        call_timeout=_duration(config.call_timeout_s),
+        product_name=config.product_name or "",
+    )
+    if config.tool_prefix is not None:
+        message.tool_prefix = config.tool_prefix
+    if config.created_at is not None:
+        message.create_time.CopyFrom(_timestamp(config.created_at))
+    if config.updated_at is not None:
+        message.update_time.CopyFrom(_timestamp(config.updated_at))
+    return message
+
+
+def _mcp_spec(config: McpServerConfig, tool: McpToolInfo) -> ToolSpec:
+    return ToolSpec(
+        name=config.exposed_name(tool.name),
+        description=tool.description,
+        parameters=tool.input_schema,
+        source_kind="mcp",
+        mcp_server=config.name,
+        mcp_tool_name=tool.name,
+        output_schema=tool.output_schema or {},
+    )
+
+
+def _source(spec: ToolSpec) -> common_pb2.ToolSource:
+    return common_pb2.ToolSource(kind=_KINDS[spec.source_kind], mcp_server=spec.mcp_server)
+
+
+def _unavailable(catalog: Catalog) -> list[toolpool_pb2.UnavailableServer]:
+    return [toolpool_pb2.UnavailableServer(name=n, error=e) for n, e in catalog.unavailable]
+
+
+def _secret(info) -> toolpool_pb2.Secret:  # type: ignore[no-untyped-def]
+    return toolpool_pb2.Secret(
+        name=info.name,
+        create_time=_timestamp(info.created_at),
+        update_time=_timestamp(info.updated_at),
+    )
+
+
+def _struct(value: dict) -> struct_pb2.Struct:  # type: ignore[type-arg]
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromNanoseconds(int(seconds * 1e9))
+    return duration
+
+
+def _timestamp(value) -> timestamp_pb2.Timestamp:  # type: ignore[no-untyped-def]
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _required(field: str, value: str) -> None:
+    if not value:
+        raise InvalidArgument.for_field(field, "is required")
 
 
 async def build(context: ServiceContext) -> ServiceParts:
+    servers = McpServerStore(context.pool)
+    secrets = SecretStore(context.pool)
+    mcp = McpClientPool()
+    toolpool = ToolPool(pool=context.pool, mcp=mcp, servers=servers, secrets=secrets)
+    listener = Listener(context.database_url)
+    servicer = ToolPoolServicer(toolpool=toolpool, mcp=mcp, servers=servers, secrets=secrets)
+
+    async def follow_changes(stopping: asyncio.Event) -> None:
+        # Another replica (or the registry) changed MCP servers: drop cached sessions/tools.
+        await listener.start()
+        await mcp.listen(listener)
+        await stopping.wait()
+
+    closers: list[Callable[[], Awaitable[None]]] = [mcp.aclose, listener.close]
     return ServiceParts(
         registrations=[
             Registration.of(
                 toolpool_pb2,
                 toolpool_pb2_grpc,
                 "ToolPoolService",
-                ToolPoolServicer(),
+                servicer,
                 admin_methods=ADMIN_METHODS,
             )
-        ]
+        ],
+        background=[follow_changes],
+        on_stop=closers,
     )

@@ -1,0 +1,47 @@
+"""Refusing MCP server configurations whose tool names would clash (DESIGN §8)."""
+
+from __future__ import annotations
+
+from agentfleet.errors import AgentFleetError, InvalidArgument
+from services.toolpool.mcp import McpClientPool, McpServerConfig, SecretStore
+from services.toolpool.toolpool import STATIC_TOOL_NAMES, ToolPool
+
+
+async def check_clashes(
+    config: McpServerConfig, toolpool: ToolPool, mcp: McpClientPool, secrets: SecretStore
+) -> None:
+    """Raises InvalidArgument when ``config``'s tools would share names with other tools.
+
+    Two servers with the same prefix always could; a prefix that built-in names also start
+    with (the empty prefix, say) is checked against the server's actual tool list when the
+    server can be reached.
+    """
+    others = [s for s in await toolpool.servers(config.project_id) if s.name != config.name]
+    for other in others:
+        if other.exposed_prefix == config.exposed_prefix:
+            raise InvalidArgument.for_field(
+                "mcp_server.tool_prefix",
+                f"{config.exposed_prefix!r} is already the prefix of MCP server "
+                f"{other.name!r}; their tool names would clash",
+            )
+    if not any(name.startswith(config.exposed_prefix) for name in STATIC_TOOL_NAMES) and all(
+        not o.exposed_prefix.startswith(config.exposed_prefix)
+        and not config.exposed_prefix.startswith(o.exposed_prefix)
+        for o in others
+    ):
+        return
+    try:
+        probe = await mcp.test_server(config, await secrets.resolve(config.project_id))
+    except AgentFleetError:
+        # Unreachable now: the catalog keeps the first of two equal names when listing.
+        return
+    catalog = await toolpool.catalog(config.project_id)
+    taken = {t.name for t in catalog.tools if t.mcp_server != config.name}
+    exposed = (config.exposed_name(t.name) for t in probe.tools)
+    clashing = sorted(name for name in exposed if name in taken)
+    if clashing:
+        raise InvalidArgument.for_field(
+            "mcp_server.tool_prefix",
+            f"tools {', '.join(clashing)} would clash with tools already in the catalog; "
+            "set another tool_prefix",
+        )

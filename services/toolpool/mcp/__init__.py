@@ -1,0 +1,59 @@
+"""External MCP servers of a project: configuration, secrets, and pooled client sessions.
+
+- :class:`McpServerStore` / :class:`SecretStore`: ``kb.mcp_servers`` / ``kb.project_secrets``.
+- :func:`interpolate` / :func:`resolve_server`: ``${NAME}`` from the project's secrets only.
+- :class:`McpClientPool`: lazily connected shared sessions over stdio, SSE and streamable
+  HTTP with reconnection, per-call timeouts, a circuit breaker and cached tool lists.
+- :func:`map_call_result`: MCP content as the JSON the model reads.
+"""
+
+from .breaker import BreakerState, CircuitBreaker
+from .content import map_call_result
+from .errors import (
+    CircuitOpenError,
+    McpProtocolError,
+    McpTimeoutError,
+    McpUnavailableError,
+    MissingSecretError,
+)
+from .interpolate import ResolvedServer, interpolate, references, resolve_server
+from .models import (
+    CallOutcome,
+    McpCallResult,
+    McpServerConfig,
+    McpServerProbe,
+    McpToolInfo,
+    SecretInfo,
+    Transport,
+)
+from .pool import McpClientPool
+from .store import CHANGES_CHANNEL, McpServerStore, SecretStore
+from .validation import server_violations, validate_server
+
+__all__ = [
+    "CHANGES_CHANNEL",
+    "BreakerState",
+    "CallOutcome",
+    "CircuitBreaker",
+    "CircuitOpenError",
+    "McpCallResult",
+    "McpClientPool",
+    "McpProtocolError",
+    "McpServerConfig",
+    "McpServerProbe",
+    "McpServerStore",
+    "McpTimeoutError",
+    "McpToolInfo",
+    "McpUnavailableError",
+    "MissingSecretError",
+    "ResolvedServer",
+    "SecretInfo",
+    "SecretStore",
+    "Transport",
+    "interpolate",
+    "map_call_result",
+    "references",
+    "resolve_server",
+    "server_violations",
+    "validate_server",
+]

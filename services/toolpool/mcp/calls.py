@@ -1,0 +1,106 @@
+"""One MCP request on a pooled session, with the SDK's failures translated.
+
+``MCPError`` codes become :class:`McpTimeoutError`, :class:`McpProtocolError` or
+:class:`SessionLost` (the session is gone: the pool decides whether to retry);
+unexpected result shapes become :class:`McpProtocolError`. Messages go through the
+connection's redaction, so no secret value reaches the model or a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from .connection import McpConnection, describe
+from .errors import McpProtocolError, McpTimeoutError
+from .models import McpToolInfo
+
+MAX_TOOL_PAGES = 50
+# Beyond the SDK's own request timeout: a transport stuck before the request is written.
+_TIMEOUT_GRACE_S = 2.0
+
+T = TypeVar("T")
+
+
+class SessionLost(Exception):
+    """The session ended under a request."""
+
+    def __init__(self, reason: str, *, unsent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.unsent = unsent
+        """Provably not processed by the server (it refused an unknown session)."""
+
+
+async def list_tools(conn: McpConnection, timeout_s: float) -> list[McpToolInfo]:
+    """Every tool of the server, following pagination (at most 50 pages)."""
+    session = await conn.wait_ready()
+    tools: list[McpToolInfo] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await _request(conn, session.list_tools(params=params), timeout_s)
+        tools += [
+            McpToolInfo(
+                name=tool.name,
+                description=tool.description or "",
+                input_schema=dict(tool.input_schema),
+                output_schema=dict(tool.output_schema) if tool.output_schema else None,
+            )
+            for tool in page.tools
+        ]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+async def call_tool(
+    conn: McpConnection, name: str, arguments: dict[str, Any], timeout_s: float
+) -> types.CallToolResult:
+    """Calls ``name``; the SDK cancels the request on the server when ``timeout_s`` passes."""
+    session = await conn.wait_ready()
+    return await _request(
+        conn, session.call_tool(name, arguments, read_timeout_seconds=timeout_s), timeout_s
+    )
+
+
+async def _request(conn: McpConnection, request: Awaitable[T], timeout_s: float) -> T:
+    try:
+        async with asyncio.timeout(timeout_s + _TIMEOUT_GRACE_S):
+            return await request
+    except TimeoutError:
+        raise _timeout(conn, timeout_s) from None
+    except MCPError as exc:
+        if exc.code == types.REQUEST_TIMEOUT:
+            raise _timeout(conn, timeout_s) from None
+        if exc.code == types.CONNECTION_CLOSED:
+            raise SessionLost(conn.redact(exc.message), unsent=False) from None
+        if exc.code == types.INVALID_REQUEST and "session" in exc.message.lower():
+            # Streamable HTTP: the server does not know our session id (it restarted, or
+            # expired the session), so it rejected the request without running it.
+            raise SessionLost(conn.redact(exc.message), unsent=True) from None
+        raise McpProtocolError(
+            f"MCP server {conn.label} answered error {exc.code}: {conn.redact(exc.message)}",
+            code=exc.code,
+        ) from None
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, httpx2.HTTPError, OSError) as exc:
+        # Transport failures that reach the caller directly rather than as CONNECTION_CLOSED.
+        raise SessionLost(conn.redact(describe(exc)), unsent=False) from None
+    except (RuntimeError, ValidationError) as exc:
+        # Unexpected result shapes: input-required, claimed results, schema violations.
+        raise McpProtocolError(
+            f"MCP server {conn.label} sent an unusable result: {conn.redact(describe(exc))}",
+            code=0,
+        ) from None
+
+
+def _timeout(conn: McpConnection, timeout_s: float) -> McpTimeoutError:
+    return McpTimeoutError(f"MCP server {conn.label}: no answer within {timeout_s:g} s")

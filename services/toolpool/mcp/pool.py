@@ -1,0 +1,384 @@
+"""``McpClientPool``: the toolpool's sessions to external MCP servers.
+
+One session per (project, server), opened on first use and shared by concurrent calls;
+a session whose transport ended is dropped and the next use opens a new one. A call that
+finds its session dead before its request left this process (or that the server refused
+for an unknown session) is retried once on a new session; one that may have reached the
+server is reported, never repeated. Each server has a :class:`CircuitBreaker`; tool lists
+are cached per server until its configuration or secrets change (:meth:`invalidate`,
+NOTIFY on :data:`~services.toolpool.mcp.store.CHANGES_CHANNEL`).
+
+Project scope: every key is (project_id, server name) and the configuration and secrets
+passed in are the project's own, resolved by the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TextIO, TypeVar
+
+import structlog
+
+from agentfleet.db import Listener, Notification
+from agentfleet.errors import InvalidArgument
+
+from .breaker import BreakerState, CircuitBreaker
+from .calls import SessionLost, call_tool, list_tools
+from .connection import CURRENT_MARK, McpConnection, SendMark
+from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result
+from .errors import (
+    CircuitOpenError,
+    McpProtocolError,
+    McpTimeoutError,
+    McpUnavailableError,
+    MissingSecretError,
+)
+from .interpolate import ResolvedServer, resolve_server
+from .models import CallOutcome, McpCallResult, McpServerConfig, McpServerProbe, McpToolInfo
+from .store import CHANGES_CHANNEL
+
+log = structlog.get_logger(__name__)
+
+Key = tuple[str, str]
+T = TypeVar("T")
+
+
+class McpClientPool:
+    """Lazily connected, shared, self-healing sessions to the projects' MCP servers."""
+
+    def __init__(
+        self,
+        *,
+        failure_threshold: int = 5,
+        cool_down_s: float = 30.0,
+        max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
+        errlog: TextIO | None = None,
+    ) -> None:
+        """``errlog`` receives stdio servers' stderr (default: this process's stderr)."""
+        self._failure_threshold = failure_threshold
+        self._cool_down_s = cool_down_s
+        self._max_inline_bytes = max_inline_bytes
+        self._errlog = errlog
+        self._connections: dict[Key, McpConnection] = {}
+        self._breakers: dict[Key, CircuitBreaker] = {}
+        self._tools: dict[Key, tuple[tuple[object, ...], list[McpToolInfo]]] = {}
+        self._owners: set[asyncio.Task[None]] = set()
+        # Bumped by every invalidation, so a listing that straddles one is not cached.
+        self._generation = 0
+        self._closed = False
+
+    # -- the API the toolpool server calls -------------------------------------------
+
+    async def list_tools(
+        self, config: McpServerConfig, secrets: Mapping[str, str]
+    ) -> list[McpToolInfo]:
+        """The server's tools (cached until its configuration or secrets change).
+
+        Raises :class:`MissingSecretError`, :class:`CircuitOpenError`,
+        :class:`McpUnavailableError`, :class:`McpTimeoutError` or :class:`McpProtocolError`.
+        """
+        key = (config.project_id, config.name)
+        resolved = resolve_server(config, secrets)
+        cached = self._tools.get(key)
+        if cached is not None and cached[0] == resolved.fingerprint():
+            return cached[1]
+        generation = self._generation
+        tools = await self._guarded(
+            config, resolved, secrets, lambda conn: list_tools(conn, config.connect_timeout_s)
+        )
+        if generation == self._generation:
+            # Not invalidated while listing: a listing older than the change is not kept.
+            self._tools[key] = (resolved.fingerprint(), tools)
+        return tools
+
+    async def call_tool(
+        self,
+        config: McpServerConfig,
+        secrets: Mapping[str, str],
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout_s: float | None = None,
+    ) -> McpCallResult:
+        """Calls ``tool_name`` (the server's raw name) and maps its result; never raises
+        for a failure of the server or the call, which becomes an error result instead.
+
+        ``timeout_s`` overrides the server's ``call_timeout_s`` for this call.
+        """
+        started = time.monotonic()
+        limit = timeout_s if timeout_s is not None else config.call_timeout_s
+
+        def failed(outcome: CallOutcome, message: str) -> McpCallResult:
+            return McpCallResult(
+                is_error=True,
+                result={"error": message},
+                error=message,
+                outcome=outcome,
+                duration_s=time.monotonic() - started,
+            )
+
+        try:
+            resolved = resolve_server(config, secrets)
+            raw = await self._guarded(
+                config,
+                resolved,
+                secrets,
+                lambda conn: call_tool(conn, tool_name, arguments, limit),
+            )
+        except (MissingSecretError, InvalidArgument) as exc:
+            return failed("config_error", exc.message)
+        except CircuitOpenError as exc:
+            return failed("circuit_open", exc.message)
+        except McpTimeoutError as exc:
+            return failed("timeout", exc.message)
+        except McpUnavailableError as exc:
+            return failed("unavailable", exc.message)
+        except McpProtocolError as exc:
+            return failed("protocol_error", exc.message)
+        mapped = map_call_result(raw, max_inline_bytes=self._max_inline_bytes)
+        message = _error_text(mapped) if raw.is_error else None
+        return McpCallResult(
+            is_error=bool(raw.is_error),
+            result=mapped,
+            error=message,
+            outcome="tool_error" if raw.is_error else "ok",
+            duration_s=time.monotonic() - started,
+        )
+
+    async def test_server(
+        self, config: McpServerConfig, secrets: Mapping[str, str]
+    ) -> McpServerProbe:
+        """Connects a fresh session (not the pooled one, no breaker), lists tools, closes.
+
+        Raises like :meth:`list_tools`; the caller reports failures in its response.
+        """
+        started = time.monotonic()
+        resolved = resolve_server(config, secrets)
+        conn = self._new_connection(config, resolved, secrets)
+        owner = self._spawn_owner(conn)
+        try:
+            await conn.wait_ready()
+            try:
+                tools = await list_tools(conn, config.connect_timeout_s)
+            except SessionLost as lost:
+                raise McpUnavailableError(
+                    f"MCP server {conn.label}: session lost while listing tools: {lost.reason}"
+                ) from None
+            info = conn.server_info
+            return McpServerProbe(
+                tools=tools,
+                server_name=info.name if info else "",
+                server_version=info.version if info else "",
+                duration_s=time.monotonic() - started,
+            )
+        finally:
+            conn.close()
+            # Shielded: a cancelled caller leaves the owner closing (aclose still awaits it).
+            await asyncio.shield(owner)
+
+    def breaker_state(self, project_id: str, name: str) -> BreakerState:
+        """``closed``, ``open`` or ``half_open`` (``closed`` for a server never used)."""
+        breaker = self._breakers.get((project_id, name))
+        return breaker.state if breaker is not None else "closed"
+
+    def is_connected(self, project_id: str, name: str) -> bool:
+        """Whether a live, initialized session to the server exists now."""
+        conn = self._connections.get((project_id, name))
+        return conn is not None and conn.connected
+
+    def invalidate(self, project_id: str, server: str | None = None) -> None:
+        """Forgets cached tool lists, sessions and breakers of one server or the whole project.
+
+        Sessions are retired: calls in flight finish, new calls open a new session. The
+        breakers start closed again, so a fixed configuration is tried at once.
+        """
+
+        self._generation += 1
+
+        def matching(keys: Iterable[Key]) -> list[Key]:
+            return [k for k in keys if k[0] == project_id and server in (None, k[1])]
+
+        for key in matching(self._tools):
+            del self._tools[key]
+        for key in matching(self._breakers):
+            del self._breakers[key]
+        for key in matching(self._connections):
+            self._connections.pop(key).retire()
+
+    async def listen(self, listener: Listener) -> None:
+        """Invalidates a project whenever a replica NOTIFYs a change of its servers/secrets.
+
+        After the listener reconnects (notifications may have been lost) everything is
+        invalidated.
+        """
+        await listener.subscribe(CHANGES_CHANNEL, self._on_change)
+        listener.add_reconnect_callback(self._invalidate_all)
+
+    async def aclose(self) -> None:
+        """Closes every session and waits for the owners: no child process survives."""
+        self._closed = True
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+        self._tools.clear()
+        owners = list(self._owners)
+        if owners:
+            _, pending = await asyncio.wait(owners, timeout=15.0)
+            for task in pending:
+                # Only a transport ignoring its own bounded shutdown gets here.
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _on_change(self, notification: Notification) -> None:
+        self.invalidate(notification.payload)
+
+    def _invalidate_all(self) -> None:
+        for project_id in {k[0] for k in (*self._tools, *self._connections)}:
+            self.invalidate(project_id)
+
+    def _spawn_owner(self, conn: McpConnection) -> asyncio.Task[None]:
+        # Owned by the pool: aclose() waits for every owner, so no process outlives it.
+        owner = asyncio.create_task(conn.run(), name=f"mcp-session-{conn.label}")
+        self._owners.add(owner)
+        owner.add_done_callback(self._owners.discard)
+        return owner
+
+    def _breaker(self, key: Key) -> CircuitBreaker:
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = CircuitBreaker(
+                failure_threshold=self._failure_threshold, cool_down_s=self._cool_down_s
+            )
+            self._breakers[key] = breaker
+        return breaker
+
+    async def _guarded(
+        self,
+        config: McpServerConfig,
+        resolved: ResolvedServer,
+        secrets: Mapping[str, str],
+        operation: Callable[[McpConnection], Awaitable[T]],
+    ) -> T:
+        """Runs ``operation(connection)`` behind the breaker, with one safe retry."""
+        label = f"{config.project_id}/{config.name}"
+        breaker = self._breaker((config.project_id, config.name))
+        if not breaker.allow():
+            raise CircuitOpenError(
+                f"MCP server {label} is failing; circuit open, next try in "
+                f"{breaker.retry_after_s():.1f} s"
+            )
+        try:
+            try:
+                result = await self._attempt(config, resolved, secrets, operation)
+            except _Retryable as retry:
+                log.info("mcp_call_retried", server=label, reason=retry.reason)
+                result = await self._attempt(config, resolved, secrets, operation, last=True)
+        except (McpUnavailableError, McpTimeoutError):
+            breaker.record_failure()
+            raise
+        except McpProtocolError:
+            breaker.record_success()  # the server is alive and answering
+            raise
+        except BaseException:
+            breaker.record_neutral()
+            raise
+        breaker.record_success()
+        return result
+
+    async def _attempt(
+        self,
+        config: McpServerConfig,
+        resolved: ResolvedServer,
+        secrets: Mapping[str, str],
+        operation: Callable[[McpConnection], Awaitable[T]],
+        *,
+        last: bool = False,
+    ) -> T:
+        conn = self._current_connection(config, resolved, secrets)
+        mark = SendMark()
+        token = CURRENT_MARK.set(mark)
+        # Counted from before the connect, so a retirement meanwhile does not abandon it.
+        conn.acquire()
+        try:
+            try:
+                await conn.wait_ready()
+            except (McpUnavailableError, McpTimeoutError):
+                self._drop(conn)
+                raise
+            return await operation(conn)
+        except SessionLost as lost:
+            self._drop(conn)
+            if not lost.unsent:
+                # The owner ends quickly once its transport is gone; its cause tells
+                # whether the request was refused before reaching the server.
+                await conn.wait_ended(1.0)
+            unsent = lost.unsent or not mark.sent or conn.refused
+            if unsent and not last:
+                raise _Retryable(lost.reason) from None
+            ran = "it did not run" if unsent else "it may or may not have run"
+            raise McpUnavailableError(
+                f"MCP server {conn.label}: session lost during the call ({ran}): {lost.reason}"
+            ) from None
+        finally:
+            conn.release()
+            CURRENT_MARK.reset(token)
+
+    def _current_connection(
+        self, config: McpServerConfig, resolved: ResolvedServer, secrets: Mapping[str, str]
+    ) -> McpConnection:
+        """The live connection for these settings, or a new one being opened."""
+        if self._closed:
+            raise McpUnavailableError("the MCP client pool is closed")
+        key = (config.project_id, config.name)
+        conn = self._connections.get(key)
+        if conn is not None and not conn.alive:
+            self._drop(conn)
+            conn = None
+        elif conn is not None and conn.fingerprint != resolved.fingerprint():
+            # Changed configuration or secret: new calls get a new session.
+            del self._connections[key]
+            conn.retire()
+            conn = None
+        if conn is None:
+            conn = self._new_connection(config, resolved, secrets)
+            self._connections[key] = conn
+            self._spawn_owner(conn)
+        return conn
+
+    def _new_connection(
+        self, config: McpServerConfig, resolved: ResolvedServer, secrets: Mapping[str, str]
+    ) -> McpConnection:
+        values = [v for v in secrets.values() if len(v) >= 4]
+
+        def redact(text: str) -> str:
+            for value in values:
+                text = text.replace(value, "***")
+            return text
+
+        return McpConnection(
+            (config.project_id, config.name),
+            resolved,
+            connect_timeout_s=config.connect_timeout_s,
+            errlog=self._errlog,
+            redact=redact,
+        )
+
+    def _drop(self, conn: McpConnection) -> None:
+        if self._connections.get(conn.key) is conn:
+            del self._connections[conn.key]
+        conn.close()
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _error_text(mapped: dict[str, Any]) -> str:
+    texts = [b["text"] for b in mapped.get("content", []) if b.get("type") == "text"]
+    return "\n".join(texts) or "the tool reported an error"

@@ -1,0 +1,251 @@
+"""The toolpool's domain: a project's catalog, whitelist resolution, and CallTool.
+
+Every tool call passes through :meth:`ToolPool.call`, which finds the run, checks the tool
+against the run's own whitelist at the run's depth (whoever the caller is), and runs the
+tool inside the run's project. Tool failures come back as error results for the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from opentelemetry import trace
+
+from agentfleet.errors import (
+    AgentFleetError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
+from services.toolpool.builtin import BUILTIN_TOOLS, ToolContext, ToolError, call_builtin
+from services.toolpool.catalog import COORDINATION_TOOLS, ToolSpec, allows, is_glob, resolve
+from services.toolpool.mcp import McpClientPool, McpServerConfig, McpServerStore, SecretStore
+from services.toolpool.results import MAX_ARGUMENT_BYTES, bound_result, json_size
+from services.toolpool.runs import RunScope, RunScopes
+
+tracer = trace.get_tracer("agentfleet.toolpool")
+
+DEFAULT_TOOL_TIMEOUT_S = 60.0
+MAX_TOOL_TIMEOUT_S = 600.0
+
+BUILTIN_SPECS: tuple[ToolSpec, ...] = tuple(
+    ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        source_kind="builtin",
+    )
+    for tool in BUILTIN_TOOLS.values()
+)
+_STATIC = {spec.name: spec for spec in (*BUILTIN_SPECS, *COORDINATION_TOOLS)}
+STATIC_TOOL_NAMES = frozenset(_STATIC)
+
+
+@dataclass(kw_only=True, slots=True)
+class Catalog:
+    tools: list[ToolSpec]
+    """By name."""
+    unavailable: list[tuple[str, str]] = field(default_factory=list)
+    """(server name, reason) of enabled MCP servers whose tools could not be listed."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """The answer of CallTool."""
+
+    result: dict[str, Any]
+    is_error: bool
+    error_message: str
+    duration_s: float
+    truncated: bool
+    size_bytes: int
+    spec: ToolSpec
+
+
+class ToolPool:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        mcp: McpClientPool,
+        servers: McpServerStore,
+        secrets: SecretStore,
+    ) -> None:
+        self._pool = pool
+        self._mcp = mcp
+        self._servers = servers
+        self._secrets = secrets
+        self._runs = RunScopes(pool)
+
+    async def catalog(self, project_id: str) -> Catalog:
+        """Built-in + coordination tools + the tools of every enabled MCP server."""
+        configs = await self._servers.list_all(project_id)
+        tools = list(_STATIC.values())
+        unavailable: list[tuple[str, str]] = []
+        if configs:
+            secrets = await self._secrets.resolve(project_id)
+            listed = await asyncio.gather(*(self._mcp_specs(config, secrets) for config in configs))
+            taken = set(_STATIC)
+            for config, (specs, error) in zip(configs, listed, strict=True):
+                # Saving refuses clashes; a server unreachable then may still bring one.
+                fresh = [s for s in specs if s.name not in taken]
+                taken.update(s.name for s in fresh)
+                tools.extend(fresh)
+                if error is not None:
+                    unavailable.append((config.name, error))
+        tools.sort(key=lambda t: t.name)
+        return Catalog(tools=tools, unavailable=unavailable)
+
+    async def servers(self, project_id: str) -> list[McpServerConfig]:
+        """The project's enabled MCP servers."""
+        return await self._servers.list_all(project_id)
+
+    async def resolve(self, project_id: str, patterns: Sequence[str], depth: int) -> Catalog:
+        """The tools ``patterns`` select at ``depth`` (DESIGN §6)."""
+        if not patterns:
+            return Catalog(tools=[])
+        catalog = await self.catalog(project_id)
+        try:
+            tools = resolve(catalog.tools, patterns, depth)
+        except NotFound:
+            self._raise_if_served_by_unavailable(patterns, catalog)
+            raise
+        return Catalog(tools=tools, unavailable=catalog.unavailable)
+
+    async def call(
+        self,
+        *,
+        project_id: str,
+        run_id: str,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout_s: float | None,
+    ) -> ToolOutcome:
+        """Runs one tool for a run, inside the run's project and whitelist."""
+        if not tool_call_id:
+            raise InvalidArgument.for_field("tool_call_id", "is required")
+        if not tool_name:
+            raise InvalidArgument.for_field("tool_name", "is required")
+        size = json_size(arguments)
+        if size > MAX_ARGUMENT_BYTES:
+            raise InvalidArgument.for_field(
+                "arguments", f"{size} bytes exceeds the limit of {MAX_ARGUMENT_BYTES} bytes"
+            )
+        if timeout_s is not None and not 0 < timeout_s <= MAX_TOOL_TIMEOUT_S:
+            raise InvalidArgument.for_field(
+                "timeout", f"must be more than 0 and at most {MAX_TOOL_TIMEOUT_S:.0f} seconds"
+            )
+        scope = await self._runs.get_running(project_id, run_id)
+        if not allows(scope.tool_patterns, tool_name, scope.depth):
+            raise PermissionDenied(
+                f"agent {scope.agent_name!r} (depth {scope.depth}) may not call {tool_name!r}"
+            )
+        # Scope comes from the run, never from what the model wrote.
+        arguments = {k: v for k, v in arguments.items() if k != "project_id"}
+        spec, config = await self._find(scope, tool_name)
+        with tracer.start_as_current_span(
+            f"execute_tool {tool_name}",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool_name,
+                "gen_ai.tool.call.id": tool_call_id,
+                "agentfleet.tool.source": spec.source_label,
+                "agentfleet.run_id": scope.run_id,
+                "agentfleet.project_id": scope.project_id,
+            },
+        ) as span:
+            started = time.monotonic()
+            if config is None:
+                result, error = await self._call_builtin(scope, tool_name, arguments, timeout_s)
+            else:
+                secrets = await self._secrets.resolve(scope.project_id)
+                outcome = await self._mcp.call_tool(
+                    config, secrets, spec.mcp_tool_name, arguments, timeout_s
+                )
+                result, error = outcome.result, outcome.error if outcome.is_error else None
+            duration = time.monotonic() - started
+            bounded = bound_result(result)
+            span.set_attribute("agentfleet.tool.outcome", "error" if error else "ok")
+        return ToolOutcome(
+            result=bounded.result,
+            is_error=error is not None,
+            error_message=error or "",
+            duration_s=duration,
+            truncated=bounded.truncated,
+            size_bytes=bounded.size_bytes,
+            spec=spec,
+        )
+
+    async def _call_builtin(
+        self, scope: RunScope, name: str, arguments: dict[str, Any], timeout_s: float | None
+    ) -> tuple[dict[str, Any], str | None]:
+        context = ToolContext(project_id=scope.project_id, run_id=scope.run_id, pool=self._pool)
+        try:
+            async with asyncio.timeout(timeout_s or DEFAULT_TOOL_TIMEOUT_S):
+                return await call_builtin(context, name, arguments), None
+        except ToolError as exc:
+            return exc.to_result(), str(exc)
+        except TimeoutError:
+            message = f"{name} timed out after {timeout_s or DEFAULT_TOOL_TIMEOUT_S:g} s"
+            return {"error": message}, message
+
+    async def _find(self, scope: RunScope, name: str) -> tuple[ToolSpec, McpServerConfig | None]:
+        static = _STATIC.get(name)
+        if static is not None:
+            if static.executed_by_executor:
+                raise FailedPrecondition(f"{name} is a coordination tool run by the executor")
+            return static, None
+        configs = await self._servers.list_all(scope.project_id)
+        # Longest prefix first: a server named "web" must not shadow "web_archive__".
+        for config in sorted(configs, key=lambda c: len(c.exposed_prefix), reverse=True):
+            if not name.startswith(config.exposed_prefix):
+                continue
+            secrets = await self._secrets.resolve(scope.project_id)
+            specs, error = await self._mcp_specs(config, secrets)
+            for spec in specs:
+                if spec.name == name:
+                    return spec, config
+            if error is not None:
+                raise Unavailable(f"MCP server {config.name!r} is unavailable: {error}")
+        raise NotFound(f"no tool named {name!r} in the project's catalog")
+
+    async def _mcp_specs(
+        self, config: McpServerConfig, secrets: dict[str, str]
+    ) -> tuple[list[ToolSpec], str | None]:
+        try:
+            tools = await self._mcp.list_tools(config, secrets)
+        except AgentFleetError as exc:
+            return [], exc.message
+        return [
+            ToolSpec(
+                name=config.exposed_name(tool.name),
+                description=tool.description,
+                parameters=tool.input_schema,
+                source_kind="mcp",
+                mcp_server=config.name,
+                mcp_tool_name=tool.name,
+                output_schema=tool.output_schema or {},
+            )
+            for tool in tools
+        ], None
+
+    @staticmethod
+    def _raise_if_served_by_unavailable(patterns: Sequence[str], catalog: Catalog) -> None:
+        known = {t.name for t in catalog.tools}
+        for pattern in patterns:
+            if is_glob(pattern) or pattern in known:
+                continue
+            for server, reason in catalog.unavailable:
+                if pattern.startswith(f"{server}__"):
+                    raise Unavailable(
+                        f"tool {pattern!r} is served by MCP server {server!r}, which is "
+                        f"unavailable: {reason}"
+                    )

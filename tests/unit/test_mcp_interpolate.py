@@ -1,0 +1,104 @@
+"""``${NAME}`` interpolation of MCP server settings from project secrets only."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfleet.errors import InvalidArgument
+from services.toolpool.mcp import McpServerConfig, MissingSecretError, interpolate, resolve_server
+from services.toolpool.mcp.interpolate import references
+
+
+def test_replaces_references_and_keeps_other_text() -> None:
+    text = interpolate(
+        "Bearer ${TOKEN} for ${_user1}", {"TOKEN": "t0k", "_user1": "ann"}, field="f"
+    )
+    assert text == "Bearer t0k for ann"
+
+
+def test_double_dollar_escapes_a_literal_reference() -> None:
+    assert interpolate("$${TOKEN} and ${TOKEN}", {"TOKEN": "x"}, field="f") == "${TOKEN} and x"
+
+
+def test_text_without_references_is_unchanged_and_dollars_alone_are_fine() -> None:
+    assert interpolate("cost: $5 {braces} $HOME", {}, field="f") == "cost: $5 {braces} $HOME"
+
+
+def test_never_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTFLEET_LEAK_CHECK", "from-env")
+    with pytest.raises(MissingSecretError) as caught:
+        interpolate("${AGENTFLEET_LEAK_CHECK}", {}, field="mcp_server.url")
+    assert "from-env" not in caught.value.message
+
+
+def test_missing_secret_names_the_secret_and_the_field() -> None:
+    with pytest.raises(MissingSecretError) as caught:
+        interpolate(
+            "Bearer ${API_TOKEN}", {"OTHER": "x"}, field="mcp_server.headers[Authorization]"
+        )
+    assert caught.value.missing == [("API_TOKEN", "mcp_server.headers[Authorization]")]
+    assert "${API_TOKEN}" in caught.value.message
+    assert "mcp_server.headers[Authorization]" in caught.value.message
+
+
+@pytest.mark.parametrize("text", ["${}", "${1ABC}", "${A-B}", "${OPEN", "x ${ y}"])
+def test_malformed_reference_is_invalid_argument_naming_the_field(text: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        interpolate(text, {"ABC": "v", "A": "v", "OPEN": "v", "y": "v"}, field="mcp_server.args[2]")
+    assert caught.value.violations[0].field == "mcp_server.args[2]"
+
+
+def test_references_lists_names_in_order_without_escapes() -> None:
+    assert references("${B}$${A}${C}${B}", field="f") == ["B", "C", "B"]
+
+
+def test_resolve_server_fills_env_args_url_and_headers() -> None:
+    stdio = McpServerConfig(
+        project_id="p",
+        name="s",
+        transport="stdio",
+        command="run-${NOT_INTERPOLATED}",
+        args=("--key=${KEY}",),
+        env={"API_KEY": "${KEY}"},
+    )
+    resolved = resolve_server(stdio, {"KEY": "k1"})
+    assert resolved.args == ("--key=k1",)
+    assert resolved.env == {"API_KEY": "k1"}
+    # The command is not a place for secrets (DESIGN §8 names env, args, url, headers).
+    assert resolved.command == "run-${NOT_INTERPOLATED}"
+
+    http = McpServerConfig(
+        project_id="p",
+        name="h",
+        transport="sse",
+        url="https://example.test/${TENANT}/sse",
+        headers={"Authorization": "Bearer ${KEY}"},
+    )
+    resolved = resolve_server(http, {"KEY": "k1", "TENANT": "acme"})
+    assert resolved.url == "https://example.test/acme/sse"
+    assert resolved.headers == {"Authorization": "Bearer k1"}
+
+
+def test_resolve_server_reports_every_missing_secret_at_once() -> None:
+    config = McpServerConfig(
+        project_id="p",
+        name="h",
+        transport="streamable_http",
+        url="https://example.test/${TENANT}",
+        headers={"X-Key": "${KEY}", "X-Other": "${KEY2}"},
+    )
+    with pytest.raises(MissingSecretError) as caught:
+        resolve_server(config, {"KEY2": "v"})
+    assert caught.value.missing == [
+        ("TENANT", "mcp_server.url"),
+        ("KEY", "mcp_server.headers[X-Key]"),
+    ]
+
+
+def test_a_changed_secret_changes_the_fingerprint() -> None:
+    config = McpServerConfig(
+        project_id="p", name="s", transport="stdio", command="c", env={"A": "${S}"}
+    )
+    first = resolve_server(config, {"S": "1"}).fingerprint()
+    assert resolve_server(config, {"S": "1"}).fingerprint() == first
+    assert resolve_server(config, {"S": "2"}).fingerprint() != first
