@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -31,10 +32,20 @@ def parse_run_id(raw: str, *, field: str = "run_id") -> str:
 
 
 class RunScopes:
-    """Repository: reads the scope of a run, always within the caller's project."""
+    """Repository: reads the scope of a run, always within the caller's project.
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    A running run's scope is cached for ``ttl_s``: a run calls many tools, its depth and
+    project never change, and the executor cancels a stopped run's calls itself, so a few
+    seconds of staleness cost nothing while the query leaves CallTool's hot path.
+    """
+
+    def __init__(
+        self, pool: asyncpg.Pool, *, ttl_s: float = 2.0, max_entries: int = 10_000
+    ) -> None:
         self._pool = pool
+        self._ttl_s = ttl_s
+        self._max_entries = max_entries
+        self._running: dict[tuple[str, str], tuple[float, RunScope]] = {}
 
     async def get(self, project_id: str, run_id: str) -> RunScope:
         """The run's scope; NotFound when it is not a run of ``project_id``."""
@@ -61,7 +72,16 @@ class RunScopes:
 
     async def get_running(self, project_id: str, run_id: str) -> RunScope:
         """As :meth:`get`, refusing runs that are not executing: they may not call tools."""
+        key = (project_id, run_id)
+        now = time.monotonic()
+        cached = self._running.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         scope = await self.get(project_id, run_id)
         if scope.status != "running":
+            self._running.pop(key, None)
             raise FailedPrecondition(f"run {run_id} is {scope.status}, not running")
+        if len(self._running) >= self._max_entries:
+            self._running.clear()
+        self._running[key] = (now + self._ttl_s, scope)
         return scope
