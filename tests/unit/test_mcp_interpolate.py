@@ -102,3 +102,14 @@ def test_a_changed_secret_changes_the_fingerprint() -> None:
     first = resolve_server(config, {"S": "1"}).fingerprint()
     assert resolve_server(config, {"S": "1"}).fingerprint() == first
     assert resolve_server(config, {"S": "2"}).fingerprint() != first
+
+
+def test_plain_python_runs_on_the_toolpools_interpreter() -> None:
+    import sys
+
+    from services.toolpool.mcp.connection import stdio_command
+
+    assert stdio_command("python") == sys.executable
+    assert stdio_command("python3") == sys.executable
+    assert stdio_command("/usr/bin/python3") == "/usr/bin/python3"
+    assert stdio_command("mcp-server-time") == "mcp-server-time"

@@ -204,7 +204,9 @@ class McpConnection:
         if resolved.transport == "stdio":
             assert resolved.command is not None
             params = StdioServerParameters(
-                command=resolved.command, args=list(resolved.args), env=dict(resolved.env)
+                command=stdio_command(resolved.command or ""),
+                args=list(resolved.args),
+                env=dict(resolved.env),
             )
             return stdio_client(params, errlog=self._errlog or sys.stderr)
         assert resolved.url is not None
@@ -323,3 +325,13 @@ def describe(exc: BaseException) -> str:
     leaf = innermost(exc)
     text = str(leaf)
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+
+
+# A stdio server configured as plain "python" runs on the toolpool's own interpreter, so
+# Python MCP servers that use the installed SDK work whatever PATH the toolpool has.
+_PYTHON_ALIASES = frozenset({"python", "python3"})
+
+
+def stdio_command(command: str) -> str:
+    """The executable to start for a stdio server's ``command``."""
+    return sys.executable if command in _PYTHON_ALIASES else command
