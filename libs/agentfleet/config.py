@@ -49,6 +49,12 @@ class Settings:
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
+    executor_lease_s: float
+    """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
+    executor_heartbeat_s: float
+    """AGENTFLEET_EXECUTOR_HEARTBEAT_S: how often an executor renews its leases."""
+    timeout_grace_s: float
+    """AGENTFLEET_TIMEOUT_GRACE_S: time the model gets to summarize after a run's deadline."""
     log_format: str
     """AGENTFLEET_LOG_FORMAT=auto|json|console (auto: console on a terminal)."""
     log_level: str
@@ -84,6 +90,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         name: env.get(f"AGENTFLEET_{name.upper()}_ADDR", f"127.0.0.1:{ports[name]}", _address)
         for name in SERVICE_NAMES
     }
+    lease_s = env.get("AGENTFLEET_EXECUTOR_LEASE_S", 30.0, _positive_float)
+    heartbeat_s = env.get("AGENTFLEET_EXECUTOR_HEARTBEAT_S", 10.0, _positive_float)
+    if heartbeat_s >= lease_s:
+        raise ConfigError(
+            "AGENTFLEET_EXECUTOR_HEARTBEAT_S", "must be shorter than AGENTFLEET_EXECUTOR_LEASE_S"
+        )
     pool_min = env.get("AGENTFLEET_DB_POOL_MIN", 1, _int_range(0, 1000))
     pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 10, _int_range(1, 1000))
     if pool_max < pool_min:
@@ -100,6 +112,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, _positive_float),
         executor_concurrency=env.get("AGENTFLEET_EXECUTOR_CONCURRENCY", 16, _int_range(1, 1000)),
+        executor_lease_s=lease_s,
+        executor_heartbeat_s=heartbeat_s,
+        timeout_grace_s=env.get("AGENTFLEET_TIMEOUT_GRACE_S", 30.0, _positive_float),
         log_format=env.get("AGENTFLEET_LOG_FORMAT", "auto", _choice("auto", "json", "console")),
         log_level=env.get(
             "AGENTFLEET_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error")

@@ -119,3 +119,9 @@ def outcome_result(planned: PlannedCall, outcome: ToolOutcome) -> CallResult:
 def interrupted_result(planned: PlannedCall, why: str) -> CallResult:
     """The answer to a call cut short by the run's end (cancel or failure)."""
     return CallResult(planned=planned, status="failed", response={"error": why}, error=why)
+
+
+def interrupted_call_result(planned: PlannedCall, why: str) -> CallResult:
+    """The answer to a call that was cut short and never finished (timeout, crash): status
+    ``interrupted``; the model reads ``why`` as the tool's error."""
+    return CallResult(planned=planned, status="interrupted", response={"error": why}, error=why)

@@ -72,7 +72,7 @@ RETURNING id
 
 _COUNT_STEP = """
 UPDATE kb.agent_runs
-SET step_count = step_count + 1, total_steps = total_steps + 1,
+SET step_count = step_count + $6, total_steps = total_steps + $6,
     tokens_in = tokens_in + $4, tokens_out = tokens_out + $5,
     tokens_total_tree = tokens_total_tree + $4 + $5
 WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
@@ -118,6 +118,13 @@ class RunRecorder:
         self.open_calls: list[PlannedCall] = []
         """Calls recorded ``started`` whose results are not recorded yet; whoever ends the
         run answers them, so every TOOL_REQUEST gets exactly one TOOL_RESPONSE."""
+
+    def continue_at(self, *, next_message_seq: int, open_calls: Sequence[PlannedCall]) -> None:
+        """Positions a recorder on a run that already has messages (recovered or resumed):
+        new messages continue the seq series; ``open_calls`` still need their answers."""
+        self._next_seq = next_message_seq
+        self.open_calls = list(open_calls)
+        self.started = True
 
     async def record_start(
         self,
@@ -165,10 +172,21 @@ class RunRecorder:
             run.trace_id = trace_id
 
     async def record_model_reply(
-        self, *, step: int, reply: ModelReply, calls: Sequence[PlannedCall]
+        self,
+        *,
+        step: int,
+        reply: ModelReply,
+        calls: Sequence[PlannedCall],
+        count_step: bool = True,
+        extra_events: Sequence[events.RunEvent] = (),
     ) -> None:
-        """The reply, the step's counters and every call ``started``, before any tool runs."""
+        """The reply, the step's counters and every call ``started``, before any tool runs.
+
+        ``count_step`` False records the tokens only (the summary call after a soft stop is
+        not a step); ``extra_events`` (SAFETY) follow the TOOL_REQUESTs in the same commit.
+        """
         run = self.run
+        increment = 1 if count_step else 0
         usage = reply.usage
         async with self._pool.acquire() as conn, conn.transaction():
             counted = await conn.fetchval(
@@ -178,6 +196,7 @@ class RunRecorder:
                 self._owner,
                 usage.prompt_tokens,
                 usage.output_tokens,
+                increment,
             )
             if counted is None:
                 raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
@@ -211,11 +230,12 @@ class RunRecorder:
                 )
                 for c in calls
             )
+            batch.extend(extra_events)
             stored = await self._append(conn, batch)
         self._publish(stored)
         self.open_calls = list(calls)
-        run.step_count += 1
-        run.total_steps += 1
+        run.step_count += increment
+        run.total_steps += increment
         run.tokens_in += usage.prompt_tokens
         run.tokens_out += usage.output_tokens
 
@@ -257,6 +277,22 @@ class RunRecorder:
         answered = {r.planned.tool_call_id for r in results}
         self.open_calls = [c for c in self.open_calls if c.tool_call_id not in answered]
         return content
+
+    async def record_note(
+        self,
+        *,
+        step: int,
+        batch: Sequence[events.RunEvent],
+        user_message: types.Content | None = None,
+    ) -> None:
+        """Events (RUN_STARTED of a continued run, SAFETY) and optionally a user message the
+        executor adds to the conversation (a soft-stop request), in one commit."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if user_message is not None:
+                await self._insert_message(conn, step, "user", user_message)
+            stored = await self._append(conn, batch)
+        self._publish(stored)
+        self.started = True
 
     async def record_finish(
         self,

@@ -60,6 +60,28 @@ WHERE r.id = claimable.id
 RETURNING r.*
 """
 
+# Crash recovery (DESIGN §4): running runs whose lease expired -- their worker died, or
+# shut down and released them, or ResumeRun handed them over. The inner SELECT walks
+# agent_runs_running_lease_idx; previous_owner tells a resume from a recovery.
+_CLAIM_EXPIRED = """
+UPDATE kb.agent_runs r
+SET lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2::double precision)
+FROM (
+    SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
+    WHERE status = 'running' AND lease_expires_at <= now()
+    ORDER BY lease_expires_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+) expired
+WHERE r.id = expired.id
+RETURNING r.*, expired.previous_owner
+"""
+
+RESUME_LEASE_OWNER = "resume-requested"
+"""lease_owner of a run ResumeRun moved to ``running``: an expired lease that the next
+worker claims at once, marking the execution as a resume rather than a recovery."""
+
 _FINISH = """
 UPDATE kb.agent_runs
 SET status = $4,
@@ -150,6 +172,14 @@ class RunQueue:
         rows = await self._pool.fetch(_CLAIM, owner, lease_s, limit)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.created_at)
 
+    async def claim_expired(
+        self, owner: str, lease_s: float, *, limit: int = 1
+    ) -> list[tuple[RunRecord, str | None]]:
+        """Takes over up to ``limit`` running runs whose lease expired; each with the lease
+        owner it had (:data:`RESUME_LEASE_OWNER` for a resumed run). Spans projects."""
+        rows = await self._pool.fetch(_CLAIM_EXPIRED, owner, lease_s, limit)
+        return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
+
     async def heartbeat(
         self, run_ids: Sequence[str], owner: str, lease_s: float
     ) -> HeartbeatResult:
@@ -176,16 +206,21 @@ class RunQueue:
 
     async def release(self, run_ids: Sequence[str], owner: str) -> int:
         """Ends ``owner``'s leases now (shutdown at a step boundary), so the runs can be taken
-        over at once by crash recovery. Returns how many it released."""
+        over at once by crash recovery, and wakes the other workers. Returns how many it
+        released."""
         if not run_ids:
             return 0
-        result = await self._pool.execute(
-            "UPDATE kb.agent_runs SET lease_expires_at = now() "
-            "WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'",
-            list(run_ids),
-            owner,
-        )
-        return int(result.split()[-1])
+        async with self._pool.acquire() as conn, conn.transaction():
+            result = await conn.execute(
+                "UPDATE kb.agent_runs SET lease_expires_at = now() "
+                "WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'",
+                list(run_ids),
+                owner,
+            )
+            released = int(result.split()[-1])
+            if released:
+                await notify(conn, QUEUED_CHANNEL, "released")
+        return released
 
     @staticmethod
     async def finish(

@@ -20,7 +20,7 @@ import grpc
 from agentfleet import events
 from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
-from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, Unimplemented
+from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
 from agentfleet.llm import GenaiModelClient, ModelReply, build_genai_client
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.telemetry import current_trace_id
@@ -28,6 +28,7 @@ from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from services.executor.definitions import DefinitionRepository
 from services.executor.loop import AgentLoop
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
+from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.tool_gateway import GrpcToolGateway
 from services.executor.worker import RunWorker, worker_name
@@ -91,6 +92,41 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
     )
 
 
+def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
+    """Validates a ResumeRunRequest; InvalidArgument names every bad field."""
+    problems: list[FieldViolation] = []
+    if not _is_uuid(request.run_id):
+        problems.append(FieldViolation("run_id", "must be a run id (UUID)"))
+    if len(request.input.encode()) > MAX_INPUT_BYTES:
+        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+    max_steps: int | None = None
+    if request.HasField("max_steps"):
+        max_steps = request.max_steps
+        if not 1 <= max_steps <= MAX_STEPS_LIMIT:
+            problems.append(FieldViolation("max_steps", f"must be 1 to {MAX_STEPS_LIMIT}"))
+    timeout_s: float | None = None
+    if request.HasField("timeout"):
+        timeout_s = request.timeout.seconds + request.timeout.nanos / 1e9
+        if not 0 < timeout_s <= MAX_TIMEOUT_S:
+            problems.append(
+                FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
+            )
+    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
+        problems.append(
+            FieldViolation("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")
+        )
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+    return ResumeParams(
+        project_id=request.project_id,
+        run_id=request.run_id,
+        input=request.input,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+        request_id=request.request_id or None,
+    )
+
+
 def _is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)
@@ -100,7 +136,7 @@ def _is_uuid(value: str) -> bool:
 
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
-    """StartRun, TriggerRun and CancelRun; ResumeRun arrives with the safety issue."""
+    """StartRun, TriggerRun, CancelRun and ResumeRun."""
 
     def __init__(
         self,
@@ -119,6 +155,14 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         params = start_params(request)
         definition = await self._definitions.get(params.project_id, params.agent_name)
         params.agent_definition_id = str(definition.id)
+        # task_id is only a foreign key: it must also be a graph object of this project.
+        if params.task_id is not None and not await self._pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE id = $1::uuid"
+            " AND project_id = $2)",
+            params.task_id,
+            params.project_id,
+        ):
+            raise NotFound(f"task {params.task_id} not found")
         run, _created = await self._queue.enqueue(params)
         return run
 
@@ -147,13 +191,16 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     async def ResumeRun(
         self, request: executor_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[common_pb2.RunEvent]:
-        raise Unimplemented("ResumeRun is not implemented yet")
-        yield  # pragma: no cover - makes this an async generator
+        resumed = await resume_run(self._pool, resume_params(request))
+        async for event in self.follow(
+            resumed.run, include_internal=request.include_internal, after_seq=resumed.after_seq
+        ):
+            yield event
 
     async def follow(
-        self, run: RunRecord, *, include_internal: bool
+        self, run: RunRecord, *, include_internal: bool, after_seq: int = 0
     ) -> AsyncIterator[common_pb2.RunEvent]:
-        """The run's events from the first, live, until RUN_FINISHED."""
+        """The run's events after ``after_seq``, live, until the next RUN_FINISHED."""
         signal = asyncio.Event()
 
         def on_notify(notification: Notification) -> None:
@@ -163,7 +210,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
 
         await self._listener.subscribe(events.CHANNEL, on_notify)
         try:
-            last_seq = 0
+            last_seq = after_seq
             trace_id = run.trace_id
             while True:
                 signal.clear()
@@ -218,15 +265,23 @@ async def build_executor_parts(
     context: ServiceContext,
     *,
     concurrency: int | None = None,
-    lease_s: float = 30.0,
-    heartbeat_s: float = 10.0,
+    lease_s: float | None = None,
+    heartbeat_s: float | None = None,
+    timeout_grace_s: float | None = None,
 ) -> tuple[
     ExecutorServicer,
     Sequence[Callable[[asyncio.Event], Awaitable[None]]],
     Sequence[Callable[[], Awaitable[None]]],
 ]:
-    """The ExecutorService servicer, the run worker loop, and the cleanups of both."""
+    """The ExecutorService servicer, the run worker loop, and the cleanups of both.
+
+    Unset lease, heartbeat and grace values come from the settings
+    (AGENTFLEET_EXECUTOR_LEASE_S, AGENTFLEET_EXECUTOR_HEARTBEAT_S, AGENTFLEET_TIMEOUT_GRACE_S).
+    """
     settings = context.settings
+    lease_s = lease_s or settings.executor_lease_s
+    heartbeat_s = heartbeat_s or settings.executor_heartbeat_s
+    timeout_grace_s = timeout_grace_s or settings.timeout_grace_s
     hub = events.EventHub()
     listener = Listener(context.database_url)
     await listener.start()
@@ -242,6 +297,7 @@ async def build_executor_parts(
         model=model,
         owner=owner,
         hub=hub,
+        timeout_grace_s=timeout_grace_s,
     )
     worker = RunWorker(
         queue=queue,
@@ -252,6 +308,8 @@ async def build_executor_parts(
         lease_s=lease_s,
         heartbeat_s=heartbeat_s,
         drain_s=min(10.0, settings.shutdown_grace_s / 2),
+        # Expired leases are found by polling: poll at least as often as a lease lasts.
+        poll_s=min(1.0, lease_s / 2),
     )
     servicer = ExecutorServicer(
         pool=context.pool, queue=queue, definitions=definitions, listener=listener

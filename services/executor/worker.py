@@ -24,7 +24,13 @@ import structlog
 
 from agentfleet.db import Listener, Notification
 from services.executor.loop import RunControl
-from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue, parse_cancel_payload
+from services.executor.queue import (
+    CANCEL_CHANNEL,
+    QUEUED_CHANNEL,
+    RESUME_LEASE_OWNER,
+    RunQueue,
+    parse_cancel_payload,
+)
 from services.executor.runs import RunRecord
 
 log = structlog.get_logger(__name__)
@@ -104,14 +110,14 @@ class RunWorker:
             while not stopping.is_set():
                 self._wake.clear()
                 free = self.concurrency - len(self._active)
-                claimed: list[RunRecord] = []
+                claimed: list[tuple[RunRecord, bool]] = []
                 if free > 0:
                     try:
-                        claimed = await self.queue.claim_next(self.owner, self.lease_s, limit=free)
+                        claimed = await self._claim(free)
                     except Exception:
                         log.exception("claim_failed")
-                for run in claimed:
-                    self._start(group, run)
+                for run, resumed in claimed:
+                    self._start(group, run, resumed=resumed)
                 if claimed and len(claimed) == free:
                     continue  # maybe more waiting; claim again once a slot frees
                 wake = asyncio.ensure_future(self._wake.wait())
@@ -124,8 +130,22 @@ class RunWorker:
         finally:
             stop_waiter.cancel()
 
-    def _start(self, group: asyncio.TaskGroup, run: RunRecord) -> None:
-        active = _ActiveRun(run=run, control=RunControl())
+    async def _claim(self, free: int) -> list[tuple[RunRecord, bool]]:
+        """Runs to execute, at most ``free``: first those whose lease expired (crash
+        recovery, released at shutdown, resumed), then queued ones. ``True`` = resumed."""
+        expired = await self.queue.claim_expired(self.owner, self.lease_s, limit=free)
+        claimed = [(run, previous == RESUME_LEASE_OWNER) for run, previous in expired]
+        for run, previous in expired:
+            log.info("run_taken_over", run_id=run.id, previous_owner=previous)
+        if len(claimed) < free:
+            queued = await self.queue.claim_next(
+                self.owner, self.lease_s, limit=free - len(claimed)
+            )
+            claimed += [(run, False) for run in queued]
+        return claimed
+
+    def _start(self, group: asyncio.TaskGroup, run: RunRecord, *, resumed: bool = False) -> None:
+        active = _ActiveRun(run=run, control=RunControl(resumed=resumed))
         self._active[run.id] = active
         active.task = group.create_task(self._execute(active), name=f"run-{run.id}")
 

@@ -72,3 +72,17 @@ def test_a_base_url_routes_to_the_stub_even_with_a_key() -> None:
     )
     assert settings.gemini_base_url == "http://127.0.0.1:9999"
     assert not settings.uses_real_gemini
+
+
+def test_executor_timing_settings() -> None:
+    settings = load_settings(
+        {
+            "AGENTFLEET_EXECUTOR_LEASE_S": "5",
+            "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "1",
+            "AGENTFLEET_TIMEOUT_GRACE_S": "2.5",
+        }
+    )
+    assert (settings.executor_lease_s, settings.executor_heartbeat_s) == (5.0, 1.0)
+    assert settings.timeout_grace_s == 2.5
+    with pytest.raises(ConfigError, match="AGENTFLEET_EXECUTOR_HEARTBEAT_S: must be shorter"):
+        load_settings({"AGENTFLEET_EXECUTOR_LEASE_S": "5", "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "5"})

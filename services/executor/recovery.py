@@ -1,0 +1,160 @@
+"""Continuing a run that already has a conversation: after a crash (its lease expired and
+another worker claimed it, DESIGN §4) or after ResumeRun.
+
+:func:`load_continuation` rebuilds the conversation exactly from ``agent_run_messages`` and
+finds the tool calls still ``started`` -- calls whose executor died (or was cut off) before
+it recorded their results. The loop answers each of them as ``interrupted`` with an error
+the model can read and never runs them again: a tool never runs twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from google.genai import types
+
+from agentfleet.llm import content_from_json
+from services.executor.persistence import PlannedCall
+from services.executor.runs import RunRecord
+
+INTERRUPTED_BY_CRASH = (
+    "interrupted: the executor running this call stopped before it finished (crash or "
+    "shutdown); it was not retried and its effects, if any, are unknown. Check before "
+    "calling it again."
+)
+
+_MESSAGES = """
+SELECT m.seq, m.step_number, m.role, m.content FROM kb.agent_run_messages m
+JOIN kb.agent_runs r ON r.id = m.run_id
+WHERE r.project_id = $1 AND m.run_id = $2::uuid
+ORDER BY m.seq
+"""
+
+_CALLS = """
+SELECT t.tool_call_id, t.tool_name, t.source, t.input, t.step_number, t.status
+FROM kb.agent_run_tool_calls t
+JOIN kb.agent_runs r ON r.id = t.run_id
+WHERE r.project_id = $1 AND t.run_id = $2::uuid
+ORDER BY t.created_at, t.id
+"""
+
+
+@dataclass(kw_only=True, slots=True)
+class Continuation:
+    """Where a run with a conversation stands."""
+
+    contents: list[types.Content] = field(default_factory=list)
+    """The conversation (system message excluded), exactly as persisted."""
+    next_message_seq: int = 0
+    step: int = 0
+    """Step number of the newest message."""
+    open_calls: list[PlannedCall] = field(default_factory=list)
+    """Calls recorded ``started`` and never finished, in the order the model gave them."""
+    last_text: str = ""
+    """Newest model text (the partial output)."""
+    final_text: str | None = None
+    """Set when the newest message is a model reply without function calls: the run had
+    answered and only its completion was not recorded."""
+    past_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every function call of the conversation in order (to seed the doom-loop detector)."""
+    used_ids: set[str] = field(default_factory=set)
+    """Every tool_call_id the run has used (a new call must not reuse one)."""
+
+    @property
+    def has_messages(self) -> bool:
+        return self.next_message_seq > 0
+
+
+async def load_continuation(pool: asyncpg.Pool, run: RunRecord) -> Continuation:
+    """The run's persisted conversation and open calls (project-scoped reads)."""
+    async with pool.acquire() as conn:
+        messages = await conn.fetch(_MESSAGES, run.project_id, run.id)
+        calls = await conn.fetch(_CALLS, run.project_id, run.id)
+    return build_continuation(messages, calls)
+
+
+def build_continuation(
+    messages: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]]
+) -> Continuation:
+    """Pure part of :func:`load_continuation`: rows in, :class:`Continuation` out."""
+    state = Continuation(used_ids={c["tool_call_id"] for c in calls})
+    started = [c for c in calls if c["status"] == "started"]
+    last_model: types.Content | None = None
+    last_role = ""
+    for row in messages:
+        state.next_message_seq = row["seq"] + 1
+        state.step = row["step_number"]
+        content = content_from_json(row["content"])
+        last_role = row["role"]
+        if last_role == "system":
+            continue
+        state.contents.append(content)
+        if last_role == "model":
+            last_model = content
+            text = "".join(p.text or "" for p in content.parts or [] if not p.thought)
+            if text:
+                state.last_text = text
+            state.past_calls.extend(
+                (p.function_call.name or "", dict(p.function_call.args or {}))
+                for p in content.parts or []
+                if p.function_call is not None
+            )
+    if last_role == "model" and last_model is not None:
+        asked = [p.function_call for p in last_model.parts or [] if p.function_call is not None]
+        if not asked:
+            state.final_text = "".join(
+                p.text or "" for p in last_model.parts or [] if not p.thought
+            )
+        else:
+            state.open_calls = pair_open_calls(asked, started)
+    return state
+
+
+def pair_open_calls(
+    calls: Sequence[types.FunctionCall], started: Sequence[Mapping[str, Any]]
+) -> list[PlannedCall]:
+    """Matches the ``started`` rows to the function calls of the reply that asked for them,
+    so each answer carries the model's own call id; order is the model's."""
+    remaining = list(started)
+    paired: list[PlannedCall] = []
+    for index, call in enumerate(calls, start=1):
+        row = _take(remaining, call, index)
+        if row is None:
+            continue  # already answered (not possible today: results commit together)
+        paired.append(
+            PlannedCall(
+                tool_call_id=row["tool_call_id"],
+                tool_name=row["tool_name"],
+                arguments=dict(row["input"] or {}),
+                source=row["source"],
+                call=call,
+            )
+        )
+    # Rows that matched no call (should not happen) still get an answer.
+    paired.extend(
+        PlannedCall(
+            tool_call_id=row["tool_call_id"],
+            tool_name=row["tool_name"],
+            arguments=dict(row["input"] or {}),
+            source=row["source"],
+            call=types.FunctionCall(name=row["tool_name"], args=dict(row["input"] or {})),
+        )
+        for row in remaining
+    )
+    return paired
+
+
+def _take(
+    rows: list[Mapping[str, Any]], call: types.FunctionCall, index: int
+) -> Mapping[str, Any] | None:
+    # plan_calls keeps the model's id when it has one, else assigns call-<step>-<index>-...
+    for position, row in enumerate(rows):
+        tool_call_id = row["tool_call_id"]
+        by_id = call.id is not None and tool_call_id == call.id
+        by_index = tool_call_id.startswith(f"call-{row['step_number']}-{index}-")
+        if by_id or by_index:
+            return rows.pop(position)
+    return None

@@ -1,0 +1,158 @@
+"""ResumeRun (DESIGN §4, §6): a ``paused`` run goes back to ``running`` with a fresh step
+budget, in one transaction that
+
+- checks the global cap (total_steps never passes :data:`MAX_TOTAL_STEPS`),
+- resets step_count, increments resume_count, applies a new max_steps / timeout,
+- appends the extra input (or a plain "continue" note) as a user message, so the
+  conversation rebuilt from ``agent_run_messages`` is the one the model sees next,
+- records STATUS_CHANGED(paused -> running) and wakes the workers.
+
+The run is handed over as an already-expired lease owned by :data:`RESUME_LEASE_OWNER`:
+the first free worker claims it like a recovered run, at once, and knows it was resumed.
+A ``request_id`` makes the resume idempotent: the same id streams the same execution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+from google.genai import types
+
+from agentfleet import events
+from agentfleet.db import notify
+from agentfleet.errors import FailedPrecondition, NotFound
+from agentfleet.llm import content_to_json
+from services.executor.queue import QUEUED_CHANNEL, RESUME_LEASE_OWNER
+from services.executor.runs import RunRecord
+from services.executor.safety import resume_budget_error
+
+RESUME_NOTE = "continue"
+"""The user message of a resume without extra input."""
+
+_LOCK_RUN = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid FOR UPDATE"
+
+# The STATUS_CHANGED of an earlier resume with this request_id (its reason carries the id).
+_EARLIER_RESUME = """
+SELECT seq FROM kb.agent_run_events
+WHERE run_id = $1::uuid AND type = 'status_changed' AND payload->>'reason' = $2
+ORDER BY seq DESC LIMIT 1
+"""
+
+_RESUME = """
+UPDATE kb.agent_runs
+SET status = 'running',
+    step_count = 0,
+    resume_count = resume_count + 1,
+    max_steps = coalesce($3, max_steps),
+    timeout = coalesce(make_interval(secs => $4::double precision), timeout),
+    error_message = NULL,
+    completed_at = NULL,
+    duration_ms = NULL,
+    cancel_requested_at = NULL,
+    lease_owner = $5,
+    lease_expires_at = now()
+WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
+RETURNING *
+"""
+
+_NEXT_MESSAGE = """
+SELECT coalesce(max(seq) + 1, 0) AS seq, coalesce(max(step_number), 0) AS step
+FROM kb.agent_run_messages WHERE run_id = $1::uuid
+"""
+
+_INSERT_MESSAGE = """
+INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content)
+VALUES ($1::uuid, $2, $3, 'user', $4, $5::jsonb)
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeParams:
+    """A validated ResumeRun request."""
+
+    project_id: str
+    run_id: str
+    input: str = ""
+    """Extra user input; empty = :data:`RESUME_NOTE`."""
+    max_steps: int | None = None
+    """Step budget of this execution; None = the run's previous max_steps."""
+    timeout_s: float | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumedRun:
+    """The run as resumed, and where its new execution's events start."""
+
+    run: RunRecord
+    after_seq: int
+    """Stream the run's events after this seq (the resume's STATUS_CHANGED comes next)."""
+
+
+def resume_reason(request_id: str | None) -> str:
+    return f"resumed (request_id {request_id})" if request_id else "resumed"
+
+
+async def resume_run(
+    pool: asyncpg.Pool, params: ResumeParams, *, hub: events.EventHub | None = None
+) -> ResumedRun:
+    """Resumes a paused run. NotFound when the run is not in the project;
+    FailedPrecondition when it is not paused or the global step cap forbids it."""
+    reason = resume_reason(params.request_id)
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(_LOCK_RUN, params.project_id, params.run_id)
+        if row is None:
+            raise NotFound(f"run {params.run_id} not found in project {params.project_id!r}")
+        run = RunRecord.from_row(row)
+        if params.request_id:
+            seq = await conn.fetchval(_EARLIER_RESUME, run.id, reason)
+            if seq is not None:
+                return ResumedRun(run=run, after_seq=seq - 1)
+        if run.status != "paused":
+            raise FailedPrecondition(
+                f"run {run.id} is {run.status}: only a paused run can be resumed"
+            )
+        refusal = resume_budget_error(
+            total_steps=run.total_steps, requested_max_steps=params.max_steps
+        )
+        if refusal is not None:
+            raise FailedPrecondition(f"run {run.id}: {refusal}")
+        resumed = RunRecord.from_row(
+            await conn.fetchrow(
+                _RESUME,
+                run.project_id,
+                run.id,
+                params.max_steps,
+                params.timeout_s,
+                RESUME_LEASE_OWNER,
+            )
+        )
+        position = await conn.fetchrow(_NEXT_MESSAGE, run.id)
+        note = types.Content(role="user", parts=[types.Part(text=params.input or RESUME_NOTE)])
+        await conn.execute(
+            _INSERT_MESSAGE,
+            run.id,
+            position["seq"],
+            position["step"],
+            run.agent_name,
+            content_to_json(note),
+        )
+        stored = await events.append_events(
+            conn,
+            project_id=run.project_id,
+            run_id=run.id,
+            root_run_id=run.root_run_id,
+            events=[
+                events.StatusChanged(
+                    agent_name=run.agent_name,
+                    from_status="paused",
+                    to_status="running",
+                    reason=reason,
+                )
+            ],
+        )
+        await notify(conn, QUEUED_CHANNEL, run.id)
+    if hub is not None:
+        hub.publish(stored)
+    return ResumedRun(run=resumed, after_seq=stored[0].seq - 1)
