@@ -255,3 +255,53 @@ async def test_missing_whitelisted_tool_fails_at_start(
     final = streamed[-1].run_finished.run
     assert final.status == common_pb2.RUN_STATUS_FAILED
     assert "ghost" in final.error_message
+
+
+async def test_resume_run_streams_the_continuation_once_per_request_id(
+    executors: Executors, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    await define(db_pool, ["echo"])
+    gemini_stub.add_script(
+        Script(
+            name="helper",
+            replies=[
+                Reply(calls=[Call("echo", {"text": "a"})]),
+                Reply(text="summary one"),
+                Reply(text="done"),
+            ],
+        )
+    )
+    first = [e async for e in executors.api.StartRun(start(max_steps=1))]
+    paused = first[-1].run_finished.run
+    assert paused.status == common_pb2.RUN_STATUS_PAUSED
+    assert paused.summary == "summary one"
+
+    resume = executor_pb2.ResumeRunRequest(
+        project_id=PROJECT, run_id=paused.id, input="keep going", max_steps=3, request_id="res-1"
+    )
+    resumed = [e async for e in executors.api.ResumeRun(resume)]
+    # One event sequence across both executions: no gap, no repeat.
+    assert resumed[0].seq == first[-1].seq + 1
+    assert [e.seq for e in resumed] == list(range(resumed[0].seq, resumed[-1].seq + 1))
+    finished = resumed[-1].run_finished.run
+    assert (finished.status, finished.summary) == (common_pb2.RUN_STATUS_COMPLETED, "done")
+    assert finished.resume_count == 1
+    assert finished.total_steps == paused.total_steps + 1
+
+    _system, contents = await load_conversation(db_pool, project_id=PROJECT, run_id=paused.id)
+    texts = [p.text for c in contents for p in c.parts or [] if p.text]
+    assert "keep going" in texts
+    assert texts[-1] == "done"
+
+    # The same request id streams the same execution again; nothing is resumed twice.
+    again = [e async for e in executors.api.ResumeRun(resume)]
+    assert [e.seq for e in again][-1] == resumed[-1].seq
+    row = await db_pool.fetchrow(
+        "SELECT resume_count, status FROM kb.agent_runs WHERE id = $1::uuid", paused.id
+    )
+    assert (row["resume_count"], row["status"]) == (1, "completed")
+
+    other = executor_pb2.ResumeRunRequest(project_id=PROJECT, run_id=paused.id, request_id="res-2")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        [e async for e in executors.api.ResumeRun(other)]
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
