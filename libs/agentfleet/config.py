@@ -65,6 +65,12 @@ class Settings:
     google_cloud_location: str | None
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
+    migrations_dir: Path | None
+    """AGENTFLEET_MIGRATIONS_DIR: the migrations folder (default: the repository's)."""
+    client_token: str | None = field(repr=False)
+    """AGENTFLEET_TOKEN: the bearer token the CLI presents."""
+    client_project: str | None
+    """AGENTFLEET_PROJECT: the project the CLI acts on."""
     otlp_endpoint: str | None
     """OTEL_EXPORTER_OTLP_ENDPOINT: export spans by OTLP when set."""
     otel_service_name: str | None
@@ -125,6 +131,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         google_cloud_project=env.get("GOOGLE_CLOUD_PROJECT", None, _nonempty),
         google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION", None, _nonempty),
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, _http_url),
+        migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, _directory),
+        client_token=env.get("AGENTFLEET_TOKEN", None, _nonempty),
+        client_project=env.get("AGENTFLEET_PROJECT", None, _nonempty),
         otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT", None, _http_url),
         otel_service_name=env.get("OTEL_SERVICE_NAME", None, _nonempty),
     )
@@ -146,6 +155,13 @@ class _Env:
 
 def _nonempty(raw: str) -> str:
     return raw
+
+
+def _directory(raw: str) -> Path:
+    path = Path(raw)
+    if not path.is_dir():
+        raise ValueError("is not a directory")
+    return path
 
 
 def _int_range(low: int, high: int) -> Callable[[str], int]:

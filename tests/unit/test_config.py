@@ -86,3 +86,18 @@ def test_executor_timing_settings() -> None:
     assert settings.timeout_grace_s == 2.5
     with pytest.raises(ConfigError, match="AGENTFLEET_EXECUTOR_HEARTBEAT_S: must be shorter"):
         load_settings({"AGENTFLEET_EXECUTOR_LEASE_S": "5", "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "5"})
+
+
+def test_cli_and_migration_settings(tmp_path: Path) -> None:
+    settings = load_settings(
+        {
+            "AGENTFLEET_TOKEN": "af_secret",
+            "AGENTFLEET_PROJECT": "demo",
+            "AGENTFLEET_MIGRATIONS_DIR": str(tmp_path),
+        }
+    )
+    assert (settings.client_token, settings.client_project) == ("af_secret", "demo")
+    assert settings.migrations_dir == tmp_path
+    assert "af_secret" not in repr(settings)
+    with pytest.raises(ConfigError, match="AGENTFLEET_MIGRATIONS_DIR: is not a directory"):
+        load_settings({"AGENTFLEET_MIGRATIONS_DIR": str(tmp_path / "missing")})

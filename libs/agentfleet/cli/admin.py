@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -21,33 +22,35 @@ notes = Console(stderr=True)
 async def run_migrate(settings: Settings, action: str, target: int | None) -> int:
     database_url, embedded = await resolve_database_url(settings)
     try:
-        return await _migrate(database_url, action, target)
+        return await _migrate(database_url, action, target, settings.migrations_dir)
     finally:
         if embedded is not None:
             embedded.stop()
 
 
-async def _migrate(database_url: str, action: str, target: int | None) -> int:
+async def _migrate(
+    database_url: str, action: str, target: int | None, directory: Path | None
+) -> int:
     if action == "up":
-        applied = await migrate.migrate_up(database_url, target=target)
+        applied = await migrate.migrate_up(database_url, target=target, directory=directory)
         for m in applied:
             console.print(f"applied   {m.version:04d} {m.name}")
-        console.print(f"schema is at version {await _current_version(database_url)}")
+        console.print(f"schema is at version {await _current_version(database_url, directory)}")
     elif action == "down":
-        reverted = await migrate.migrate_down(database_url, target=target or 0)
+        reverted = await migrate.migrate_down(database_url, target=target or 0, directory=directory)
         for m in reverted:
             console.print(f"reverted  {m.version:04d} {m.name}")
-        console.print(f"schema is at version {await _current_version(database_url)}")
+        console.print(f"schema is at version {await _current_version(database_url, directory)}")
     else:
         table = Table("version", "name", "applied at")
-        for m, applied_at in await migrate.migration_status(database_url):
+        for m, applied_at in await migrate.migration_status(database_url, directory=directory):
             table.add_row(f"{m.version:04d}", m.name, str(applied_at) if applied_at else "pending")
         console.print(table)
     return 0
 
 
-async def _current_version(database_url: str) -> int:
-    status = await migrate.migration_status(database_url)
+async def _current_version(database_url: str, directory: Path | None) -> int:
+    status = await migrate.migration_status(database_url, directory=directory)
     return max((m.version for m, applied_at in status if applied_at is not None), default=0)
 
 

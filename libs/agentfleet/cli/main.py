@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from agentfleet.cli.client import CliError, connection_from
+from agentfleet.cli.commands import add_remote_commands, resolve_handler
 from agentfleet.config import ConfigError, load_settings
 from agentfleet.errors import AgentFleetError
 
@@ -43,11 +45,53 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--name", default="", help="a label to recognise the token by")
     revoke = token_commands.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("token_id")
+
+    add_remote_commands(commands)
     return parser
+
+
+async def run_remote(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    """Runs one remote command (run, runs, show, ...) in the running event loop.
+
+    Every failure becomes one line on stderr, ``agentfleet: <CODE>: <message>``, and a
+    non-zero return. ``environ`` replaces the process environment (for tests).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(environ)
+    except ConfigError as exc:
+        print(f"agentfleet: configuration error: {exc}", file=sys.stderr)
+        return 2
+    conn = connection_from(args, settings)
+    try:
+        return await resolve_handler(args.remote)(conn, args)
+    except (CliError, BaseExceptionGroup) as exc:
+        error = _first_cli_error(exc)
+        print(f"agentfleet: {error.code}: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        await conn.close()
+
+
+def _first_cli_error(exc: BaseException) -> CliError:
+    """The error itself, or the first CliError of a task group's failures (a child run's
+    watch, say); anything else is re-raised, since it is a bug to see in full."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        matched, _rest = exc.split(CliError)
+        if matched is not None:
+            return _first_cli_error(matched.exceptions[0])
+    raise exc
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if getattr(args, "remote", None):
+        try:
+            raise SystemExit(asyncio.run(run_remote(sys.argv[1:] if argv is None else argv)))
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
     try:
         settings = load_settings()
     except ConfigError as exc:

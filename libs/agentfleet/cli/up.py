@@ -52,7 +52,7 @@ async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s
     database_url, embedded = await resolve_database_url(settings)
     where = "embedded PostgreSQL" if embedded is not None else "DATABASE_URL"
     console.print(f"[bold]database[/bold]  {where}")
-    await migrate.migrate_up(database_url)
+    await migrate.migrate_up(database_url, directory=settings.migrations_dir)
 
     overrides = {"DATABASE_URL": database_url}
     stub = None

@@ -1,0 +1,127 @@
+"""The live run tree: what ``agentfleet run`` shows while a run and its children work.
+
+:class:`RunTreeView` is pure state: feed it :class:`RunEvent` messages from any run of the
+tree (in any order across runs) and render it as a rich ``Tree``. Each node shows agent,
+status, step, tokens and the tool call in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from rich.tree import Tree
+
+from agentfleet.cli.render import STATUS_STYLE, run_status
+from agentfleet.v1 import common_pb2, history_pb2
+
+
+@dataclass(kw_only=True, slots=True)
+class RunNode:
+    run_id: str
+    agent_name: str
+    parent_run_id: str = ""
+    status: str = "queued"
+    step: int = 0
+    tokens: int = 0
+    current_tool: str = ""
+    """The tool called last and not yet answered, with its first argument keys."""
+    summary: str = ""
+    children: list[str] = field(default_factory=list)
+
+
+class RunTreeView:
+    """State of a run tree built from its events."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, RunNode] = {}
+        self.root_run_id: str | None = None
+
+    def _node(self, run_id: str, agent_name: str = "", parent: str = "") -> RunNode:
+        node = self.nodes.get(run_id)
+        if node is None:
+            node = RunNode(run_id=run_id, agent_name=agent_name or "?", parent_run_id=parent)
+            self.nodes[run_id] = node
+            if parent and parent in self.nodes and run_id not in self.nodes[parent].children:
+                self.nodes[parent].children.append(run_id)
+            if not parent and self.root_run_id is None:
+                self.root_run_id = run_id
+        elif agent_name and node.agent_name == "?":
+            node.agent_name = agent_name
+        return node
+
+    def apply(self, event: common_pb2.RunEvent) -> list[str]:
+        """Updates the tree; returns the ids of child runs this event announced."""
+        node = self._node(event.run_id, event.agent_name, event.parent_run_id)
+        kind = event.WhichOneof("payload")
+        spawned: list[str] = []
+        if kind == "run_queued":
+            node.status = run_status(event.run_queued.run.status) or "queued"
+        elif kind == "run_started":
+            node.status = "running"
+        elif kind == "model_text":
+            node.step = max(node.step, event.model_text.step)
+        elif kind == "tool_request":
+            request = event.tool_request
+            node.step = max(node.step, request.step)
+            keys = ", ".join(list(request.arguments.fields)[:2])
+            node.current_tool = f"{request.tool_name}({keys})"
+        elif kind == "tool_response":
+            node.current_tool = ""
+        elif kind == "child_run":
+            child = self._node(
+                event.child_run.child_run_id, event.child_run.agent_name, node.run_id
+            )
+            if event.type == common_pb2.RUN_EVENT_TYPE_CHILD_RUN_STARTED:
+                spawned.append(child.run_id)
+            elif event.child_run.status:
+                child.status = run_status(event.child_run.status)
+                child.summary = event.child_run.summary
+        elif kind == "status_changed":
+            node.status = run_status(event.status_changed.to_status)
+        elif kind == "run_finished":
+            self.merge_run(event.run_finished.run)
+        return spawned
+
+    def merge_run(self, run: common_pb2.AgentRun) -> None:
+        node = self._node(run.id, run.agent_name, run.parent_run_id)
+        node.status = run_status(run.status)
+        node.step = max(node.step, run.step_count)
+        node.tokens = run.tokens_in + run.tokens_out
+        node.summary = run.summary or run.error_message
+        if node.status not in ("running", "queued"):
+            node.current_tool = ""
+
+    def merge_tree(self, tree: history_pb2.GetRunTreeResponse) -> None:
+        """Takes status, steps and tokens from the persisted tree (authoritative)."""
+        for item in tree.nodes:
+            node = self._node(item.run_id, item.agent_name, item.parent_run_id)
+            node.status = run_status(item.status)
+            node.step = max(node.step, item.step_count)
+            node.tokens = item.tokens_in + item.tokens_out
+            node.summary = node.summary or item.summary_preview
+            if node.status not in ("running", "queued"):
+                node.current_tool = ""
+
+    def render(self) -> Tree:
+        if self.root_run_id is None:
+            return Tree(Text("waiting for the run to start…", style="dim"))
+        tree = Tree(self._label(self.nodes[self.root_run_id]))
+        self._add_children(tree, self.nodes[self.root_run_id])
+        return tree
+
+    def _add_children(self, branch: Tree, node: RunNode) -> None:
+        for child_id in node.children:
+            child = self.nodes[child_id]
+            self._add_children(branch.add(self._label(child)), child)
+
+    @staticmethod
+    def _label(node: RunNode) -> Text:
+        text = Text()
+        text.append(node.agent_name, style="bold")
+        text.append(f"  {node.run_id[:8]}  ", style="dim")
+        text.append(node.status, style=STATUS_STYLE.get(node.status, ""))
+        text.append(f"  step {node.step}  {node.tokens} tokens")
+        if node.current_tool:
+            text.append(f"  → {node.current_tool}", style="cyan")
+        return text

@@ -1,0 +1,140 @@
+"""``agentfleet run``, ``resume`` and ``cancel``: start or steer a run and follow it live.
+
+The root run's events come from the executor's stream (StartRun / ResumeRun); each child
+announced by a CHILD_RUN_STARTED event is followed with the history service's WatchRun
+(which replays from the start, so nothing before the watch began is missed). The persisted
+run tree is fetched once a second for steps and tokens, and once more at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+from google.protobuf.duration_pb2 import Duration
+from rich.live import Live
+
+from agentfleet.cli.client import CliError, Connection
+from agentfleet.cli.live import RunTreeView
+from agentfleet.cli.render import console, print_json, run_status, styled_status
+from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
+
+TREE_REFRESH_S = 1.0
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError("INVALID_ARGUMENT", f"--label: expected KEY=VALUE, got {pair!r}")
+        labels[key] = value
+    return labels
+
+
+async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
+    request = executor_pb2.StartRunRequest(
+        project_id=conn.project,
+        agent_name=args.agent,
+        input=args.input,
+        labels=_labels(args.label),
+        request_id=args.request_id or "",
+    )
+    if args.max_steps is not None:
+        request.max_steps = args.max_steps
+    if args.timeout is not None:
+        request.timeout.CopyFrom(Duration(seconds=int(args.timeout)))
+    return await follow(conn, conn.executor().StartRun(request), json_mode=args.json)
+
+
+async def resume_run(conn: Connection, args: argparse.Namespace) -> int:
+    request = executor_pb2.ResumeRunRequest(
+        project_id=conn.project, run_id=args.run_id, input=args.input or ""
+    )
+    if args.max_steps is not None:
+        request.max_steps = args.max_steps
+    return await follow(conn, conn.executor().ResumeRun(request), json_mode=args.json)
+
+
+async def cancel_run(conn: Connection, args: argparse.Namespace) -> int:
+    reply = await conn.executor().CancelRun(
+        executor_pb2.CancelRunRequest(
+            project_id=conn.project, run_id=args.run_id, reason=args.reason or ""
+        )
+    )
+    console.print(
+        f"cancel requested for {args.run_id}: {styled_status(run_status(reply.run.status))}"
+    )
+    return 0
+
+
+async def follow(
+    conn: Connection, stream: AsyncIterator[common_pb2.RunEvent], *, json_mode: bool
+) -> int:
+    """Shows a run tree live until the root run's stream ends; returns the exit code."""
+    view = RunTreeView()
+    queue: asyncio.Queue[common_pb2.RunEvent | None] = asyncio.Queue()
+    history = conn.history()
+    finished = asyncio.Event()
+
+    async def pump(source: AsyncIterator[common_pb2.RunEvent], *, root: bool) -> None:
+        async for event in source:
+            queue.put_nowait(event)
+        if root:
+            queue.put_nowait(None)
+
+    async def refresh_tree() -> None:
+        while not finished.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), TREE_REFRESH_S)
+            if view.root_run_id is not None and not finished.is_set():
+                view.merge_tree(await _tree(conn, history, view.root_run_id))
+
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(pump(stream, root=True))
+        watchers: list[asyncio.Task[None]] = []
+        if not json_mode:
+            tasks.create_task(refresh_tree())
+        with _live(view, enabled=not json_mode) as live:
+            while (event := await queue.get()) is not None:
+                if json_mode:
+                    print_json(event)
+                for child_id in view.apply(event):
+                    watch = history.WatchRun(
+                        history_pb2.WatchRunRequest(project_id=conn.project, run_id=child_id)
+                    )
+                    watchers.append(tasks.create_task(pump(watch, root=False)))
+                if live is not None:
+                    live.update(view.render())
+        finished.set()
+        # Children end before their parent does; whatever a watcher has not shown yet is
+        # in the persisted tree fetched below.
+        for watcher in watchers:
+            watcher.cancel()
+    if view.root_run_id is None:
+        return 1
+    root = view.nodes[view.root_run_id]
+    if not json_mode:
+        view.merge_tree(await _tree(conn, history, view.root_run_id))
+        console.print(view.render())
+        if root.summary:
+            console.print(root.summary)
+    return 0 if root.status in ("completed", "paused") else 1
+
+
+async def _tree(conn: Connection, history: object, run_id: str) -> history_pb2.GetRunTreeResponse:
+    return await history.GetRunTree(  # type: ignore[attr-defined, no-any-return]
+        history_pb2.GetRunTreeRequest(project_id=conn.project, run_id=run_id)
+    )
+
+
+@contextlib.contextmanager
+def _live(view: RunTreeView, *, enabled: bool) -> Iterator[Live | None]:
+    if not enabled:
+        yield None
+        return
+    # Transient: the final tree is printed once, from the persisted state, after the run.
+    with Live(view.render(), console=console, refresh_per_second=8, transient=True) as live:
+        yield live

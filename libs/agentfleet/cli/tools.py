@@ -1,0 +1,139 @@
+"""``agentfleet mcp add|list|test|remove`` and ``agentfleet secret set|list|remove``."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from google.protobuf.duration_pb2 import Duration
+from rich.table import Table
+
+from agentfleet.cli.client import CliError, Connection
+from agentfleet.cli.render import console, enum_name, print_json, seconds
+from agentfleet.v1 import toolpool_pb2
+
+TRANSPORTS = {
+    "stdio": toolpool_pb2.MCP_TRANSPORT_STDIO,
+    "sse": toolpool_pb2.MCP_TRANSPORT_SSE,
+    "streamable_http": toolpool_pb2.MCP_TRANSPORT_STREAMABLE_HTTP,
+}
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    result = {}
+    for pair in values:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError("INVALID_ARGUMENT", f"{flag}: expected KEY=VALUE, got {pair!r}")
+        result[key] = value
+    return result
+
+
+def mcp_server_from(args: argparse.Namespace) -> toolpool_pb2.McpServer:
+    transport = args.transport or ("stdio" if args.command else "streamable_http")
+    server = toolpool_pb2.McpServer(
+        name=args.name,
+        transport=TRANSPORTS[transport],
+        command=args.command or "",
+        args=args.arg,
+        env=_pairs(args.env, "--env"),
+        url=args.url or "",
+        headers=_pairs(args.header, "--header"),
+    )
+    if args.prefix is not None:
+        server.tool_prefix = args.prefix
+    if args.call_timeout is not None:
+        server.call_timeout.CopyFrom(Duration(seconds=int(args.call_timeout)))
+    return server
+
+
+async def mcp(conn: Connection, args: argparse.Namespace) -> int:
+    toolpool = conn.toolpool()
+    if args.mcp_command == "add":
+        reply = await toolpool.UpsertMcpServer(
+            toolpool_pb2.UpsertMcpServerRequest(
+                project_id=conn.project, mcp_server=mcp_server_from(args)
+            )
+        )
+        verb = "added" if reply.created else "updated"
+        console.print(f"{verb} mcp server {reply.mcp_server.name}")
+        return 0
+    if args.mcp_command == "remove":
+        await toolpool.DeleteMcpServer(
+            toolpool_pb2.DeleteMcpServerRequest(project_id=conn.project, name=args.name)
+        )
+        console.print(f"removed mcp server {args.name}")
+        return 0
+    if args.mcp_command == "test":
+        reply = await toolpool.TestMcpServer(
+            toolpool_pb2.TestMcpServerRequest(project_id=conn.project, name=args.name)
+        )
+        if args.json:
+            print_json(reply)
+        elif reply.ok:
+            console.print(
+                f"[green]ok[/green] {args.name}: {reply.server_name} {reply.server_version}, "
+                f"{len(reply.tools)} tools in {seconds(reply.duration)}"
+            )
+            for tool in reply.tools:
+                console.print(f"  {tool.name}  [dim]{tool.description[:70]}[/dim]")
+        else:
+            console.print(f"[red]failed[/red] {args.name}: {reply.error}", markup=True)
+        return 0 if reply.ok else 1
+    reply = await toolpool.ListMcpServers(
+        toolpool_pb2.ListMcpServersRequest(project_id=conn.project, page_size=100)
+    )
+    if args.json:
+        print_json(reply)
+        return 0
+    table = Table("server", "transport", "target", "prefix", "enabled", "product")
+    for server in reply.mcp_servers:
+        target = server.url or " ".join([server.command, *server.args])
+        table.add_row(
+            server.name,
+            enum_name(toolpool_pb2.McpTransport, server.transport, "MCP_TRANSPORT_"),
+            target,
+            server.tool_prefix if server.HasField("tool_prefix") else f"{server.name}__",
+            "no" if server.HasField("enabled") and not server.enabled else "yes",
+            server.product_name or "-",
+        )
+    console.print(table)
+    return 0
+
+
+def _secret_value(args: argparse.Namespace) -> str:
+    if args.value is not None:
+        return str(args.value)
+    # Never echoed: prompt without echo on a terminal, else read the whole of stdin.
+    if sys.stdin.isatty():
+        return getpass.getpass(f"value of {args.name}: ")
+    return sys.stdin.read().rstrip("\n")
+
+
+async def secret(conn: Connection, args: argparse.Namespace) -> int:
+    toolpool = conn.toolpool()
+    if args.secret_command == "set":
+        value = _secret_value(args)
+        if not value:
+            raise CliError("INVALID_ARGUMENT", "value: empty (pass --value or pipe it on stdin)")
+        reply = await toolpool.SetSecret(
+            toolpool_pb2.SetSecretRequest(project_id=conn.project, name=args.name, value=value)
+        )
+        console.print(f"{'created' if reply.created else 'updated'} secret {args.name}")
+        return 0
+    if args.secret_command == "remove":
+        await toolpool.DeleteSecret(
+            toolpool_pb2.DeleteSecretRequest(project_id=conn.project, name=args.name)
+        )
+        console.print(f"removed secret {args.name}")
+        return 0
+    reply = await toolpool.ListSecrets(
+        toolpool_pb2.ListSecretsRequest(project_id=conn.project, page_size=100)
+    )
+    if args.json:
+        print_json(reply)
+        return 0
+    for item in reply.secrets:
+        console.print(item.name)
+    return 0
