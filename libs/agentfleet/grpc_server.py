@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import structlog
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -25,7 +26,13 @@ from grpc_status import rpc_status
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from agentfleet.auth import Authenticator, Principal, bearer_token, current_principal
-from agentfleet.errors import AgentFleetError, InvalidArgument, Unavailable, Unimplemented
+from agentfleet.errors import (
+    AgentFleetError,
+    FieldViolation,
+    InvalidArgument,
+    Unavailable,
+    Unimplemented,
+)
 from agentfleet.telemetry import current_trace_id
 
 log = structlog.get_logger(__name__)
@@ -186,22 +193,27 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
         if handler.response_streaming:
             return grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(handler.unary_stream, method, token),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return grpc.unary_unary_rpc_method_handler(
             self._wrap_unary(handler.unary_unary, method, token),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
     async def _admit(self, method: str, token: str | None, request: Any) -> Principal:
         principal = await self._authenticator.authenticate(token)
+        if isinstance(request, _Undecodable):
+            raise InvalidArgument(f"the request cannot be parsed: {request.error}")
         if method in self._admin_methods and principal.role == "member":
             from agentfleet.errors import PermissionDenied
 
             raise PermissionDenied(f"{method.rsplit('/', 1)[-1]} needs an admin token")
         _scope_request_to_project(request, principal)
+        violations = request_violations(request)
+        if violations:
+            raise InvalidArgument.for_fields(violations)
         return principal
 
     def _wrap_unary(
@@ -250,6 +262,85 @@ def _scope_request_to_project(request: Any, principal: Principal) -> None:
     if not request.project_id:
         raise InvalidArgument.for_field("project_id", "is required")
     principal.check_project(request.project_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """Stands for a request whose bytes do not parse (too deeply nested, truncated)."""
+
+    error: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """The deserializer, returning :class:`_Undecodable` instead of raising: grpc would
+    answer a raising deserializer with UNKNOWN; the interceptor answers INVALID_ARGUMENT."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except DecodeError as exc:
+            return _Undecodable(str(exc))
+
+    return deserialize
+
+
+# The ranges google.protobuf.Duration and Timestamp document as valid.
+_MAX_DURATION_S = 315_576_000_000
+_MIN_TIMESTAMP_S = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MAX_TIMESTAMP_S = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
+def request_violations(message: Any, path: str = "") -> list[FieldViolation]:
+    """Fields no service can store or convert, wherever they are in a request: strings with
+    NUL characters (PostgreSQL text and jsonb refuse them) and out-of-range Durations and
+    Timestamps (converting them overflows). Checked once here for every RPC."""
+    name = message.DESCRIPTOR.full_name
+    if name == "google.protobuf.Duration":
+        seconds, nanos = message.seconds, message.nanos
+        if (
+            abs(seconds) > _MAX_DURATION_S
+            or abs(nanos) > 999_999_999
+            or (seconds > 0 > nanos or seconds < 0 < nanos)
+        ):
+            return [FieldViolation(path, "is not a valid Duration")]
+        return []
+    if name == "google.protobuf.Timestamp":
+        if not _MIN_TIMESTAMP_S <= message.seconds <= _MAX_TIMESTAMP_S or not (
+            0 <= message.nanos <= 999_999_999
+        ):
+            return [FieldViolation(path, "is not a valid Timestamp (years 1 to 9999)")]
+        return []
+    out: list[FieldViolation] = []
+    for field_descriptor, value in message.ListFields():
+        where = f"{path}.{field_descriptor.name}" if path else field_descriptor.name
+        if (
+            field_descriptor.message_type is not None
+            and field_descriptor.message_type.GetOptions().map_entry
+        ):
+            value_field = field_descriptor.message_type.fields_by_name["value"]
+            for key, item in value.items():
+                item_path = f"{where}[{key!r}]"
+                if isinstance(key, str) and "\x00" in key:
+                    out.append(FieldViolation(item_path, "keys must not contain NUL characters"))
+                out += _value_violations(value_field, item, item_path)
+        elif field_descriptor.is_repeated:
+            for index, item in enumerate(value):
+                out += _value_violations(field_descriptor, item, f"{where}[{index}]")
+        else:
+            out += _value_violations(field_descriptor, value, where)
+        if len(out) >= 10:
+            break
+    return out
+
+
+def _value_violations(field_descriptor: Any, value: Any, path: str) -> list[FieldViolation]:
+    if field_descriptor.message_type is not None:
+        return request_violations(value, path)
+    if isinstance(value, str) and "\x00" in value:
+        return [FieldViolation(path, "must not contain NUL characters")]
+    return []
 
 
 async def _abort(context: grpc.aio.ServicerContext, method: str, exc: BaseException) -> None:

@@ -253,6 +253,8 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         if window > MAX_STATS_WINDOW:
             raise InvalidArgument.for_field("window", "must be at most 90 days")
         end = _child_time(request, "end_time") or datetime.now(UTC)
+        if end - datetime.min.replace(tzinfo=UTC) < window:
+            raise InvalidArgument.for_field("end_time", "leaves no room for the window")
         start = end - window
         rows = await self._queries.agent_stats(
             request.project_id,

@@ -1,0 +1,176 @@
+"""Database invariants every test (and the soak) can check at its end.
+
+:func:`check_invariants` runs one read-only query per rule against ``kb`` and returns the
+violations as readable strings (empty when everything holds); :func:`assert_invariants`
+raises AssertionError listing them. The rules (DESIGN §4, §5):
+
+- ``run_state``: every run is terminal or paused, or queued/running with a live lease (a
+  queued run may have none yet). A run ResumeRun just re-opened carries the marker owner
+  ``resume-requested`` with an expired lease on purpose; it is accepted.
+- ``tool_pairing``: every TOOL_REQUEST event has exactly one TOOL_RESPONSE with the same
+  tool_call_id in the same run (a still-running run may have requests in flight), and no
+  TOOL_RESPONSE answers a request that was never made.
+- ``event_seq``: event seqs of a run are exactly 1..max.
+- ``terminal_times``: terminal runs have completed_at and duration_ms.
+- ``terminal_lease``: terminal and paused runs hold no lease.
+- ``open_tool_calls``: terminal and paused runs have no tool call row left ``started``.
+- ``run_tree``: a child's parent exists in the same project, has the same root_run_id, and
+  the child's depth is the parent's + 1; a top-level run is its own root at depth 0.
+- ``message_seq``: message seqs of a run are exactly 0..max.
+
+Every query takes an optional project filter, so a test sharing a database with others can
+check only its own project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+TERMINAL = ("completed", "failed", "cancelled")
+RESUME_LEASE_OWNER = "resume-requested"
+"""Mirrors ``services.executor.queue.RESUME_LEASE_OWNER`` (libs may not import services)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """One invariant: a query returning offending rows, and how to describe each."""
+
+    name: str
+    sql: str
+    """Takes ``$1`` = project_id or NULL for every project."""
+    describe: str
+    """A format string over the row's columns."""
+
+
+_PROJECT = "($1::text IS NULL OR r.project_id = $1)"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="run_state",
+        sql=f"""
+            SELECT r.id, r.status, r.lease_owner, r.lease_expires_at
+            FROM kb.agent_runs r
+            WHERE {_PROJECT}
+              AND r.status IN ('queued', 'running')
+              AND coalesce(r.lease_owner, '') <> '{RESUME_LEASE_OWNER}'
+              AND CASE WHEN r.status = 'running'
+                       THEN r.lease_expires_at IS NULL OR r.lease_expires_at <= now()
+                       ELSE r.lease_expires_at IS NOT NULL AND r.lease_expires_at <= now()
+                  END""",
+        describe="run {id} is {status} without a live lease "
+        "(owner {lease_owner}, expires {lease_expires_at})",
+    ),
+    Rule(
+        name="tool_pairing",
+        sql=f"""
+            WITH calls AS (
+                SELECT e.run_id, e.payload->>'tool_call_id' AS tool_call_id,
+                       count(*) FILTER (WHERE e.type = 'tool_request') AS requests,
+                       count(*) FILTER (WHERE e.type = 'tool_response') AS responses
+                FROM kb.agent_run_events e
+                JOIN kb.agent_runs r ON r.id = e.run_id
+                WHERE {_PROJECT} AND e.type IN ('tool_request', 'tool_response')
+                GROUP BY e.run_id, e.payload->>'tool_call_id'
+            )
+            SELECT c.run_id AS id, c.tool_call_id, c.requests, c.responses, r.status
+            FROM calls c JOIN kb.agent_runs r ON r.id = c.run_id
+            WHERE c.requests <> 1
+               OR c.responses > 1
+               OR (c.responses = 0 AND r.status NOT IN ('queued', 'running'))""",
+        describe="run {id} ({status}): tool call {tool_call_id!r} has {requests} "
+        "TOOL_REQUEST and {responses} TOOL_RESPONSE events",
+    ),
+    Rule(
+        name="event_seq",
+        sql=f"""
+            SELECT e.run_id AS id, count(*) AS n, min(e.seq) AS first, max(e.seq) AS last
+            FROM kb.agent_run_events e JOIN kb.agent_runs r ON r.id = e.run_id
+            WHERE {_PROJECT}
+            GROUP BY e.run_id
+            HAVING min(e.seq) <> 1 OR max(e.seq) <> count(*)""",
+        describe="run {id}: {n} events with seqs {first}..{last} (not gapless from 1)",
+    ),
+    Rule(
+        name="terminal_times",
+        sql=f"""
+            SELECT r.id, r.status, r.completed_at, r.duration_ms
+            FROM kb.agent_runs r
+            WHERE {_PROJECT} AND r.status = ANY($2::text[])
+              AND (r.completed_at IS NULL OR r.duration_ms IS NULL)""",
+        describe="run {id} is {status} with completed_at {completed_at} "
+        "and duration_ms {duration_ms}",
+    ),
+    Rule(
+        name="terminal_lease",
+        sql=f"""
+            SELECT r.id, r.status, r.lease_owner, r.lease_expires_at
+            FROM kb.agent_runs r
+            WHERE {_PROJECT} AND (r.status = ANY($2::text[]) OR r.status = 'paused')
+              AND r.lease_owner IS NOT NULL""",
+        describe="run {id} is {status} but still leased by {lease_owner} until {lease_expires_at}",
+    ),
+    Rule(
+        name="open_tool_calls",
+        sql=f"""
+            SELECT r.id, r.status, t.tool_call_id, t.tool_name
+            FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
+            WHERE {_PROJECT} AND (r.status = ANY($2::text[]) OR r.status = 'paused')
+              AND t.status = 'started'""",
+        describe="run {id} is {status} but tool call {tool_call_id!r} ({tool_name}) "
+        "is still started",
+    ),
+    Rule(
+        name="run_tree",
+        sql=f"""
+            SELECT r.id, r.parent_run_id, r.root_run_id, r.depth,
+                   p.project_id AS parent_project, p.root_run_id AS parent_root,
+                   p.depth AS parent_depth
+            FROM kb.agent_runs r
+            LEFT JOIN kb.agent_runs p ON p.id = r.parent_run_id
+            WHERE {_PROJECT}
+              AND CASE WHEN r.parent_run_id IS NULL
+                       THEN r.root_run_id <> r.id OR r.depth <> 0
+                       ELSE p.id IS NULL
+                            OR p.project_id <> r.project_id
+                            OR p.root_run_id <> r.root_run_id
+                            OR r.depth <> p.depth + 1
+                  END""",
+        describe="run {id} (parent {parent_run_id}, root {root_run_id}, depth {depth}) "
+        "disagrees with its parent (project {parent_project}, root {parent_root}, "
+        "depth {parent_depth})",
+    ),
+    Rule(
+        name="message_seq",
+        sql=f"""
+            SELECT m.run_id AS id, count(*) AS n, min(m.seq) AS first, max(m.seq) AS last
+            FROM kb.agent_run_messages m JOIN kb.agent_runs r ON r.id = m.run_id
+            WHERE {_PROJECT}
+            GROUP BY m.run_id
+            HAVING min(m.seq) <> 0 OR max(m.seq) <> count(*) - 1""",
+        describe="run {id}: {n} messages with seqs {first}..{last} (not gapless from 0)",
+    ),
+)
+
+
+async def check_invariants(pool: asyncpg.Pool, *, project_id: str | None = None) -> list[str]:
+    """Every violation of :data:`RULES` (of one project, or all), as ``"rule: text"``."""
+    violations: list[str] = []
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+        # One snapshot for every rule, so a run finishing meanwhile cannot look half-done.
+        for rule in RULES:
+            args: tuple[object, ...] = (project_id,)
+            if "$2" in rule.sql:
+                args = (project_id, list(TERMINAL))
+            for row in await conn.fetch(rule.sql, *args):
+                violations.append(f"{rule.name}: {rule.describe.format(**dict(row))}")
+    return violations
+
+
+async def assert_invariants(pool: asyncpg.Pool, *, project_id: str | None = None) -> None:
+    """Raises AssertionError listing every violation of :func:`check_invariants`."""
+    violations = await check_invariants(pool, project_id=project_id)
+    if violations:
+        listed = "\n  ".join(violations)
+        raise AssertionError(f"{len(violations)} database invariant(s) violated:\n  {listed}")
