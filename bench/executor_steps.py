@@ -14,22 +14,23 @@ server of DATABASE_URL, dropped at the end). ``python bench/executor_steps.py``
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).parent))
+
 import asyncio
 import os
-import secrets
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from _common import bench_database
+
 from agentfleet import db
-from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import ModelReply
-from agentfleet.migrate import migrate_up
 from agentfleet.testing.gemini import model_client_for
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
@@ -163,28 +164,8 @@ async def measure(url: str) -> None:
 
 
 async def main() -> None:
-    shared = os.environ.get("DATABASE_URL")
-    if shared:
-        admin = await db.connect(shared)
-        name = f"agentfleet_bench_{secrets.token_hex(4)}"
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        url = db.replace_database(shared, name)
-        try:
-            await migrate_up(url)
-            await measure(url)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
-        return
-    folder = Path(tempfile.mkdtemp(prefix="agentfleet-bench-"))
-    server = EmbeddedPostgres(folder / "pg", durable=False)
-    try:
-        url = await server.start(database="bench")
-        await migrate_up(url)
+    async with bench_database() as url:
         await measure(url)
-    finally:
-        server.stop(force=True)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

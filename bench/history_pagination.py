@@ -13,24 +13,24 @@ Run: ``.venv/bin/python bench/history_pagination.py`` (about a minute or two on 
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).parent))
+
 import asyncio
-import os
-import secrets
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+
+from _common import bench_database
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
-from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.migrate import migrate_up
 from agentfleet.pagination import encode_page_token
 from agentfleet.service_runtime import start_service
 from agentfleet.v1 import history_pb2, history_pb2_grpc
@@ -171,30 +171,9 @@ async def measure(url: str) -> None:
 
 
 async def main() -> None:
-    shared = os.environ.get("DATABASE_URL")
-    if shared:
-        admin = await db.connect(shared)
-        name = f"agentfleet_bench_{secrets.token_hex(4)}"
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        url = db.replace_database(shared, name)
-        try:
-            await migrate_up(url)
-            await load(url)
-            await measure(url)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
-        return
-    folder = Path(tempfile.mkdtemp(prefix="agentfleet-bench-"))
-    server = EmbeddedPostgres(folder / "pg", durable=False)
-    try:
-        url = await server.start(database="bench")
-        await migrate_up(url)
+    async with bench_database() as url:
         await load(url)
         await measure(url)
-    finally:
-        server.stop(force=True)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
