@@ -46,7 +46,8 @@ def scripted(steps: int) -> Script:
     def policy(request: StubRequest) -> Reply:
         if request.turn >= steps - 1:
             return Reply(text="done")
-        return Reply(calls=[Call("echo", {"text": "x"})])
+        # A different argument each step: identical repeats would trip the doom-loop guard.
+        return Reply(calls=[Call("echo", {"text": f"step {request.turn}"})])
 
     return Script(name="bench", policy=policy)
 

@@ -63,6 +63,10 @@ class Settings:
     gemini_use_vertex: bool
     google_cloud_project: str | None
     google_cloud_location: str | None
+    model_max_attempts: int
+    """AGENTFLEET_MODEL_MAX_ATTEMPTS: model calls per step before a transient error fails it."""
+    model_retry_base_s: float
+    """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
     migrations_dir: Path | None
@@ -130,6 +134,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         gemini_use_vertex=env.get("GOOGLE_GENAI_USE_VERTEXAI", False, _bool),
         google_cloud_project=env.get("GOOGLE_CLOUD_PROJECT", None, _nonempty),
         google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION", None, _nonempty),
+        model_max_attempts=env.get("AGENTFLEET_MODEL_MAX_ATTEMPTS", 4, _int_range(1, 20)),
+        model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, _positive_float),
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, _http_url),
         migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, _directory),
         client_token=env.get("AGENTFLEET_TOKEN", None, _nonempty),

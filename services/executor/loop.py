@@ -1,11 +1,14 @@
-"""The ``single``-flow agent loop (DESIGN §4): one model call per step, the reply persisted
-before any tool runs, its function calls run concurrently through the :class:`ToolGateway`,
-their results persisted and fed back, until the model answers with text alone.
+"""The agent loop (DESIGN §4): one model call per step, the reply persisted before any tool
+runs, its function calls run concurrently through the :class:`ToolGateway` (coordination
+tools through the :class:`Coordinator`), their results persisted and fed back, until the
+model answers with text alone. Flow definitions (sequential, loop, parallel) are handed to
+the :class:`FlowRunner` instead: they make no model call.
 
 Outcomes: ``completed`` (summary = final text), ``failed`` (error_message), ``cancelled``
 (summary = last model text) when :meth:`RunControl.cancel` was called before the task was
-cancelled. A task cancelled without a recorded reason (shutdown) or a lost lease leaves the
-run ``running`` for crash recovery.
+cancelled, ``paused`` after a soft stop (:mod:`soft_stop`). A task cancelled without a
+recorded reason (shutdown) or a lost lease leaves the run ``running`` for crash recovery.
+A run that ends leaves no child running: its queued and running descendants are cancelled.
 
 Seams for the safety layers: every :class:`StepHook` is consulted at each step boundary and
 may stop the run with a :class:`StopRun`; :class:`RunControl` records why a run is stopped
@@ -15,132 +18,61 @@ before its task is cancelled.
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Awaitable, Coroutine, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import asyncpg
 import structlog
 from google.genai import types
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from agentfleet import events
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.llm import ModelClient
-from agentfleet.llm.errors import ModelError
 from agentfleet.telemetry import current_trace_id
+from services.executor.continuation import continue_run
+from services.executor.control import (
+    DefinitionSource,
+    RunControl,
+    StepBoundary,
+    StepHook,
+    StopRun,
+)
+from services.executor.coordination import MAX_SPAWN_DEPTH, Coordinator, screen_depth
 from services.executor.definitions import AgentDefinition
+from services.executor.flows import FlowRunner
+from services.executor.loop_state import Progress, Turn, complete_then_cancel, run_span_context
 from services.executor.model_request import (
     function_tools,
     generation_config,
-    interrupted_call_result,
     interrupted_result,
     outcome_result,
     plan_calls,
     refused_result,
 )
-from services.executor.persistence import (
-    CallResult,
-    LeaseLost,
-    PlannedCall,
-    RunRecorder,
-    load_conversation,
-)
-from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation, load_continuation
+from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
+from services.executor.recovery import load_continuation
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.safety import (
     DEFAULT_TIMEOUT_GRACE_S,
-    MAX_TOTAL_STEPS,
-    STEP_LIMIT_MESSAGE,
     TIMEOUT_MESSAGE,
-    DoomLoopDetector,
     StepBudget,
     effective_max_steps,
     effective_timeout_s,
-    refuse_all,
     screen_calls,
 )
+from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
 from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
+from services.executor.tree import ACTIVE, cancel_descendants
+
+__all__ = ["AgentLoop", "DefinitionSource", "RunControl", "StepBoundary", "StepHook", "StopRun"]
 
 log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer("agentfleet.executor")
-T = TypeVar("T")
-
-
-class DefinitionSource(Protocol):
-    async def get(self, project_id: str, name: str) -> AgentDefinition:
-        """The definition; NotFound otherwise."""
-        ...
-
-
-@dataclass(kw_only=True, slots=True)
-class RunControl:
-    """What the worker tells a running loop. Set a reason *before* cancelling the task."""
-
-    cancel_reason: str | None = None
-    """Set: the task's cancellation means "end the run ``cancelled``" with this reason."""
-    draining: bool = False
-    """Set at shutdown: stop at the next step boundary and leave the run for another worker."""
-    resumed: bool = False
-    """The run was claimed after ResumeRun (not after a crash): RUN_STARTED says so and the
-    doom-loop count starts afresh."""
-
-    def cancel(self, reason: str) -> None:
-        if self.cancel_reason is None:
-            self.cancel_reason = reason
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StepBoundary:
-    """Where a run stands before its next step (input of :class:`StepHook`)."""
-
-    run: RunRecord
-    next_step: int
-    """1-based number of the step about to start."""
-    contents: Sequence[types.Content]
-    last_text: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StopRun:
-    """A hook's decision to end the run before the next step."""
-
-    status: RunStatus
-    reason: str
-    summary: str | None = None
-    error_message: str | None = None
-
-
-class StepHook(Protocol):
-    async def __call__(self, boundary: StepBoundary) -> StopRun | None:
-        """None lets the step run; a :class:`StopRun` ends the run instead."""
-        ...
 
 
 class _Released(Exception):
     """The loop stopped at a step boundary while draining; the run stays ``running``."""
-
-
-@dataclass(kw_only=True, slots=True)
-class _Progress:
-    last_text: str = ""
-    step: int = 0
-    used_ids: set[str] = field(default_factory=set)
-    detector: DoomLoopDetector = field(default_factory=DoomLoopDetector)
-    results: dict[str, CallResult] = field(default_factory=dict)
-    """Results of the current step's calls as they finish (kept when a timeout cuts it)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Turn:
-    """What every model call of the run sends besides the conversation."""
-
-    model: str
-    system: str | None
-    tools: list[types.Tool]
-    config: types.GenerateContentConfig
 
 
 _NEXT_STEP = object()
@@ -162,22 +94,27 @@ class AgentLoop:
     tool_timeout_s: float | None = None
     timeout_grace_s: float = DEFAULT_TIMEOUT_GRACE_S
     """After a run's deadline, how long the model gets to summarize (no tools)."""
+    coordinator: Coordinator | None = None
+    """Runs list_available_agents, spawn_agents and exit_loop; None: they are not offered."""
+    flows: FlowRunner | None = None
+    """Runs sequential, loop and parallel definitions; None: such runs fail."""
 
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the claimed ``run`` to its end; the final row, or None when the run was left
         ``running`` (draining, or the lease was lost)."""
         recorder = RunRecorder(self.pool, run, owner=self.owner, hub=self.hub)
-        progress = _Progress()
+        progress = Progress(tokens_at_start=run.tokens_in + run.tokens_out)
         with (
             structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
             _tracer.start_as_current_span(
                 f"invoke_agent {run.agent_name}",
-                context=_parent_context(run.trace_id),
+                context=run_span_context(run),
                 attributes={
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": run.agent_name,
                     "agentfleet.run_id": run.id,
                     "agentfleet.project_id": run.project_id,
+                    "agentfleet.run.depth": run.depth,
                 },
             ) as span,
             structlog.contextvars.bound_contextvars(trace_id=current_trace_id()),
@@ -190,7 +127,7 @@ class AgentLoop:
                 if reason is None or task is None:
                     raise
                 task.uncancel()
-                finished = await _complete_then_cancel(
+                finished = await complete_then_cancel(
                     self._stop(recorder, progress, "cancelled", reason, error=None)
                 )
             except _Released:
@@ -204,27 +141,47 @@ class AgentLoop:
                 if not isinstance(exc, AgentFleetError):
                     log.exception("run_crashed", error=message)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, message))
-                finished = await _complete_then_cancel(
+                finished = await complete_then_cancel(
                     self._stop(recorder, progress, "failed", "run failed", error=message)
                 )
             if finished is not None:
                 span.set_attribute("agentfleet.run.status", finished.status)
                 log.info("run_finished", status=finished.status, steps=finished.step_count)
+                await complete_then_cancel(self._end_children(finished))
             return finished
 
+    async def _end_children(self, run: RunRecord) -> None:
+        """A run that ended leaves no descendant queued or running (nobody would wait for
+        it): cancel them, on whichever executor they run. Paused ones stay resumable."""
+        if self.coordinator is None or run.depth >= MAX_SPAWN_DEPTH:
+            return
+        try:
+            await cancel_descendants(
+                self.coordinator.children.queue,
+                self.pool,
+                run.project_id,
+                run.id,
+                f"ancestor run {run.id} ended {run.status}",
+                statuses=ACTIVE,
+            )
+        except (asyncpg.PostgresError, OSError, AgentFleetError) as exc:
+            log.warning("descendants_not_cancelled", error=str(exc))
+
     async def _drive(
-        self, run: RunRecord, recorder: RunRecorder, control: RunControl, progress: _Progress
+        self, run: RunRecord, recorder: RunRecorder, control: RunControl, progress: Progress
     ) -> RunRecord | None:
         definition = await self.definitions.get(run.project_id, run.agent_name)
         if definition.flow_type != "single":
-            raise FailedPrecondition(f"flow_type {definition.flow_type!r} is not supported yet")
+            return await self._drive_flow(run, definition, recorder, control)
         resolved = await self.tools.resolve(
             project_id=run.project_id, patterns=definition.tools, depth=run.depth
         )
-        # Coordination tools (executed by the executor) arrive with the coordination issue;
-        # until then they are not declared, so the model cannot call them.
-        callable_tools = {t.name: t for t in resolved if not t.executed_by_executor}
-        turn = _Turn(
+        callable_tools = {
+            t.name: t
+            for t in resolved
+            if self.coordinator is not None or not t.executed_by_executor
+        }
+        turn = Turn(
             model=definition.model.name,
             system=definition.system_prompt or None,
             tools=function_tools(list(callable_tools.values())),
@@ -232,12 +189,23 @@ class AgentLoop:
         )
         continuation = await load_continuation(self.pool, run)
         if continuation.has_messages:
-            contents = await self._continue(
-                recorder, control, progress, continuation, turn, sorted(callable_tools)
+
+            async def reattach(calls: Sequence[PlannedCall]) -> list[CallResult]:
+                return await self._run_calls(recorder.run, definition, calls, {})
+
+            contents = await continue_run(
+                recorder=recorder,
+                progress=progress,
+                continuation=continuation,
+                turn=turn,
+                tool_names=sorted(callable_tools),
+                resumed=control.resumed,
+                worker=self.owner,
+                reattach=reattach if self.coordinator is not None else None,
             )
             if continuation.final_text is not None:
                 # The model had answered; only the completion was lost with the worker.
-                return await _complete_then_cancel(
+                return await complete_then_cancel(
                     recorder.record_finish(
                         status="completed",
                         reason="model answered",
@@ -246,7 +214,7 @@ class AgentLoop:
                 )
         else:
             contents = [types.Content(role="user", parts=[types.Part(text=run.input)])]
-            await _complete_then_cancel(
+            await complete_then_cancel(
                 recorder.record_start(
                     system_prompt=definition.system_prompt,
                     user_input=contents[0],
@@ -272,7 +240,7 @@ class AgentLoop:
         while True:
             stop = await self._at_boundary(recorder.run, control, progress, contents)
             if stop is not None:
-                return await _complete_then_cancel(
+                return await complete_then_cancel(
                     self._stop(
                         recorder,
                         progress,
@@ -282,26 +250,14 @@ class AgentLoop:
                         summary=stop.summary,
                     )
                 )
-            current = recorder.run
-            limit = budget.exhausted(step_count=current.step_count, total_steps=current.total_steps)
-            if limit is not None:
-                return await self._wrap_up(
-                    recorder,
-                    progress,
-                    turn,
-                    kind=limit,
-                    note=STEP_LIMIT_MESSAGE,
-                    message=budget.message(limit, total_steps=current.total_steps),
-                    details={
-                        "max_steps": budget.max_steps,
-                        "step_count": current.step_count,
-                        "total_steps": current.total_steps,
-                        "max_total_steps": MAX_TOTAL_STEPS,
-                    },
-                )
+            soft = soft_stop_due(recorder.run, budget, progress)
+            if soft is not None:
+                return await self._wrap_up(recorder, progress, turn, soft)
             try:
                 async with asyncio.timeout_at(deadline) as scope:
-                    finished = await self._step(recorder, progress, turn, contents, callable_tools)
+                    finished = await self._step(
+                        recorder, definition, progress, turn, contents, callable_tools
+                    )
             except TimeoutError:
                 if not scope.expired():
                     raise
@@ -310,66 +266,67 @@ class AgentLoop:
                     recorder,
                     progress,
                     turn,
-                    kind="timeout",
-                    note=TIMEOUT_MESSAGE,
-                    message=(
-                        f"timeout of {timeout_s:g}s reached: in-flight call cancelled, summary "
-                        f"requested within {self.timeout_grace_s:g}s"
+                    SoftStop(
+                        kind="timeout",
+                        note=TIMEOUT_MESSAGE,
+                        message=(
+                            f"timeout of {timeout_s:g}s reached: in-flight call cancelled, "
+                            f"summary requested within {self.timeout_grace_s:g}s"
+                        ),
+                        details={"timeout_s": timeout_s, "grace_s": self.timeout_grace_s},
                     ),
-                    details={"timeout_s": timeout_s, "grace_s": self.timeout_grace_s},
                 )
             if finished is not _NEXT_STEP:
                 return finished
 
-    async def _continue(
+    async def _drive_flow(
         self,
+        run: RunRecord,
+        definition: AgentDefinition,
         recorder: RunRecorder,
         control: RunControl,
-        progress: _Progress,
-        continuation: Continuation,
-        turn: _Turn,
-        tool_names: Sequence[str],
-    ) -> list[types.Content]:
-        """Picks up a run that has a conversation: RUN_STARTED (recovered or resumed), and
-        an ``interrupted`` answer for every call its previous worker left open."""
-        run = recorder.run
-        recorder.continue_at(
-            next_message_seq=continuation.next_message_seq, open_calls=continuation.open_calls
-        )
-        progress.step = continuation.step
-        progress.last_text = continuation.last_text
-        progress.used_ids.update(continuation.used_ids)
-        if not control.resumed:
-            # Same execution on another worker: the doom-loop count carries over.
-            for name, arguments in continuation.past_calls:
-                progress.detector.observe(name, arguments)
-        started = events.RunStarted(
-            agent_name=run.agent_name,
-            model_name=turn.model,
-            tool_names=tuple(tool_names),
-            recovered=not control.resumed,
-            resumed=control.resumed,
-            worker=self.owner,
-        )
-        await _complete_then_cancel(recorder.record_note(step=progress.step, batch=[started]))
-        log.info("run_continued", resumed=control.resumed, open_calls=len(recorder.open_calls))
-        contents = list(continuation.contents)
-        if recorder.open_calls:
-            results = [
-                interrupted_call_result(c, INTERRUPTED_BY_CRASH) for c in recorder.open_calls
-            ]
-            contents.append(
-                await _complete_then_cancel(
-                    recorder.record_tool_results(step=progress.step, results=results)
+    ) -> RunRecord | None:
+        """A sequential, loop or parallel run: its members run as child runs."""
+        if self.flows is None:
+            raise _FlowsUnavailable(f"flow_type {definition.flow_type!r} is not available here")
+        continuation = await load_continuation(self.pool, run)
+        model_name = f"flow:{definition.flow_type}"
+        if continuation.has_messages:
+            recorder.continue_at(next_message_seq=continuation.next_message_seq, open_calls=[])
+            started = events.RunStarted(
+                agent_name=run.agent_name,
+                model_name=model_name,
+                recovered=not control.resumed,
+                resumed=control.resumed,
+                worker=self.owner,
+            )
+            await complete_then_cancel(recorder.record_note(step=0, batch=[started]))
+        else:
+            await complete_then_cancel(
+                recorder.record_start(
+                    system_prompt="",
+                    user_input=types.Content(role="user", parts=[types.Part(text=run.input)]),
+                    model_name=model_name,
+                    tool_names=(),
+                    trace_id=current_trace_id(),
                 )
             )
-        return contents
+        outcome = await self.flows.run(recorder.run, definition)
+        return await complete_then_cancel(
+            recorder.record_finish(
+                status=outcome.status,
+                reason=outcome.reason,
+                summary=outcome.summary,
+                error_message=outcome.error_message,
+            )
+        )
 
     async def _step(
         self,
         recorder: RunRecorder,
-        progress: _Progress,
-        turn: _Turn,
+        definition: AgentDefinition,
+        progress: Progress,
+        turn: Turn,
         contents: list[types.Content],
         callable_tools: dict[str, ResolvedTool],
     ) -> RunRecord | object | None:
@@ -377,6 +334,7 @@ class AgentLoop:
         :data:`_NEXT_STEP`."""
         progress.step += 1
         step = progress.step
+        run = recorder.run
         with _tracer.start_as_current_span(f"step {step}", attributes={"agentfleet.step": step}):
             reply = await self.model.generate(
                 model=turn.model,
@@ -385,36 +343,42 @@ class AgentLoop:
                 tools=turn.tools,
                 config=turn.config,
             )
-            planned = plan_calls(
-                reply.function_calls, callable_tools, step=step, used_ids=progress.used_ids
+            planned, depth_events = screen_depth(
+                plan_calls(
+                    reply.function_calls, callable_tools, step=step, used_ids=progress.used_ids
+                ),
+                depth=run.depth,
+                definition_tools=definition.tools,
+                agent_name=run.agent_name,
+                step=step,
             )
             screened = screen_calls(
-                planned, progress.detector, agent_name=recorder.run.agent_name, step=step
+                planned, progress.detector, agent_name=run.agent_name, step=step
             )
             if reply.text:
                 progress.last_text = reply.text
-            await _complete_then_cancel(
+            await complete_then_cancel(
                 recorder.record_model_reply(
                     step=step,
                     reply=reply,
                     calls=screened.calls,
-                    extra_events=screened.safety_events,
+                    extra_events=[*depth_events, *screened.safety_events],
                 )
             )
             contents.append(reply.content)
             if not screened.calls:
-                return await _complete_then_cancel(
+                return await complete_then_cancel(
                     recorder.record_finish(
                         status="completed", reason="model answered", summary=reply.text
                     )
                 )
             if screened.stop_error is not None:
-                await _complete_then_cancel(
+                await complete_then_cancel(
                     recorder.record_tool_results(
                         step=step, results=[refused_result(c) for c in screened.calls]
                     )
                 )
-                return await _complete_then_cancel(
+                return await complete_then_cancel(
                     recorder.record_finish(
                         status="failed",
                         reason="doom loop",
@@ -423,100 +387,33 @@ class AgentLoop:
                     )
                 )
             progress.results = {}
-            results = await self._run_calls(recorder.run, screened.calls, progress.results)
-            tool_content = await _complete_then_cancel(
+            results = await self._run_calls(
+                recorder.run, definition, screened.calls, progress.results
+            )
+            tool_content = await complete_then_cancel(
                 recorder.record_tool_results(step=step, results=results)
             )
             contents.append(tool_content)
             return _NEXT_STEP
 
     async def _wrap_up(
-        self,
-        recorder: RunRecorder,
-        progress: _Progress,
-        turn: _Turn,
-        *,
-        kind: events.SafetyKindName,
-        note: str,
-        message: str,
-        details: dict[str, Any],
+        self, recorder: RunRecorder, progress: Progress, turn: Turn, stop: SoftStop
     ) -> RunRecord | None:
-        """The soft stop (step limit, global cap, timeout): answer what is still open, ask
-        for a summary with tools disabled within the grace period, end ``paused``."""
-        run = recorder.run
-        step = progress.step
-        if recorder.open_calls:
-            why = f"interrupted: the run's deadline passed while this call was running ({kind})"
-            results = [
-                progress.results.get(c.tool_call_id) or interrupted_call_result(c, why)
-                for c in recorder.open_calls
-            ]
-            await _complete_then_cancel(recorder.record_tool_results(step=step, results=results))
-        # The conversation as persisted: a cut-off step may have recorded more than the
-        # in-memory list holds.
-        _system, contents = await load_conversation(
-            self.pool, project_id=run.project_id, run_id=run.id
-        )
-        request = types.Content(role="user", parts=[types.Part(text=note)])
-        safety = events.Safety(
-            agent_name=run.agent_name, kind=kind, message=message, details=details, step=step
-        )
-        await _complete_then_cancel(
-            recorder.record_note(step=step, batch=[safety], user_message=request)
-        )
-        contents.append(request)
-        summary = progress.last_text or None
-        reason = f"{kind}: summary given"
-        try:
-            async with asyncio.timeout(self.timeout_grace_s):
-                reply = await self.model.generate(
-                    model=turn.model,
-                    system_instruction=turn.system,
-                    contents=contents,
-                    tools=[],
-                    config=turn.config,
-                )
-        except (TimeoutError, ModelError) as exc:
-            log.warning("summary_not_given", kind=kind, error=str(exc) or type(exc).__name__)
-            reason = f"{kind}: no summary within {self.timeout_grace_s:g}s; partial output kept"
-        else:
-            calls = refuse_all(
-                plan_calls(reply.function_calls, {}, step=step, used_ids=progress.used_ids)
-            )
-            extra: list[events.RunEvent] = []
-            if calls:
-                extra.append(
-                    events.Safety(
-                        agent_name=run.agent_name,
-                        kind="call_after_soft_stop",
-                        message=f"{len(calls)} function call(s) after the soft stop refused",
-                        details={"tool_names": [c.tool_name for c in calls]},
-                        step=step,
-                    )
-                )
-            if reply.text:
-                summary = reply.text
-            await _complete_then_cancel(
-                recorder.record_model_reply(
-                    step=step, reply=reply, calls=calls, count_step=False, extra_events=extra
-                )
-            )
-            if calls:
-                await _complete_then_cancel(
-                    recorder.record_tool_results(
-                        step=step, results=[refused_result(c) for c in calls]
-                    )
-                )
-                reason = f"{kind}: function call after the soft stop refused"
-        return await _complete_then_cancel(
-            recorder.record_finish(status="paused", reason=reason, summary=summary)
+        return await wrap_up(
+            pool=self.pool,
+            model=self.model,
+            grace_s=self.timeout_grace_s,
+            recorder=recorder,
+            progress=progress,
+            turn=turn,
+            stop=stop,
         )
 
     async def _at_boundary(
         self,
         run: RunRecord,
         control: RunControl,
-        progress: _Progress,
+        progress: Progress,
         contents: Sequence[types.Content],
     ) -> StopRun | None:
         if control.draining:
@@ -531,21 +428,27 @@ class AgentLoop:
         return None
 
     async def _run_calls(
-        self, run: RunRecord, planned: Sequence[PlannedCall], done: dict[str, CallResult]
+        self,
+        run: RunRecord,
+        definition: AgentDefinition,
+        planned: Sequence[PlannedCall],
+        done: dict[str, CallResult],
     ) -> list[CallResult]:
         """Runs the calls concurrently; results in the order of the calls. Each result is
         also put in ``done`` as soon as it exists."""
         results: list[CallResult | None] = [None] * len(planned)
 
         async def run_one(index: int, call: PlannedCall) -> None:
-            results[index] = done[call.tool_call_id] = await self._run_call(run, call)
+            results[index] = done[call.tool_call_id] = await self._run_call(run, definition, call)
 
         async with asyncio.TaskGroup() as group:
             for index, call in enumerate(planned):
                 group.create_task(run_one(index, call))
         return [r for r in results if r is not None]
 
-    async def _run_call(self, run: RunRecord, call: PlannedCall) -> CallResult:
+    async def _run_call(
+        self, run: RunRecord, definition: AgentDefinition, call: PlannedCall
+    ) -> CallResult:
         if call.refusal is not None:
             return refused_result(call)
         with _tracer.start_as_current_span(
@@ -557,16 +460,19 @@ class AgentLoop:
                 "agentfleet.tool.source": call.source,
             },
         ) as span:
-            outcome = await self.tools.call(
-                ToolCallRequest(
-                    project_id=run.project_id,
-                    run_id=run.id,
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    arguments=call.arguments,
-                    timeout_s=self.tool_timeout_s,
+            if call.source == "executor" and self.coordinator is not None:
+                outcome = await self.coordinator.call(run, definition, call)
+            else:
+                outcome = await self.tools.call(
+                    ToolCallRequest(
+                        project_id=run.project_id,
+                        run_id=run.id,
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        arguments=call.arguments,
+                        timeout_s=self.tool_timeout_s,
+                    )
                 )
-            )
             if outcome.is_error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error))
             return outcome_result(call, outcome)
@@ -574,7 +480,7 @@ class AgentLoop:
     async def _stop(
         self,
         recorder: RunRecorder,
-        progress: _Progress,
+        progress: Progress,
         status: RunStatus,
         reason: str,
         *,
@@ -596,35 +502,8 @@ class AgentLoop:
         )
 
 
-async def _complete_then_cancel(write: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
-    """Lets a bookkeeping write finish even if the run is cancelled meanwhile, then lets
-    the cancellation through: the rows and the in-memory state never disagree."""
-    task = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.done():
-            # The write is short and bounded by the database; the caller is cancelled
-            # right after it.
-            await asyncio.wait([task])
-        raise
-
-
-def _parent_context(trace_id: str | None) -> Any:
-    """A context that puts the run span in the trace of the request that queued it."""
-    if not trace_id:
-        return None
-    try:
-        trace_int = int(trace_id, 16)
-    except ValueError:
-        return None
-    parent = SpanContext(
-        trace_id=trace_int,
-        span_id=random.getrandbits(64) or 1,
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-    )
-    return trace.set_span_in_context(NonRecordingSpan(parent))
+class _FlowsUnavailable(FailedPrecondition):
+    """A flow definition reached a loop built without a FlowRunner."""
 
 
 def _error_message(exc: BaseException) -> str:

@@ -34,9 +34,9 @@ DEFAULT_CANCEL_REASON = "cancelled by user"
 _INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
-    request_id, task_id, trace_id)
+    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens)
 VALUES ($1, $2::uuid, $3, $4, $5::jsonb, $6, make_interval(secs => $7::double precision),
-        $8, $9::uuid, $10)
+        $8, $9::uuid, $10, $11, $12::uuid, $13::uuid, $14, $15)
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
@@ -120,38 +120,52 @@ class RunQueue:
         With a ``request_id`` seen before in the project, returns that run and False.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                _INSERT,
-                params.project_id,
-                params.agent_definition_id,
-                params.agent_name,
-                params.input,
-                dict(params.labels),
-                params.max_steps,
-                params.timeout_s,
-                params.request_id,
-                params.task_id,
-                params.trace_id,
-            )
-            if row is None:
-                existing = await conn.fetchrow(
-                    "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND request_id = $2",
-                    params.project_id,
-                    params.request_id,
-                )
-                assert existing is not None  # the conflicting row is committed and kept
-                return RunRecord.from_row(existing), False
-            run = RunRecord.from_row(row)
-            stored = await events.append_events(
-                conn,
-                project_id=run.project_id,
-                run_id=run.id,
-                root_run_id=run.root_run_id,
-                events=[events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
-            )
-            await notify(conn, QUEUED_CHANNEL, run.id)
+            run, created, stored = await self.enqueue_in(conn, params)
         self.publish(stored)
-        return run, True
+        return run, created
+
+    @staticmethod
+    async def enqueue_in(
+        conn: asyncpg.Connection, params: StartRunParams
+    ) -> tuple[RunRecord, bool, list[events.PersistedEvent]]:
+        """:meth:`enqueue` in the caller's transaction (spawn_agents writes its children and
+        the parent's tool call together); the caller publishes the events after commit."""
+        row = await conn.fetchrow(
+            _INSERT,
+            params.project_id,
+            params.agent_definition_id,
+            params.agent_name,
+            params.input,
+            dict(params.labels),
+            params.max_steps,
+            params.timeout_s,
+            params.request_id,
+            params.task_id,
+            params.trace_id,
+            params.trace_parent,
+            params.parent_run_id,
+            params.root_run_id,
+            params.depth,
+            params.max_tokens,
+        )
+        if row is None:
+            existing = await conn.fetchrow(
+                "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND request_id = $2",
+                params.project_id,
+                params.request_id,
+            )
+            assert existing is not None  # the conflicting row is committed and kept
+            return RunRecord.from_row(existing), False, []
+        run = RunRecord.from_row(row)
+        stored = await events.append_events(
+            conn,
+            project_id=run.project_id,
+            run_id=run.id,
+            root_run_id=run.root_run_id,
+            events=[events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
+        )
+        await notify(conn, QUEUED_CHANNEL, run.id)
+        return run, True, stored
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:
         """The run; :class:`NotFound` when it is not in the project."""

@@ -51,7 +51,8 @@ SET status = 'running',
     duration_ms = NULL,
     cancel_requested_at = NULL,
     lease_owner = $5,
-    lease_expires_at = now()
+    lease_expires_at = now(),
+    max_tokens = coalesce($6, max_tokens)
 WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
 RETURNING *
 """
@@ -78,6 +79,8 @@ class ResumeParams:
     max_steps: int | None = None
     """Step budget of this execution; None = the run's previous max_steps."""
     timeout_s: float | None = None
+    max_tokens: int | None = None
+    """New token budget of the run (a child resumed by spawn_agents); None keeps it."""
     request_id: str | None = None
 
 
@@ -126,6 +129,7 @@ async def resume_run(
                 params.max_steps,
                 params.timeout_s,
                 RESUME_LEASE_OWNER,
+                params.max_tokens,
             )
         )
         position = await conn.fetchrow(_NEXT_MESSAGE, run.id)

@@ -21,16 +21,20 @@ from agentfleet import events
 from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
-from agentfleet.llm import GenaiModelClient, ModelReply, build_genai_client
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from services.executor.children import ChildRuns
+from services.executor.coordination import Coordinator
 from services.executor.definitions import DefinitionRepository
+from services.executor.flows import FlowRunner
 from services.executor.loop import AgentLoop
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.tool_gateway import GrpcToolGateway
+from services.executor.tree import cancel_tree
 from services.executor.worker import RunWorker, worker_name
 
 MAX_INPUT_BYTES = 1024 * 1024
@@ -183,8 +187,13 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     ) -> executor_pb2.CancelRunResponse:
         if not _is_uuid(request.run_id):
             raise InvalidArgument.for_field("run_id", "must be a run id (UUID)")
-        run = await self._queue.request_cancel(
-            request.project_id, request.run_id, request.reason or DEFAULT_CANCEL_REASON
+        # The whole tree: the run and every descendant, on whichever executor runs them.
+        run = await cancel_tree(
+            self._queue,
+            self._pool,
+            request.project_id,
+            request.run_id,
+            request.reason or DEFAULT_CANCEL_REASON,
         )
         return executor_pb2.CancelRunResponse(run=run.to_proto())
 
@@ -253,7 +262,12 @@ class _LazyModelClient:
                 genai_client = build_genai_client(self._context.settings)
             except ValueError as exc:  # ConfigError: no model configured
                 raise FailedPrecondition(f"no model available: {exc}") from exc
-            self._client = GenaiModelClient(genai_client)
+            settings = self._context.settings
+            retry = RetryPolicy(
+                max_attempts=settings.model_max_attempts,
+                base_delay_s=settings.model_retry_base_s,
+            )
+            self._client = GenaiModelClient(genai_client, retry=retry)
         return await self._client.generate(**kwargs)
 
     async def aclose(self) -> None:
@@ -290,6 +304,9 @@ async def build_executor_parts(
     owner = worker_name()
     queue = RunQueue(context.pool, hub=hub)
     definitions = DefinitionRepository(context.pool)
+    children = ChildRuns(
+        pool=context.pool, queue=queue, definitions=definitions, listener=listener, hub=hub
+    )
     loop = AgentLoop(
         pool=context.pool,
         definitions=definitions,
@@ -298,6 +315,8 @@ async def build_executor_parts(
         owner=owner,
         hub=hub,
         timeout_grace_s=timeout_grace_s,
+        coordinator=Coordinator(pool=context.pool, definitions=definitions, children=children),
+        flows=FlowRunner(pool=context.pool, children=children),
     )
     worker = RunWorker(
         queue=queue,

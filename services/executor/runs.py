@@ -38,6 +38,15 @@ class StartRunParams:
     task_id: str | None = None
     trace_id: str | None = None
     """Trace of the request that queued the run, so the run joins it."""
+    trace_parent: str | None = None
+    """W3C traceparent of the span that spawned the run (children only): its run span
+    descends from that span."""
+    parent_run_id: str | None = None
+    """Set for a child run (spawn_agents, flows); root_run_id and depth come with it."""
+    root_run_id: str | None = None
+    depth: int = 0
+    max_tokens: int | None = None
+    """Token budget of a child (spawn_agents ``max_tokens_per_subtask``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -66,6 +75,7 @@ class RunRecord:
     tokens_out: int
     tokens_total_tree: int
     trace_id: str | None
+    trace_parent: str | None
     task_id: str | None
     request_id: str | None
     lease_owner: str | None

@@ -24,6 +24,7 @@ DEFAULT_TIMEOUT_GRACE_S = 30.0
 
 STEP_LIMIT_MESSAGE = "step limit reached: summarize your progress and stop"
 TIMEOUT_MESSAGE = "time's up: summarize your progress and stop"
+TOKEN_BUDGET_MESSAGE = "token budget reached: summarize your progress and stop"
 CALL_AFTER_SOFT_STOP = (
     "tools are disabled: the run was asked to summarize its progress and stop, "
     "so this call was not executed"

@@ -198,6 +198,9 @@ async def fleet(
             "AGENTFLEET_SERVICE_TOKEN": service.token,
             "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
             "AGENTFLEET_SHUTDOWN_GRACE_S": "4",
+            # Five model calls per step, retried after milliseconds: "five 500s fail a run".
+            "AGENTFLEET_MODEL_MAX_ATTEMPTS": "5",
+            "AGENTFLEET_MODEL_RETRY_BASE_S": "0.01",
         },
     )
     running = Fleet(database_url=database_url, pool=pool, stub=stub, processes=processes)

@@ -21,7 +21,7 @@ from google.protobuf import json_format
 
 from agentfleet import events
 from agentfleet.gemini_stub import Call, Reply, Script, StubRequest, Usage
-from agentfleet.llm import RetryPolicy, content_to_json
+from agentfleet.llm import content_to_json
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2, toolpool_pb2
 from services.executor.persistence import load_conversation
 from tests.e2e.conftest import EXECUTORS, Fleet, Project
@@ -353,8 +353,8 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
     assert (run.status, run.summary) == (common_pb2.RUN_STATUS_COMPLETED, "after the limit")
     assert fleet.stub.used(limited) == 2
 
-    # Five 500s: the executor's retries (RetryPolicy's default attempts) all fail, and the
-    # run fails with the model's own error.
+    # Five 500s (the fleet allows five attempts per model call): the run fails with the
+    # model's own error.
     broken = f"[{project.project_id}-500]"
     await project.define("broken", system_prompt=broken)
     fleet.stub.add_script(
@@ -369,7 +369,7 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
     assert run.status == common_pb2.RUN_STATUS_FAILED
     assert "500" in run.error_message
     assert "backend on fire" in run.error_message
-    assert fleet.stub.used(broken) == RetryPolicy().max_attempts
+    assert fleet.stub.used(broken) == 5
     count = await fleet.pool.fetchval(
         "SELECT count(*) FROM kb.agent_runs WHERE project_id = $1", project.project_id
     )

@@ -114,7 +114,7 @@ async def enqueue(pool: asyncpg.Pool) -> str:
 
 
 async def wait_until(
-    pool: asyncpg.Pool, query: str, *args: object, timeout_s: float = 20.0
+    pool: asyncpg.Pool, query: str, *args: object, timeout_s: float = 60.0
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while not await pool.fetchval(query, *args):

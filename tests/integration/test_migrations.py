@@ -36,6 +36,7 @@ DESIGN_COLUMNS = {
         "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree",
         "trace_id", "task_id", "request_id", "lease_owner", "lease_expires_at",
         "cancel_requested_at", "created_at", "started_at", "completed_at", "duration_ms",
+        "trace_parent",
     },
     "agent_run_messages": {
         "id", "run_id", "seq", "step_number", "role", "agent_name", "content", "tokens",
@@ -92,6 +93,8 @@ EXPECTED_INDEXES = {
         "graph_objects_pkey", "graph_objects_type_status_idx", "graph_objects_type_created_idx",
         "graph_objects_key_uidx", "graph_objects_properties_idx", "graph_objects_search_idx",
         "graph_objects_search_trgm_idx", "graph_objects_pending_spectasks_idx",
+        "graph_objects_ready_spectasks_idx", "graph_objects_inprogress_spectasks_idx",
+        "graph_objects_spectask_graph_idx",
     },
     "graph_relationships": {
         "graph_relationships_pkey", "graph_relationships_src_uidx", "graph_relationships_dst_idx",

@@ -1,0 +1,3 @@
+DROP INDEX kb.graph_objects_spectask_graph_idx;
+DROP INDEX kb.graph_objects_inprogress_spectasks_idx;
+DROP INDEX kb.graph_objects_ready_spectasks_idx;

@@ -1,0 +1,348 @@
+"""Child runs (DESIGN §7): started as ``queued`` runs any executor may claim, and waited for
+by the parent without polling each one.
+
+A batch of children is written in one transaction: every child run (with its RUN_QUEUED and
+NOTIFY), their ids on the parent's tool call row (``child_run_ids``) and the parent's
+CHILD_RUN_STARTED events. Each child's ``request_id`` is derived from the parent, the batch
+key (the spawning tool call, or a flow position) and its index, so starting a batch again --
+a parent recovered after a crash -- finds the same children instead of spawning new ones.
+
+The wait follows ``NOTIFY agentfleet_run_events`` for the children's ids (a short poll only
+as the fallback for a missed notification); as each child stops (terminal or ``paused``)
+the parent records CHILD_RUN_FINISHED and refreshes its ``tokens_total_tree``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import asyncpg
+import structlog
+
+from agentfleet import events
+from agentfleet.db import Listener, Notification
+from agentfleet.errors import AgentFleetError, FailedPrecondition
+from services.executor.definitions import DefinitionRepository
+from services.executor.queue import RunQueue
+from services.executor.resume import ResumeParams, resume_run
+from services.executor.runs import TERMINAL_STATUSES, RunRecord, StartRunParams
+from services.executor.tree import refresh_tree_tokens
+
+log = structlog.get_logger(__name__)
+
+STOPPED_STATUSES = TERMINAL_STATUSES | {"paused"}
+"""A child in one of these no longer runs: its parent stops waiting for it."""
+FALLBACK_POLL_S = 2.0
+"""How often a waiting parent re-reads its children without a NOTIFY (a lost one)."""
+SUMMARY_EVENT_CHARS = 4000
+"""CHILD_RUN_FINISHED carries at most this much of the child's summary."""
+
+_SET_CHILD_IDS = """
+UPDATE kb.agent_run_tool_calls t SET child_run_ids = $3::uuid[]
+FROM kb.agent_runs r
+WHERE t.run_id = $2::uuid AND t.tool_call_id = $4 AND r.id = t.run_id AND r.project_id = $1
+  AND t.child_run_ids = '{}'
+"""
+
+_CHILD_IDS = """
+SELECT cardinality(t.child_run_ids) > 0 FROM kb.agent_run_tool_calls t
+JOIN kb.agent_runs r ON r.id = t.run_id
+WHERE r.project_id = $1 AND t.run_id = $2::uuid AND t.tool_call_id = $3
+"""
+
+_CHILDREN = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = ANY($2::uuid[])"
+
+_FINISH_RECORDED = """
+SELECT payload->>'child_run_id' AS child FROM kb.agent_run_events
+WHERE run_id = $1::uuid AND type = 'child_run_finished' AND payload->>'child_run_id' = ANY($2)
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChildTask:
+    """One child to run."""
+
+    agent_name: str
+    description: str = ""
+    input: str = ""
+    """The child's prompt (for a resumed child: extra input, "" = a plain "continue")."""
+    timeout_s: float | None = None
+    resume_run_id: str | None = None
+    """Continue this paused child of the parent instead of starting a new run."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChildBatch:
+    """Children a parent starts together."""
+
+    parent: RunRecord
+    key: str
+    """Unique within the parent: the spawning tool_call_id, or a flow position."""
+    tasks: Sequence[ChildTask]
+    tool_call_id: str | None = None
+    """The parent's tool call that records the children's ids (None for flows)."""
+    max_tokens: int | None = None
+    trace_parent: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChildRef:
+    """A started (or re-attached) child of a batch."""
+
+    index: int
+    run_id: str
+    agent_name: str
+    description: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChildFailure:
+    """A task of a batch that never became a run (unknown agent, bad resume)."""
+
+    index: int
+    agent_name: str
+    description: str
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StartedBatch:
+    children: list[ChildRef] = field(default_factory=list)
+    failures: list[ChildFailure] = field(default_factory=list)
+    reattached: bool = False
+    """True when the batch had been started before (the parent was recovered)."""
+
+
+def child_request_id(parent_id: str, key: str, index: int) -> str:
+    """The idempotency key of a batch's index-th child."""
+    return f"child:{parent_id}:{key}:{index}"
+
+
+@dataclass(kw_only=True, slots=True)
+class ChildRuns:
+    """Starts child runs and waits for them; shared by every run of an executor."""
+
+    pool: asyncpg.Pool
+    queue: RunQueue
+    definitions: DefinitionRepository
+    listener: Listener | None = None
+    """NOTIFY source; without one (some tests) the wait polls every ``poll_s``."""
+    hub: events.EventHub | None = None
+    poll_s: float = FALLBACK_POLL_S
+
+    async def start(self, batch: ChildBatch) -> StartedBatch:
+        """Starts (or finds again) the batch's children in one transaction."""
+        parent = batch.parent
+        failures: list[ChildFailure] = []
+        params: list[tuple[int, ChildTask, StartRunParams]] = []
+        resumed: list[tuple[int, ChildTask, RunRecord]] = []
+        for index, task in enumerate(batch.tasks):
+            try:
+                if task.resume_run_id:
+                    resumed.append((index, task, await self._resume(batch, index, task)))
+                else:
+                    params.append((index, task, await self._params(batch, index, task)))
+            except AgentFleetError as exc:
+                failures.append(
+                    ChildFailure(
+                        index=index,
+                        agent_name=task.agent_name,
+                        description=task.description,
+                        error=str(exc) or exc.message,
+                    )
+                )
+        refs: list[ChildRef] = []
+        started_events: list[events.RunEvent] = []
+        published: list[events.PersistedEvent] = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            reattached = bool(
+                batch.tool_call_id is not None
+                and await conn.fetchval(
+                    _CHILD_IDS, parent.project_id, parent.id, batch.tool_call_id
+                )
+            )
+            for index, task, child_params in params:
+                child, created, stored = await RunQueue.enqueue_in(conn, child_params)
+                published += stored
+                reattached = reattached or not created
+                refs.append(_ref(index, task, child.id))
+                if created:
+                    started_events.append(_started(parent, batch, task, child))
+            for index, task, child in resumed:
+                refs.append(_ref(index, task, child.id))
+                started_events.append(_started(parent, batch, task, child))
+            refs.sort(key=lambda r: r.index)
+            if batch.tool_call_id is not None and refs:
+                await conn.execute(
+                    _SET_CHILD_IDS,
+                    parent.project_id,
+                    parent.id,
+                    [r.run_id for r in refs],
+                    batch.tool_call_id,
+                )
+            if started_events and not reattached:
+                published += await events.append_events(
+                    conn,
+                    project_id=parent.project_id,
+                    run_id=parent.id,
+                    root_run_id=parent.root_run_id,
+                    events=started_events,
+                )
+        self._publish(published)
+        log.info(
+            "children_started",
+            key=batch.key,
+            children=len(refs),
+            failures=len(failures),
+            reattached=reattached,
+        )
+        return StartedBatch(children=refs, failures=failures, reattached=reattached)
+
+    async def wait(
+        self, parent: RunRecord, children: Sequence[ChildRef], *, tool_call_id: str = ""
+    ) -> dict[str, RunRecord]:
+        """Waits until every child has stopped (terminal or paused); their final rows by id.
+        Cancelling the wait leaves the children as they are (the caller decides)."""
+        pending = {c.run_id: c for c in children}
+        done: dict[str, RunRecord] = {}
+        signal = asyncio.Event()
+
+        def on_notify(notification: Notification) -> None:
+            parsed = events.parse_notification(notification.payload)
+            if parsed is not None and parsed[0] in pending:
+                signal.set()
+
+        if self.listener is not None:
+            await self.listener.subscribe(events.CHANNEL, on_notify)
+        try:
+            recorded = {
+                r["child"]
+                for r in await self.pool.fetch(_FINISH_RECORDED, parent.id, list(pending))
+            }
+            while pending:
+                signal.clear()
+                rows = await self.pool.fetch(_CHILDREN, parent.project_id, list(pending))
+                stopped = [RunRecord.from_row(r) for r in rows if r["status"] in STOPPED_STATUSES]
+                if stopped:
+                    await self._record_stopped(
+                        parent,
+                        [(pending[c.id], c) for c in stopped if c.id not in recorded],
+                        tool_call_id,
+                    )
+                    for child in stopped:
+                        done[child.id] = child
+                        del pending[child.id]
+                if pending:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(signal.wait(), timeout=self.poll_s)
+        finally:
+            if self.listener is not None:
+                await self.listener.unsubscribe(events.CHANNEL, on_notify)
+        return done
+
+    async def _record_stopped(
+        self,
+        parent: RunRecord,
+        stopped: Sequence[tuple[ChildRef, RunRecord]],
+        tool_call_id: str,
+    ) -> None:
+        """CHILD_RUN_FINISHED for each child and the parent's refreshed tree tokens."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await refresh_tree_tokens(conn, parent.project_id, parent.id)
+            stored = await events.append_events(
+                conn,
+                project_id=parent.project_id,
+                run_id=parent.id,
+                root_run_id=parent.root_run_id,
+                events=[
+                    events.ChildRunFinished(
+                        agent_name=parent.agent_name,
+                        child_run_id=child.id,
+                        child_agent_name=child.agent_name,
+                        status=child.status,
+                        description=ref.description,
+                        tool_call_id=tool_call_id,
+                        summary=(child.summary or "")[:SUMMARY_EVENT_CHARS],
+                        error_message=child.error_message or "",
+                    )
+                    for ref, child in stopped
+                ],
+            )
+        self._publish(stored)
+
+    async def _params(self, batch: ChildBatch, index: int, task: ChildTask) -> StartRunParams:
+        parent = batch.parent
+        definition = await self.definitions.get(parent.project_id, task.agent_name)
+        return StartRunParams(
+            project_id=parent.project_id,
+            agent_name=definition.name,
+            agent_definition_id=str(definition.id),
+            input=task.input,
+            timeout_s=task.timeout_s,
+            request_id=child_request_id(parent.id, batch.key, index),
+            trace_id=parent.trace_id,
+            trace_parent=batch.trace_parent,
+            parent_run_id=parent.id,
+            root_run_id=parent.root_run_id,
+            depth=parent.depth + 1,
+            max_tokens=batch.max_tokens,
+            labels={"spawned_by": parent.agent_name},
+        )
+
+    async def _resume(self, batch: ChildBatch, index: int, task: ChildTask) -> RunRecord:
+        """Resumes a paused child of this parent (idempotent per batch position)."""
+        parent = batch.parent
+        assert task.resume_run_id is not None
+        child = await self.queue.get(parent.project_id, task.resume_run_id)
+        if child.parent_run_id != parent.id:
+            raise _NotYourChild(
+                f"run {child.id} is not a child of this run: only a paused child of the "
+                "caller can be resumed"
+            )
+        if child.agent_name != task.agent_name:
+            raise _NotYourChild(
+                f"run {child.id} is agent {child.agent_name!r}, not {task.agent_name!r}"
+            )
+        resumed = await resume_run(
+            self.pool,
+            ResumeParams(
+                project_id=parent.project_id,
+                run_id=child.id,
+                input=task.input,
+                timeout_s=task.timeout_s,
+                max_tokens=batch.max_tokens,
+                request_id=child_request_id(parent.id, batch.key, index),
+            ),
+            hub=self.hub,
+        )
+        return resumed.run
+
+    def _publish(self, stored: Sequence[events.PersistedEvent]) -> None:
+        if self.hub is not None and stored:
+            self.hub.publish(stored)
+
+
+class _NotYourChild(FailedPrecondition):
+    """resume_run_id names a run the caller may not resume."""
+
+
+def _ref(index: int, task: ChildTask, run_id: str) -> ChildRef:
+    return ChildRef(
+        index=index, run_id=run_id, agent_name=task.agent_name, description=task.description
+    )
+
+
+def _started(
+    parent: RunRecord, batch: ChildBatch, task: ChildTask, child: RunRecord
+) -> events.ChildRunStarted:
+    return events.ChildRunStarted(
+        agent_name=parent.agent_name,
+        child_run_id=child.id,
+        child_agent_name=child.agent_name,
+        status=child.status,
+        description=task.description,
+        tool_call_id=batch.tool_call_id or "",
+    )

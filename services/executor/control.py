@@ -1,0 +1,62 @@
+"""What the worker and the safety hooks exchange with a running agent loop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from google.genai import types
+
+from services.executor.definitions import AgentDefinition
+from services.executor.runs import RunRecord, RunStatus
+
+
+class DefinitionSource(Protocol):
+    async def get(self, project_id: str, name: str) -> AgentDefinition:
+        """The definition; NotFound otherwise."""
+        ...
+
+
+@dataclass(kw_only=True, slots=True)
+class RunControl:
+    """What the worker tells a running loop. Set a reason *before* cancelling the task."""
+
+    cancel_reason: str | None = None
+    """Set: the task's cancellation means "end the run ``cancelled``" with this reason."""
+    draining: bool = False
+    """Set at shutdown: stop at the next step boundary and leave the run for another worker."""
+    resumed: bool = False
+    """The run was claimed after ResumeRun (not after a crash): RUN_STARTED says so and the
+    doom-loop count starts afresh."""
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepBoundary:
+    """Where a run stands before its next step (input of :class:`StepHook`)."""
+
+    run: RunRecord
+    next_step: int
+    """1-based number of the step about to start."""
+    contents: Sequence[types.Content]
+    last_text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StopRun:
+    """A hook's decision to end the run before the next step."""
+
+    status: RunStatus
+    reason: str
+    summary: str | None = None
+    error_message: str | None = None
+
+
+class StepHook(Protocol):
+    async def __call__(self, boundary: StepBoundary) -> StopRun | None:
+        """None lets the step run; a :class:`StopRun` ends the run instead."""
+        ...
