@@ -43,8 +43,16 @@ fmt: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python protos/generate.py
 
-bench: $(STAMP)
-	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+## Benchmarks, peers (google-adk, langgraph) in their own venv; writes bench/RESULTS.md.
+PEERS := bench/.peers-venv
+$(PEERS)/.installed-stamp: bench/peers/requirements.txt
+	@test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
+	@touch $@
+
+bench: $(STAMP) $(PEERS)/.installed-stamp
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak

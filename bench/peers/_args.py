@@ -1,0 +1,24 @@
+"""The command line every peer script shares, so the runner drives them alike."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def parse(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("DATABASE_URL"), help="server URL")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--concurrent-steps", type=int, default=10)
+    parser.add_argument("--children", type=int, default=10)
+    parser.add_argument("--fanout-repeats", type=int, default=3)
+    parser.add_argument("--parts", default="single,concurrent,fanout")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    args.parts = set(args.parts.split(","))
+    if not args.url:
+        parser.error("--url (or DATABASE_URL) is required: a PostgreSQL server URL")
+    return args

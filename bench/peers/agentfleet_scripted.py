@@ -1,0 +1,214 @@
+"""The scripted agent on agentfleet: the real executor and toolpool as processes, over gRPC.
+
+One round of the peer comparison (``bench/run_all.py`` interleaves rounds with the ADK and
+LangGraph scripts):
+
+- ``single``: one agent of ``--steps`` steps, each step one model call (the stub Gemini
+  server in this process, answering at once over HTTP) and one built-in tool call
+  (``get_entity`` through ToolPool CallTool, a real database read); per-step time is the gap
+  between consecutive ``tool_response`` events as the StartRun stream delivers them;
+- ``concurrent``: ``--agents`` such agents of ``--concurrent-steps`` steps at once: steps/s;
+- ``fanout``: one parent whose first step is ``spawn_agents`` with ``--children`` tasks,
+  each child answering at once; wall time of the parent run, seen by the client.
+
+Persisted per step (in the same transaction as the step): the model message, the tool call
+row, the run events (tool_request, tool_response, model_text), the run's step counter.
+
+``python bench/peers/agentfleet_scripted.py --json out.json`` (fresh database: a new one on
+DATABASE_URL's server, else an embedded server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[2]))
+
+import itertools
+
+from agentfleet import db
+from agentfleet.auth import TokenStore
+from agentfleet.clients import open_channel
+from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.gemini_stub.request import StubRequest
+from agentfleet.testing.services import start_process_stack
+from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from bench._common import bench_database
+from services.executor.definitions import (
+    AgentDefinition,
+    DefinitionRepository,
+    ModelConfig,
+)
+
+PROJECT = "bench"
+
+
+def stepper(marker: str, steps: int, entities: list[str]) -> Script:
+    """N steps: ``get_entity`` on every turn but the last, then a final answer. Each step
+    reads another entity (the executor stops a run repeating one call: doom-loop guard)."""
+
+    def policy(request: StubRequest) -> Reply:
+        if request.turn >= steps - 1:
+            return Reply(text="done")
+        return Reply(calls=[Call("get_entity", {"id": entities[request.turn % len(entities)]})])
+
+    return Script(name=marker, match_system=marker, policy=policy)
+
+
+def fanout_parent(marker: str, children: int) -> Script:
+    def policy(request: StubRequest) -> Reply:
+        if request.turn == 0:
+            tasks = [
+                {"agent_name": "fan-child", "prompt": f"part {i}", "description": f"part {i}"}
+                for i in range(children)
+            ]
+            return Reply(calls=[Call("spawn_agents", {"tasks": tasks})])
+        return Reply(text="all parts done")
+
+    return Script(name=marker, match_system=marker, policy=policy)
+
+
+async def prepare(url: str, args: argparse.Namespace) -> tuple[list[str], str]:
+    pool = await db.create_pool(url, min_size=1, max_size=2)
+    try:
+        repo = DefinitionRepository(pool)
+        model = ModelConfig(name="stub")
+        for name, prompt, tools in (
+            ("stepper", "[stepper] use get_entity", ["get_entity"]),
+            ("stepper-c", "[stepper-c] use get_entity", ["get_entity"]),
+            ("fan-parent", "[fan-parent] split the work", ["spawn_agents"]),
+            ("fan-child", "[fan-child] answer", []),
+        ):
+            await repo.upsert(
+                PROJECT,
+                AgentDefinition(name=name, system_prompt=prompt, model=model, tools=tools),
+            )
+        entities = [
+            await pool.fetchval(
+                "INSERT INTO kb.graph_objects (project_id, type, properties) "
+                "VALUES ($1, 'Note', $2) RETURNING id::text",
+                PROJECT,
+                {"title": f"benchmark {i}"},
+            )
+            for i in range(16)
+        ]
+        admin = await TokenStore(pool).create(project_id=PROJECT, role="admin")
+        return entities, admin.token
+    finally:
+        await pool.close()
+
+
+async def run_agent(api: Any, agent: str, marks: list[float] | None) -> common_pb2.AgentRun:
+    """Starts a run and follows its stream; ``marks`` gets the arrival of each tool response."""
+    final = None
+    async for event in api.StartRun(
+        executor_pb2.StartRunRequest(project_id=PROJECT, agent_name=agent, input="go")
+    ):
+        kind = event.WhichOneof("payload")
+        if kind == "tool_response" and marks is not None:
+            marks.append(time.perf_counter())
+        elif kind == "run_finished":
+            final = event.run_finished.run
+    assert final is not None, "stream ended without run_finished"
+    assert final.status == common_pb2.RUN_STATUS_COMPLETED, final.error_message
+    return final
+
+
+async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    entities, token = await prepare(url, args)
+    stub = GeminiStub()
+    await stub.start()
+    stub.add_script(stepper("[stepper]", args.steps, entities))
+    stub.add_script(stepper("[stepper-c]", args.concurrent_steps, entities))
+    stub.add_script(fanout_parent("[fan-parent]", args.children))
+    stub.add_script(
+        Script(name="child", match_system="[fan-child]", policy=lambda r: Reply(text="ok"))
+    )
+    pool = await db.create_pool(url, min_size=1, max_size=2)
+    service = (await TokenStore(pool).create(project_id=None, role="service")).token
+    await pool.close()
+    logs = Path(tempfile.mkdtemp(prefix="agentfleet-bench-peer-"))
+    stack = await start_process_stack(
+        database_url=url,
+        log_dir=logs,
+        names=("toolpool", "executor"),
+        environ={
+            "AGENTFLEET_SERVICE_TOKEN": service,
+            "AGENTFLEET_LOG_LEVEL": "warning",
+            "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+            "GEMINI_API_KEY": "bench",
+            "AGENTFLEET_EXECUTOR_CONCURRENCY": str(max(64, args.agents + args.children + 4)),
+        },
+    )
+    out: dict[str, Any] = {"system": "agentfleet"}
+    try:
+        async with open_channel(stack.addresses["executor"], token=token) as channel:
+            api = executor_pb2_grpc.ExecutorServiceStub(channel)
+            await run_agent(api, "stepper", None)  # warm-up: connections, caches
+            if "single" in args.parts:
+                marks: list[float] = []
+                began = time.perf_counter()
+                await run_agent(api, "stepper", marks)
+                out["single_wall_s"] = time.perf_counter() - began
+                out["step_s"] = [b - a for a, b in itertools.pairwise(marks)]
+            if "concurrent" in args.parts:
+                began = time.perf_counter()
+                await asyncio.gather(
+                    *(run_agent(api, "stepper-c", None) for _ in range(args.agents))
+                )
+                elapsed = time.perf_counter() - began
+                out["concurrent"] = {
+                    "agents": args.agents,
+                    "steps_each": args.concurrent_steps,
+                    "wall_s": elapsed,
+                    "steps_per_s": args.agents * args.concurrent_steps / elapsed,
+                }
+            if "fanout" in args.parts:
+                await run_agent(api, "fan-parent", None)  # warm-up
+                walls = []
+                for _ in range(args.fanout_repeats):
+                    began = time.perf_counter()
+                    await run_agent(api, "fan-parent", None)
+                    walls.append(time.perf_counter() - began)
+                out["fanout"] = {"children": args.children, "wall_s": walls}
+    finally:
+        await stack.stop(grace_s=5.0)
+        await stub.stop()
+    out["persisted"] = (
+        "per step: model message + tool call row + run events (tool_request, tool_response,"
+        " model_text) in one transaction, over gRPC (executor -> toolpool CallTool)"
+    )
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--concurrent-steps", type=int, default=10)
+    parser.add_argument("--children", type=int, default=10)
+    parser.add_argument("--fanout-repeats", type=int, default=3)
+    parser.add_argument("--parts", default="single,concurrent,fanout")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    return parser.parse_args(argv)
+
+
+async def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.parts = set(args.parts.split(","))
+    async with bench_database("peer_af") as url:
+        out = await measure(url, args)
+    print(json.dumps({k: v for k, v in out.items() if k != "step_s"}, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
