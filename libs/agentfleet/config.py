@@ -55,6 +55,12 @@ class Settings:
     """AGENTFLEET_EXECUTOR_HEARTBEAT_S: how often an executor renews its leases."""
     timeout_grace_s: float
     """AGENTFLEET_TIMEOUT_GRACE_S: time the model gets to summarize after a run's deadline."""
+    dispatcher_slots: int
+    """AGENTFLEET_DISPATCHER_SLOTS: tasks one dispatcher process runs at once."""
+    dispatcher_lease_s: float
+    """AGENTFLEET_DISPATCHER_LEASE_S: how long a dispatcher's claim on a task lasts."""
+    dispatcher_selector_model: str | None
+    """AGENTFLEET_DISPATCHER_SELECTOR_MODEL: model for the LLM agent choice; unset = off."""
     log_format: str
     """AGENTFLEET_LOG_FORMAT=auto|json|console (auto: console on a terminal)."""
     log_level: str
@@ -125,6 +131,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,
         timeout_grace_s=env.get("AGENTFLEET_TIMEOUT_GRACE_S", 30.0, _positive_float),
+        dispatcher_slots=env.get("AGENTFLEET_DISPATCHER_SLOTS", 8, _int_range(1, 1000)),
+        dispatcher_lease_s=env.get("AGENTFLEET_DISPATCHER_LEASE_S", 5.0, _positive_float),
+        dispatcher_selector_model=env.get("AGENTFLEET_DISPATCHER_SELECTOR_MODEL", None, _nonempty),
         log_format=env.get("AGENTFLEET_LOG_FORMAT", "auto", _choice("auto", "json", "console")),
         log_level=env.get(
             "AGENTFLEET_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error")

@@ -1,21 +1,260 @@
-"""DispatcherService: protobuf <-> domain for task DAGs. RPCs arrive with the dispatcher issue."""
+"""DispatcherService: protobuf <-> domain for task DAGs, and the dispatcher process's parts
+(the RPCs, the dispatch loop, one channel to the executor, one listener for watches)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import asyncpg
+import grpc
+from google.protobuf import json_format
+
+from agentfleet.clients import open_channel
+from agentfleet.db import Listener
+from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.grpc_server import Registration
+from agentfleet.llm import GenaiModelClient
 from agentfleet.service_runtime import ServiceContext, ServiceParts
-from agentfleet.v1 import dispatcher_pb2, dispatcher_pb2_grpc
+from agentfleet.v1 import dispatcher_pb2 as pb
+from agentfleet.v1 import dispatcher_pb2_grpc
+from services.dispatcher import operations
+from services.dispatcher.dag import DEFAULT_MAX_RETRIES, NewTask
+from services.dispatcher.loop import Dispatcher, LoopTiming
+from services.dispatcher.models import (
+    GRAPH_STATUS,
+    GRAPH_STATUS_NAMES,
+    jsonable,
+    session_to_proto,
+    task_to_proto,
+    ts,
+)
+from services.dispatcher.runs import GrpcRunControl, RunControl
+from services.dispatcher.selector import LlmChooser, Selector
+from services.dispatcher.store import GraphStore, GraphView
+from services.dispatcher.watch import GraphWatcher
+
+__all__ = ["DispatcherServicer", "build", "graph_to_proto", "new_tasks"]
+
+MAX_REQUEST_ID_CHARS = 128
+DEFAULT_CANCEL_REASON = "task graph cancelled"
+
+
+def new_tasks(specs: list[pb.TaskSpec]) -> list[NewTask]:
+    """Request TaskSpecs as domain tasks (field checks happen in dag.validate_graph)."""
+    return [
+        NewTask(
+            key=s.key,
+            title=s.title,
+            description=s.description,
+            assigned_agent=s.assigned_agent.strip(),
+            tags=list(s.tags),
+            priority=s.priority,
+            max_retries=s.max_retries if s.HasField("max_retries") else DEFAULT_MAX_RETRIES,
+            timeout_s=(s.timeout.seconds + s.timeout.nanos / 1e9)
+            if s.HasField("timeout")
+            else None,
+            extra=jsonable(json_format.MessageToDict(s.properties))
+            if s.HasField("properties")
+            else {},
+        )
+        for s in specs
+    ]
+
+
+def graph_to_proto(view: GraphView, *, with_tasks: bool) -> pb.TaskGraph:
+    p = view.object.properties
+    graph = pb.TaskGraph(
+        id=view.object.id,
+        project_id=view.object.project_id,
+        title=str(p.get("title", "")),
+        status=GRAPH_STATUS[view.status],
+        counts=view.counts.to_proto(),
+        max_parallel=int(p.get("max_parallel", 0)),
+        labels={str(k): str(v) for k, v in (p.get("labels") or {}).items()},
+    )
+    if with_tasks:
+        graph.tasks.extend(task_to_proto(t) for t in view.tasks)
+        graph.edges.extend(pb.TaskEdge(blocker_key=s, blocked_key=d) for s, d in view.edges)
+    for name, value in (
+        ("create_time", view.object.created_at),
+        ("update_time", view.update_time),
+        ("complete_time", view.complete_time),
+    ):
+        stamp = ts(value)
+        if stamp is not None:
+            getattr(graph, name).CopyFrom(stamp)
+    return graph
+
+
+def _require(**fields: str) -> None:
+    problems = [FieldViolation(name, "is required") for name, v in fields.items() if not v]
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+
+
+def _request_id(value: str) -> str:
+    if len(value) > MAX_REQUEST_ID_CHARS:
+        raise InvalidArgument.for_field(
+            "request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters"
+        )
+    return value
 
 
 class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
-    """Every RPC answers UNIMPLEMENTED until the dispatcher issue fills it in."""
+    def __init__(self, *, pool: asyncpg.Pool, runs: RunControl, watcher: GraphWatcher) -> None:
+        self._pool = pool
+        self._store = GraphStore(pool)
+        self._runs = runs
+        self._watcher = watcher
+
+    async def CreateTaskGraph(
+        self, request: pb.CreateTaskGraphRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateTaskGraphResponse:
+        _require(project_id=request.project_id)
+        if request.max_parallel < 0:
+            raise InvalidArgument.for_field("max_parallel", "must not be negative")
+        graph_id = await self._store.create_graph(
+            request.project_id,
+            title=request.title,
+            tasks=new_tasks(list(request.tasks)),
+            edges=[(e.blocker_key, e.blocked_key) for e in request.edges],
+            max_parallel=request.max_parallel,
+            labels=dict(request.labels),
+            request_id=_request_id(request.request_id),
+            validate_only=request.validate_only,
+        )
+        if graph_id is None:
+            return pb.CreateTaskGraphResponse()
+        view = await self._store.load(request.project_id, graph_id)
+        return pb.CreateTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
+
+    async def AddTasks(
+        self, request: pb.AddTasksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddTasksResponse:
+        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        if not request.tasks and not request.edges:
+            raise InvalidArgument.for_field("tasks", "give at least one task or edge")
+        ids = await self._store.add_tasks(
+            request.project_id,
+            request.task_graph_id,
+            tasks=new_tasks(list(request.tasks)),
+            edges=[(e.blocker_key, e.blocked_key) for e in request.edges],
+            request_id=_request_id(request.request_id),
+        )
+        view = await self._store.load(request.project_id, request.task_graph_id)
+        graph = graph_to_proto(view, with_tasks=True)
+        wanted = set(ids)
+        return pb.AddTasksResponse(
+            tasks=[t for t in graph.tasks if t.id in wanted], task_graph=graph
+        )
+
+    async def GetTaskGraph(
+        self, request: pb.GetTaskGraphRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTaskGraphResponse:
+        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        view = await self._store.load(request.project_id, request.task_graph_id)
+        return pb.GetTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
+
+    async def ListTaskGraphs(
+        self, request: pb.ListTaskGraphsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTaskGraphsResponse:
+        _require(project_id=request.project_id)
+        statuses = []
+        for i, status in enumerate(request.statuses):
+            if status not in GRAPH_STATUS_NAMES:
+                raise InvalidArgument.for_field(f"statuses[{i}]", "is not a graph status")
+            statuses.append(GRAPH_STATUS_NAMES[status])
+        views, token = await operations.list_graphs(
+            self._store,
+            self._pool,
+            request.project_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            statuses=statuses,
+        )
+        return pb.ListTaskGraphsResponse(
+            task_graphs=[graph_to_proto(v, with_tasks=False) for v in views],
+            next_page_token=token,
+        )
+
+    async def CancelTaskGraph(
+        self, request: pb.CancelTaskGraphRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelTaskGraphResponse:
+        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        await operations.cancel_graph(
+            self._pool,
+            self._runs,
+            request.project_id,
+            request.task_graph_id,
+            request.reason or DEFAULT_CANCEL_REASON,
+        )
+        view = await self._store.load(request.project_id, request.task_graph_id)
+        return pb.CancelTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
+
+    async def RetryTask(
+        self, request: pb.RetryTaskRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryTaskResponse:
+        _require(project_id=request.project_id, task_id=request.task_id)
+        await operations.retry_task(
+            self._pool, request.project_id, request.task_id, request.feedback
+        )
+        task = await self._store.task(request.project_id, request.task_id)
+        return pb.RetryTaskResponse(task=task_to_proto(task))
+
+    async def WatchTaskGraph(
+        self, request: pb.WatchTaskGraphRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TaskEvent]:
+        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        async for event in self._watcher.watch(request.project_id, request.task_graph_id):
+            yield event
+
+    async def ListTaskSessions(
+        self, request: pb.ListTaskSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTaskSessionsResponse:
+        _require(project_id=request.project_id, task_id=request.task_id)
+        sessions, token = await operations.list_sessions(
+            self._pool,
+            request.project_id,
+            request.task_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return pb.ListTaskSessionsResponse(
+            task_sessions=[session_to_proto(s) for s in sessions], next_page_token=token
+        )
 
 
 async def build(context: ServiceContext) -> ServiceParts:
+    settings = context.settings
+    channel = open_channel(settings.addresses["executor"], token=settings.service_token)
+    runs = GrpcRunControl(channel)
+    listener = Listener(context.database_url)
+    await listener.start()
+    servicer = DispatcherServicer(
+        pool=context.pool,
+        runs=runs,
+        watcher=GraphWatcher(GraphStore(context.pool), context.pool, listener),
+    )
+    chooser = None
+    if settings.dispatcher_selector_model is not None:
+        chooser = LlmChooser(
+            GenaiModelClient.from_settings(settings), model=settings.dispatcher_selector_model
+        )
+    dispatcher = Dispatcher(
+        context.pool,
+        dsn=context.database_url,
+        runs=runs,
+        selector=Selector(context.pool, chooser=chooser),
+        slots=settings.dispatcher_slots,
+        timing=LoopTiming(lease_s=settings.dispatcher_lease_s),
+    )
+
+    async def close() -> None:
+        await listener.close()
+        await channel.close()
+
     return ServiceParts(
-        registrations=[
-            Registration.of(
-                dispatcher_pb2, dispatcher_pb2_grpc, "DispatcherService", DispatcherServicer()
-            )
-        ]
+        registrations=[Registration.of(pb, dispatcher_pb2_grpc, "DispatcherService", servicer)],
+        background=[dispatcher.run],
+        on_stop=[close],
     )

@@ -1,0 +1,215 @@
+"""The dispatcher's values (tasks, graphs, sessions as stored in graph objects) and their
+protobuf forms. Property names here are the storage contract shared with ``create_subtasks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+
+from agentfleet.graph import GraphObject
+from agentfleet.v1 import dispatcher_pb2
+
+__all__ = [
+    "GRAPH_STATUS",
+    "SESSION",
+    "TASK_GRAPH",
+    "TASK_STATUS",
+    "Counts",
+    "TaskView",
+    "graph_status",
+    "iso_now",
+    "session_to_proto",
+    "task_to_proto",
+    "ts",
+]
+
+TASK_GRAPH = "TaskGraph"
+SESSION = "Session"
+HAS_SESSION = "has_session"
+FOLLOWS_UP = "follows_up"
+INFORMED_BY = "informed_by"
+
+TASK_STATUS = {
+    "pending": dispatcher_pb2.TASK_STATUS_PENDING,
+    "in_progress": dispatcher_pb2.TASK_STATUS_IN_PROGRESS,
+    "completed": dispatcher_pb2.TASK_STATUS_COMPLETED,
+    "failed": dispatcher_pb2.TASK_STATUS_FAILED,
+    "paused": dispatcher_pb2.TASK_STATUS_PAUSED,
+    "cancelled": dispatcher_pb2.TASK_STATUS_CANCELLED,
+}
+GRAPH_STATUS = {
+    "active": dispatcher_pb2.TASK_GRAPH_STATUS_ACTIVE,
+    "completed": dispatcher_pb2.TASK_GRAPH_STATUS_COMPLETED,
+    "failed": dispatcher_pb2.TASK_GRAPH_STATUS_FAILED,
+    "paused": dispatcher_pb2.TASK_GRAPH_STATUS_PAUSED,
+    "cancelled": dispatcher_pb2.TASK_GRAPH_STATUS_CANCELLED,
+}
+GRAPH_STATUS_NAMES = {v: k for k, v in GRAPH_STATUS.items()}
+SELECTION = {
+    "assigned": dispatcher_pb2.SELECTION_METHOD_ASSIGNED,
+    "tag_rule": dispatcher_pb2.SELECTION_METHOD_TAG_RULE,
+    "llm": dispatcher_pb2.SELECTION_METHOD_LLM,
+    "default_agent": dispatcher_pb2.SELECTION_METHOD_DEFAULT_AGENT,
+}
+OUTCOME = {
+    "in_progress": dispatcher_pb2.SESSION_OUTCOME_IN_PROGRESS,
+    "completed": dispatcher_pb2.SESSION_OUTCOME_COMPLETED,
+    "failed": dispatcher_pb2.SESSION_OUTCOME_FAILED,
+    "paused": dispatcher_pb2.SESSION_OUTCOME_PAUSED,
+    "cancelled": dispatcher_pb2.SESSION_OUTCOME_CANCELLED,
+    "rejected": dispatcher_pb2.SESSION_OUTCOME_REJECTED,
+}
+TERMINAL_GRAPH = frozenset({"completed", "failed", "paused", "cancelled"})
+
+
+def iso_now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def ts(value: datetime | str | None) -> timestamp_pb2.Timestamp | None:
+    if value is None or value == "":
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(datetime.fromisoformat(value) if isinstance(value, str) else value)
+    return stamp
+
+
+@dataclass(kw_only=True, slots=True)
+class Counts:
+    """Tasks of a graph per status, plus blocked (pending behind a dead end) and available."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    blocked: int = 0
+    available: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+    def to_proto(self) -> dispatcher_pb2.TaskCounts:
+        get = self.by_status.get
+        return dispatcher_pb2.TaskCounts(
+            total=self.total,
+            pending=get("pending", 0),
+            in_progress=get("in_progress", 0),
+            completed=get("completed", 0),
+            failed=get("failed", 0),
+            paused=get("paused", 0),
+            cancelled=get("cancelled", 0),
+            blocked=self.blocked,
+        )
+
+
+def graph_status(cancelled: bool, counts: Counts) -> str:
+    """DESIGN §9 / TaskGraphStatus: derived from the tasks, CANCELLED by request."""
+    if cancelled:
+        return "cancelled"
+    get = counts.by_status.get
+    if counts.total > 0 and get("completed", 0) == counts.total:
+        return "completed"
+    if get("in_progress", 0) > 0 or counts.available > 0:
+        return "active"
+    if get("failed", 0) > 0:
+        return "failed"
+    if get("paused", 0) > 0:
+        return "paused"
+    return "active"
+
+
+@dataclass(kw_only=True, slots=True)
+class TaskView:
+    """A SpecTask with what is computed from its neighbours."""
+
+    object: GraphObject
+    blocker_keys: list[str] = field(default_factory=list)
+    blocked: bool = False
+
+    @property
+    def key(self) -> str:
+        return str(self.object.properties.get("key", ""))
+
+
+def task_to_proto(view: TaskView) -> dispatcher_pb2.Task:
+    obj = view.object
+    p = obj.properties
+    spec = dispatcher_pb2.TaskSpec(
+        key=str(p.get("key", "")),
+        title=str(p.get("title", "")),
+        description=str(p.get("description", "")),
+        assigned_agent=str(p.get("assigned_agent") or ""),
+        tags=[str(t) for t in p.get("tags", [])],
+        priority=int(p.get("priority", 0) or 0),
+        max_retries=int(p.get("max_retries", 2)),
+    )
+    if p.get("timeout_s"):
+        spec.timeout.CopyFrom(duration_pb2.Duration(seconds=int(p["timeout_s"])))
+    if p.get("context"):
+        extra = struct_pb2.Struct()
+        extra.update(p["context"])
+        spec.properties.CopyFrom(extra)
+    status = str(p.get("status", "pending"))
+    task = dispatcher_pb2.Task(
+        id=obj.id,
+        task_graph_id=str(p.get("graph_id", "")),
+        spec=spec,
+        status=TASK_STATUS.get(status, dispatcher_pb2.TASK_STATUS_UNSPECIFIED),
+        attempts=int(p.get("attempts", 0)),
+        last_run_id=str(p.get("run_id") or ""),
+        summary=str(p.get("summary") or "") if status == "completed" else "",
+        error_message=str(p.get("error_message") or ""),
+        blocker_keys=view.blocker_keys,
+        blocked=view.blocked,
+        created_by_run_id=str(p.get("created_by_run_id") or ""),
+        version=obj.version,
+    )
+    for name, value in (
+        ("create_time", obj.created_at),
+        ("update_time", obj.updated_at),
+        ("start_time", p.get("start_time")),
+        ("complete_time", p.get("complete_time")),
+    ):
+        stamp = ts(value)
+        if stamp is not None:
+            getattr(task, name).CopyFrom(stamp)
+    return task
+
+
+def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
+    p = obj.properties
+    session = dispatcher_pb2.TaskSession(
+        id=obj.id,
+        task_id=str(p.get("task_id", "")),
+        task_key=str(p.get("task_key", "")),
+        attempt=int(p.get("attempt", 0)),
+        run_id=str(p.get("run_id") or ""),
+        agent_name=str(p.get("agent_name", "")),
+        chosen_by=SELECTION.get(str(p.get("chosen_by")), 0),
+        reason=str(p.get("reason", "")),
+        outcome=OUTCOME.get(str(p.get("status")), 0),
+        summary=str(p.get("summary") or ""),
+        error_message=str(p.get("error_message") or ""),
+        evaluation=str(p.get("evaluation") or ""),
+        follows_up_session_id=str(p.get("follows_up_session_id") or ""),
+        informed_by_session_ids=[str(s) for s in p.get("informed_by", [])],
+        resume_count=int(p.get("resume_count", 0)),
+    )
+    session.create_time.CopyFrom(ts(obj.created_at))
+    stamp = ts(p.get("complete_time"))
+    if stamp is not None:
+        session.complete_time.CopyFrom(stamp)
+    return session
+
+
+def jsonable(value: Any) -> Any:
+    """Struct values come back as floats; keep whole numbers whole."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    return value

@@ -1,0 +1,208 @@
+"""ListTaskGraphs, CancelTaskGraph, RetryTask and ListTaskSessions on the store."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from agentfleet.errors import FailedPrecondition, NotFound
+from agentfleet.graph import SPEC_TASK, GraphObject, parse_id
+from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token
+from services.dispatcher.models import HAS_SESSION, TASK_GRAPH, iso_now
+from services.dispatcher.queries import (
+    T_COLUMNS,
+    UNFINISHED_BLOCKER,
+    notify_changes,
+    notify_ready,
+)
+from services.dispatcher.runs import RunControl
+from services.dispatcher.store import GraphStore, GraphView
+
+__all__ = ["cancel_graph", "list_graphs", "list_sessions", "retry_task"]
+
+_SCAN_BATCH = 200
+
+
+async def list_graphs(
+    store: GraphStore,
+    pool: asyncpg.Pool,
+    project_id: str,
+    *,
+    page_size: int,
+    page_token: str,
+    statuses: Sequence[str],
+) -> tuple[list[GraphView], str]:
+    """Newest first; a status filter applies to the derived status, so pages are filled
+    from batches of graphs (keyset on created_at, id)."""
+    size = clamp_page_size(page_size)
+    filters = {"project_id": project_id, "statuses": sorted(statuses)}
+    after = decode_page_token(page_token, filters, arity=2)
+    page: list[GraphView] = []
+    cursor = (after[0], uuid.UUID(after[1])) if after else None
+    while len(page) <= size:
+        rows = await pool.fetch(
+            f"""
+            SELECT {T_COLUMNS} FROM kb.graph_objects t
+            WHERE t.project_id = $1 AND t.type = '{TASK_GRAPH}'
+              AND ($2::timestamptz IS NULL OR (t.created_at, t.id) < ($2, $3::uuid))
+            ORDER BY t.created_at DESC, t.id DESC LIMIT $4
+            """,
+            project_id,
+            cursor[0] if cursor else None,
+            cursor[1] if cursor else None,
+            _SCAN_BATCH,
+        )
+        if not rows:
+            break
+        graphs = [GraphObject.from_row(r) for r in rows]
+        for view in await store.views(project_id, graphs):
+            if not statuses or view.status in statuses:
+                page.append(view)
+        last = graphs[-1]
+        cursor = (last.created_at, uuid.UUID(last.id))
+        if len(rows) < _SCAN_BATCH:
+            break
+    token = ""
+    if len(page) > size:
+        page = page[:size]
+        last_obj = page[-1].object
+        token = encode_page_token([last_obj.created_at, last_obj.id], filters)
+    return page, token
+
+
+async def cancel_graph(
+    pool: asyncpg.Pool, runs: RunControl, project_id: str, graph_id: str, reason: str
+) -> None:
+    """Pending tasks end CANCELLED at once; in-flight runs are cancelled (their tasks end
+    CANCELLED when the dispatcher following them sees the run end). Idempotent."""
+    parse_id(graph_id, "task_graph_id")
+    async with pool.acquire() as conn, conn.transaction():
+        updated = await conn.fetchval(
+            f"""
+            UPDATE kb.graph_objects
+            SET properties = properties || jsonb_build_object(
+                    'status', 'cancelled', 'cancel_reason', $3::text, 'cancel_time',
+                    coalesce(properties ->> 'cancel_time', $4::text)),
+                version = version + 1, updated_at = now()
+            WHERE project_id = $1 AND id = $2 AND type = '{TASK_GRAPH}'
+            RETURNING id
+            """,
+            project_id,
+            uuid.UUID(graph_id),
+            reason,
+            iso_now(),
+        )
+        if updated is None:
+            raise NotFound(f"task graph {graph_id} not found in project {project_id}")
+        await conn.execute(
+            f"""
+            UPDATE kb.graph_objects
+            SET properties = properties || jsonb_build_object(
+                    'status', 'cancelled', 'ready', false, 'complete_time', $3::text),
+                version = version + 1, updated_at = now()
+            WHERE project_id = $1 AND type = '{SPEC_TASK}' AND status = 'pending'
+              AND properties ->> 'graph_id' = $2
+            """,
+            project_id,
+            graph_id,
+            iso_now(),
+        )
+        await notify_changes(conn, [graph_id])
+    rows = await pool.fetch(
+        f"""
+        SELECT s.properties ->> 'run_id' AS run_id
+        FROM kb.graph_objects t
+        JOIN kb.graph_objects s
+          ON s.project_id = t.project_id AND s.id = (t.properties ->> 'session_id')::uuid
+        WHERE t.project_id = $1 AND t.type = '{SPEC_TASK}' AND t.status = 'in_progress'
+          AND t.properties ->> 'graph_id' = $2 AND s.properties ? 'run_id'
+        """,
+        project_id,
+        graph_id,
+    )
+    for row in rows:
+        await runs.cancel(project_id, row["run_id"], reason)
+
+
+async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback: str) -> None:
+    """FAILED, PAUSED or CANCELLED -> PENDING for one more attempt (beyond max_retries)."""
+    parse_id(task_id, "task_id")
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            f"""
+            SELECT t.status, g.status AS graph_status, t.properties ->> 'graph_id' AS graph_id
+            FROM kb.graph_objects t
+            LEFT JOIN kb.graph_objects g ON g.project_id = t.project_id
+              AND g.id = (t.properties ->> 'graph_id')::uuid
+            WHERE t.project_id = $1 AND t.id = $2 AND t.type = '{SPEC_TASK}'
+            FOR UPDATE OF t
+            """,
+            project_id,
+            uuid.UUID(task_id),
+        )
+        if row is None:
+            raise NotFound(f"task {task_id} not found in project {project_id}")
+        if row["graph_status"] == "cancelled":
+            raise FailedPrecondition(f"task {task_id}: its task graph is cancelled")
+        if row["status"] not in ("failed", "paused", "cancelled"):
+            raise FailedPrecondition(
+                f"task {task_id} is {row['status']}; only a failed, paused or cancelled task "
+                "can be retried"
+            )
+        await conn.execute(
+            f"""
+            UPDATE kb.graph_objects t
+            SET properties = (t.properties - 'complete_time')
+                  || jsonb_build_object('status', 'pending', 'ready', NOT {UNFINISHED_BLOCKER},
+                                        'feedback', $3::text),
+                version = t.version + 1, updated_at = now()
+            WHERE t.project_id = $1 AND t.id = $2
+            """,
+            project_id,
+            uuid.UUID(task_id),
+            feedback or None,
+        )
+        await notify_ready(conn, project_id)
+        await notify_changes(conn, [row["graph_id"]])
+
+
+async def list_sessions(
+    pool: asyncpg.Pool, project_id: str, task_id: str, *, page_size: int, page_token: str
+) -> tuple[list[GraphObject], str]:
+    """The task's sessions by attempt (keyset on attempt, id)."""
+    task = parse_id(task_id, "task_id")
+    size = clamp_page_size(page_size)
+    filters = {"project_id": project_id, "task_id": str(task)}
+    after = decode_page_token(page_token, filters, arity=2)
+    exists = await pool.fetchval(
+        f"SELECT 1 FROM kb.graph_objects WHERE project_id = $1 AND id = $2 "
+        f"AND type = '{SPEC_TASK}'",
+        project_id,
+        task,
+    )
+    if exists is None:
+        raise NotFound(f"task {task_id} not found in project {project_id}")
+    rows = await pool.fetch(
+        f"""
+        SELECT {T_COLUMNS} FROM kb.graph_relationships r
+        JOIN kb.graph_objects t ON t.id = r.dst_id
+        WHERE r.project_id = $1 AND r.src_id = $2 AND r.type = '{HAS_SESSION}'
+          AND ($3::int IS NULL OR ((t.properties ->> 'attempt')::int, t.id) > ($3, $4::uuid))
+        ORDER BY (t.properties ->> 'attempt')::int, t.id
+        LIMIT $5
+        """,
+        project_id,
+        task,
+        after[0] if after else None,
+        uuid.UUID(after[1]) if after else None,
+        size + 1,
+    )
+    objects = [GraphObject.from_row(r) for r in rows]
+    token = ""
+    if len(objects) > size:
+        objects = objects[:size]
+        last = objects[-1]
+        token = encode_page_token([int(last.properties.get("attempt", 0)), last.id], filters)
+    return objects, token

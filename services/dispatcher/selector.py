@@ -1,0 +1,177 @@
+"""Agent selection (DESIGN §9): assigned_agent -> tag rules -> optional LLM choice -> the
+project's default agent. Every answer says how and why (recorded on the Session)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import asyncpg
+import structlog
+from google.genai import types
+
+from agentfleet.llm import ModelClient
+from services.dispatcher.sessions import Choice
+
+__all__ = ["AgentInfo", "LlmChooser", "NoAgent", "Selector", "choose_by_rules"]
+
+log = structlog.get_logger(__name__)
+
+
+class NoAgent(Exception):
+    """No rule chose an agent and the project has no default agent."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentInfo:
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    is_default: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuleResult:
+    """A choice, or the tied candidates a rule could not split (for the LLM)."""
+
+    choice: Choice | None = None
+    tied: tuple[AgentInfo, ...] = field(default_factory=tuple)
+
+
+def choose_by_rules(
+    *, assigned_agent: str, tags: Sequence[str], agents: Sequence[AgentInfo]
+) -> RuleResult:
+    """assigned_agent, else the agents sharing most tags with the task. Pure."""
+    if assigned_agent:
+        return RuleResult(
+            choice=Choice(agent_name=assigned_agent, chosen_by="assigned", reason="assigned_agent")
+        )
+    wanted = set(tags)
+    scored = [(len(wanted & set(a.tags)), a) for a in agents]
+    best = max((score for score, _ in scored), default=0)
+    if best == 0:
+        return RuleResult()
+    top = sorted((a for score, a in scored if score == best), key=lambda a: a.name)
+    if len(top) == 1:
+        shared = sorted(wanted & set(top[0].tags))
+        matched = ", ".join(f"'{t}'" for t in shared)
+        return RuleResult(
+            choice=Choice(
+                agent_name=top[0].name,
+                chosen_by="tag_rule",
+                reason=f"tag {matched} -> {top[0].name}",
+            )
+        )
+    return RuleResult(tied=tuple(top))
+
+
+class Chooser(Protocol):
+    async def choose(
+        self, *, title: str, description: str, candidates: Sequence[AgentInfo]
+    ) -> Choice | None: ...
+
+
+CHOICE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "agent": {"type": "string", "description": "Name of the chosen agent."},
+        "reason": {"type": "string", "description": "One sentence: why this agent."},
+    },
+    "required": ["agent", "reason"],
+}
+
+
+class LlmChooser:
+    """One model call with a JSON-schema answer picking among tied candidates (seed 002 v2).
+    Any failure or an answer naming no candidate falls back (returns None)."""
+
+    def __init__(self, client: ModelClient, *, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    async def choose(
+        self, *, title: str, description: str, candidates: Sequence[AgentInfo]
+    ) -> Choice | None:
+        listing = "\n".join(
+            f"- {a.name}: {a.description} (tags: {', '.join(a.tags)})" for a in candidates
+        )
+        prompt = f"Task: {title}\n{description}\n\nAgents:\n{listing}"
+        try:
+            reply = await self._client.generate(
+                model=self._model,
+                system_instruction="You assign a task to the best agent of a list. Answer "
+                "with JSON naming one agent of the list and why.",
+                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
+                config=types.GenerateContentConfig(
+                    response_mime_type="application/json", response_json_schema=CHOICE_SCHEMA
+                ),
+            )
+            answer = json.loads(reply.text)
+        except Exception as exc:  # the LLM is an upgrade, never a dependency
+            log.warning("llm agent choice failed; falling back", error=str(exc))
+            return None
+        names = {a.name for a in candidates}
+        if not isinstance(answer, dict) or answer.get("agent") not in names:
+            return None
+        return Choice(
+            agent_name=answer["agent"], chosen_by="llm", reason=str(answer.get("reason", ""))[:500]
+        )
+
+
+class Selector:
+    """Reads the project's agents (kb.agent_definitions) and applies the selector order."""
+
+    def __init__(self, pool: asyncpg.Pool, *, chooser: Chooser | None = None) -> None:
+        self._pool = pool
+        self._chooser = chooser
+
+    async def agents(self, project_id: str) -> list[AgentInfo]:
+        rows = await self._pool.fetch(
+            "SELECT name, description, tags, is_default FROM kb.agent_definitions "
+            "WHERE project_id = $1 AND visibility <> 'internal' ORDER BY name",
+            project_id,
+        )
+        return [
+            AgentInfo(
+                name=r["name"],
+                description=r["description"],
+                tags=tuple(r["tags"]),
+                is_default=r["is_default"],
+            )
+            for r in rows
+        ]
+
+    async def select(self, project_id: str, task: dict[str, Any]) -> Choice:
+        assigned = str(task.get("assigned_agent") or "")
+        agents = [] if assigned else await self.agents(project_id)
+        result = choose_by_rules(
+            assigned_agent=assigned, tags=[str(t) for t in task.get("tags", [])], agents=agents
+        )
+        if result.choice is not None:
+            return result.choice
+        if result.tied and self._chooser is not None:
+            chosen = await self._chooser.choose(
+                title=str(task.get("title", "")),
+                description=str(task.get("description", "")),
+                candidates=result.tied,
+            )
+            if chosen is not None:
+                return chosen
+        if result.tied:
+            names = ", ".join(a.name for a in result.tied)
+            return Choice(
+                agent_name=result.tied[0].name,
+                chosen_by="tag_rule",
+                reason=f"tags matched {names} equally; first by name",
+            )
+        default = next((a for a in agents if a.is_default), None)
+        if default is None:
+            raise NoAgent(
+                f"no agent for the task: no assigned_agent, no agent's tags match "
+                f"{sorted(task.get('tags', []))}, and project {project_id} has no default agent"
+            )
+        return Choice(
+            agent_name=default.name, chosen_by="default_agent", reason="the project's default agent"
+        )
