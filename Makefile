@@ -17,11 +17,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Bring up the whole stack on the embedded default and run the main job.
+## Bring up the whole stack on the embedded default and run the research demo (seed 001).
 run: $(STAMP)
-	$(BIN)/agentfleet up
+	$(BIN)/agentfleet up --demo
 
-up: run
+up: $(STAMP)
+	$(BIN)/agentfleet up
 
 ## The whole test suite (unit, integration, e2e) on real PostgreSQL and real gRPC.
 test: $(STAMP)

@@ -14,6 +14,7 @@ concurrent children each walk their own conversation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -122,7 +123,6 @@ def _assistant(request: StubRequest) -> Reply:
                         "create_entity",
                         {
                             "type": "Source",
-                            "key": url,
                             "properties": {"title": title, "url": url, "type": "web_page"},
                         },
                     )
@@ -162,9 +162,15 @@ def _web_browser(request: StubRequest, delay_s: float) -> Reply:
     urls = _urls(responses[-1]) if responses else []
     if page is None or not urls:
         return Reply(text="The page could not be read; nothing useful found.", delay_s=delay_s)
-    text = _find_key(responses[-1], "text") or ""
+    text = str(_find_key(responses[-1], "text") or "")
+    # MCP text content carries the page as JSON; its own "text" is the article.
+    with contextlib.suppress(ValueError):
+        article = json.loads(text)
+        if isinstance(article, dict):
+            text = str(article.get("text", text))
+    findings = ". ".join(text.split(". ")[:2]).rstrip(".") + "."
     return Reply(
-        text=f"Sources:\n- {page} | {urls[0]}\nKey findings: {str(text)[:240]}\nRelevance: 0.9",
+        text=f"Sources:\n- {page} | {urls[0]}\nKey findings: {findings}\nRelevance: 0.9",
         delay_s=delay_s,
     )
 

@@ -23,9 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
         "up", help="start PostgreSQL (embedded unless DATABASE_URL), migrate, run all services"
     )
     up.add_argument(
+        "--demo",
+        action="store_true",
+        help="install the research product and run the seed 001 research scenario",
+    )
+    up.add_argument(
         "--exit-when-ready",
         action="store_true",
-        help="stop everything again as soon as all services report SERVING (for checks)",
+        help="stop everything again once all services are SERVING (and the demo has run)",
     )
     up.add_argument(
         "--startup-timeout", type=float, default=60.0, help="seconds to wait for health"
@@ -104,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 run_up(
                     settings,
                     exit_when_ready=args.exit_when_ready,
+                    demo=args.demo,
                     startup_timeout_s=args.startup_timeout,
                 )
             )

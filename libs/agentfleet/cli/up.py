@@ -12,6 +12,7 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentfleet import migrate
-from agentfleet.auth import CreatedToken, TokenStore
+from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.config import SERVICE_NAMES, Settings, child_environment
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
@@ -48,7 +49,9 @@ class ServiceProcess:
             return ""
 
 
-async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s: float) -> int:
+async def run_up(
+    settings: Settings, *, exit_when_ready: bool, startup_timeout_s: float, demo: bool = False
+) -> int:
     database_url, embedded = await resolve_database_url(settings)
     where = "embedded PostgreSQL" if embedded is not None else "DATABASE_URL"
     console.print(f"[bold]database[/bold]  {where}")
@@ -76,6 +79,7 @@ async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s
     log_dir = settings.data_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     children: list[ServiceProcess] = []
+    demo_token: CreatedToken | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -85,6 +89,17 @@ async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s
             children.append(await _spawn(name, settings, overrides, log_dir))
         await _wait_healthy(children, timeout_s=startup_timeout_s, stop=stop)
         _print_ready(children, log_dir)
+        if demo:
+            if settings.auth_enabled:
+                demo_token = await _create_token(database_url, project_id="demo", role="admin")
+            code = await _until_stopped(
+                _demo(children, database_url, demo_token.token if demo_token else None, stub),
+                stop,
+                default=130,
+            )
+            if exit_when_ready or code != 0:
+                return code
+            console.print("the stack stays up for you to explore; press Ctrl-C to stop")
         if not exit_when_ready:
             exited = asyncio.create_task(_first_exit(children))
             stopped = asyncio.create_task(stop.wait())
@@ -101,11 +116,41 @@ async def run_up(settings: Settings, *, exit_when_ready: bool, startup_timeout_s
         await _stop_all(children, grace_s=settings.shutdown_grace_s + 5)
         if stub is not None:
             await stub.stop()
-        if service_token is not None:
-            await _revoke_token(database_url, service_token.token_id)
+        for token in (service_token, demo_token):
+            if token is not None:
+                await _revoke_token(database_url, token.token_id)
         if embedded is not None:
             embedded.stop()
         console.print("stopped")
+
+
+async def _demo(
+    children: list[ServiceProcess], database_url: str, token: str | None, stub: object
+) -> int:
+    from agentfleet.cli.demo import run_demo
+
+    return await run_demo(
+        addresses={child.name: child.address for child in children},
+        database_url=database_url,
+        token=token,
+        stub=stub,  # type: ignore[arg-type]
+    )
+
+
+async def _until_stopped(work: Awaitable[int], stop: asyncio.Event, *, default: int) -> int:
+    """The result of ``work``, or ``default`` if Ctrl-C comes first (``work`` is cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return default
+    return task.result()
 
 
 async def _spawn(
@@ -196,9 +241,13 @@ def _print_ready(children: list[ServiceProcess], log_dir: Path) -> None:
 
 
 async def _create_service_token(database_url: str) -> CreatedToken:
+    return await _create_token(database_url, project_id=None, role="service")
+
+
+async def _create_token(database_url: str, *, project_id: str | None, role: Role) -> CreatedToken:
     pool = await create_pool(database_url, min_size=1, max_size=1)
     try:
-        return await TokenStore(pool).create(project_id=None, role="service", name="agentfleet up")
+        return await TokenStore(pool).create(project_id=project_id, role=role, name="agentfleet up")
     finally:
         await pool.close()
 

@@ -1,0 +1,85 @@
+"""`make run`'s scenario, non-interactively: `agentfleet up --demo --exit-when-ready`."""
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.services import free_port
+
+
+@pytest.mark.timeout(300)
+async def test_the_research_demo_reports_and_writes_the_graph(
+    database_url: str, db_pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTFLEET_", "GEMINI"))}
+    env.pop("GOOGLE_API_KEY", None)
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "AGENTFLEET_DATA_DIR": str(tmp_path),
+            **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("EXECUTOR", "TOOLPOOL")},
+            **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("DISPATCHER", "HISTORY")},
+        }
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfleet.cli.main",
+        "up",
+        "--demo",
+        "--exit-when-ready",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 240)
+    output = out.decode()
+    assert process.returncode == 0, output + err.decode()
+
+    assert "offline stub Gemini server" in output
+    assert "installed product research" in output
+    assert "Saved a ResearchReport citing 3 Source entities" in output
+    assert "Sources (3 CITES relationships)" in output
+    assert "agentfleet.v1.HistoryService/ListRuns" in output
+    assert output.rstrip().endswith("stopped")
+
+    root = await db_pool.fetchrow(
+        "SELECT * FROM kb.agent_runs WHERE project_id = 'demo' AND parent_run_id IS NULL"
+    )
+    assert (root["agent_name"], root["status"]) == ("research-assistant", "completed")
+    children = await db_pool.fetch(
+        "SELECT agent_name, status FROM kb.agent_runs WHERE parent_run_id = $1", root["id"]
+    )
+    assert sorted(c["agent_name"] for c in children) == ["paper-summarizer"] + ["web-browser"] * 3
+    assert {c["status"] for c in children} == {"completed"}
+    # The tree shown live is the tree in the database.
+    assert output.count("web-browser") >= 3
+
+    report = await db_pool.fetchrow(
+        "SELECT * FROM kb.graph_objects WHERE project_id = 'demo' AND type = 'ResearchReport'"
+    )
+    cited = await db_pool.fetch(
+        """SELECT s.properties FROM kb.graph_relationships r
+           JOIN kb.graph_objects s ON s.id = r.dst_id
+           WHERE r.project_id = 'demo' AND r.type = 'CITES' AND r.src_id = $1""",
+        report["id"],
+    )
+    urls = sorted(c["properties"]["url"] for c in cited)
+    assert len(urls) == 3
+    assert all(url.startswith("https://offline.example/") for url in urls)
+    for url in urls:
+        assert url in output
+    documents = await db_pool.fetchval(
+        "SELECT count(*) FROM kb.graph_objects WHERE project_id = 'demo' AND type = 'Document'"
+    )
+    assert documents == 2
+    await assert_invariants(db_pool, project_id="demo")
+    # The tokens up created for the demo and the services were revoked on the way out.
+    assert (
+        await db_pool.fetchval("SELECT count(*) FROM kb.api_tokens WHERE revoked_at IS NULL") == 0
+    )
