@@ -161,9 +161,13 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         _require(project_id=request.project_id)
         statuses = []
         for i, status in enumerate(request.statuses):
+            if status == pb.TASK_GRAPH_STATUS_UNSPECIFIED:
+                continue  # matches nothing (the enum's contract)
             if status not in GRAPH_STATUS_NAMES:
                 raise InvalidArgument.for_field(f"statuses[{i}]", "is not a graph status")
             statuses.append(GRAPH_STATUS_NAMES[status])
+        if request.statuses and not statuses:
+            return pb.ListTaskGraphsResponse()  # only UNSPECIFIED: nothing matches
         views, token = await operations.list_graphs(
             self._store,
             self._pool,

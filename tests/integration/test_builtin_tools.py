@@ -210,6 +210,7 @@ async def test_create_subtasks_builds_the_dag(ctx: ToolContext, db_pool: asyncpg
         "retry_count": 0,
         "tags": [],
         "created_by_run_id": ctx.run_id,
+        "graph_id": result["graph_id"],
     }
     pending = await call(ctx, "list_entities", type="SpecTask", filters={"status": "pending"})
     assert len(pending["entities"]) == 4

@@ -1,10 +1,11 @@
 """Hostile input, property-based: hypothesis generates requests for every RPC of the
-executor (ExecutorService, AgentRegistryService), toolpool and history services — empty and
-huge strings, NUL bytes and other unicode edge cases, negative and extreme numbers and
-durations, out-of-range timestamps and enum values, garbage and forged page tokens, bad
-globs, random and too-deeply-nested Structs, malformed manifests. For every example: the
-status is never UNKNOWN or INTERNAL (OK is fine where the request is valid), the service
-still answers health SERVING, and :func:`check_invariants` holds.
+executor (ExecutorService, AgentRegistryService), toolpool, history and dispatcher
+services — empty and huge strings, NUL bytes and other unicode edge cases, negative and
+extreme numbers and durations, out-of-range timestamps and enum values, garbage and forged
+page tokens, bad globs, random and too-deeply-nested Structs, malformed manifests, task DAGs
+with bad keys and edges. For every example: the status is never UNKNOWN or INTERNAL (OK is
+fine where the request is valid), the services still answer health SERVING, and
+:func:`check_invariants` holds.
 
 How hypothesis meets asyncio here: pytest-asyncio (1.x) runs a ``@given``-decorated
 ``async def`` test natively — it substitutes hypothesis' inner test with a wrapper that
@@ -39,6 +40,8 @@ from agentfleet.testing.invariants import check_invariants
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import (
     common_pb2,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
     executor_pb2,
     executor_pb2_grpc,
     history_pb2,
@@ -189,7 +192,7 @@ async def hostile(
         database_url=database_url,
         pool=db_pool,
         environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-        names=("toolpool", "history", "executor"),
+        names=("toolpool", "history", "executor", "dispatcher"),
     )
     try:
         token = await stack.create_token(P, "admin")
@@ -229,7 +232,7 @@ async def attack(hostile: Hostile, call: Any) -> grpc.StatusCode:
     except grpc.aio.AioRpcError as exc:
         code, details = exc.code(), exc.details()
     assert code not in BAD, f"{code.name}: {details}"
-    for service in ("executor", "toolpool", "history"):
+    for service in ("executor", "toolpool", "history", "dispatcher"):
         health = health_pb2_grpc.HealthStub(hostile.stack.channel(service))
         reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -501,6 +504,110 @@ async def test_history_rpcs(hostile: Hostile, data: st.DataObject) -> None:
             end_time=timestamps(),
             include_internal_agents=st.booleans(),
         ),
+    }
+    rpc = data.draw(st.sampled_from(sorted(requests)))
+    request = data.draw(requests[rpc])
+    request.project_id = P
+    await attack(hostile, getattr(stub, rpc)(request, timeout=30))
+
+
+# -- DispatcherService -------------------------------------------------------------------
+
+
+@pytest.fixture
+async def hostile_graph(hostile: Hostile) -> dispatcher_pb2.TaskGraph:
+    """A finished graph of project P (two tasks run by helper), so ids sometimes hit it."""
+    stub = hostile.stub(dispatcher_pb2_grpc.DispatcherServiceStub, "dispatcher")
+    pb = dispatcher_pb2
+    created = await stub.CreateTaskGraph(
+        pb.CreateTaskGraphRequest(
+            project_id=P,
+            tasks=[pb.TaskSpec(key=k, title=k, assigned_agent="helper") for k in ("a", "b")],
+            edges=[pb.TaskEdge(blocker_key="a", blocked_key="b")],
+        )
+    )
+    watch = pb.WatchTaskGraphRequest(project_id=P, task_graph_id=created.task_graph.id)
+    async for _ in stub.WatchTaskGraph(watch, timeout=30):
+        pass
+    return created.task_graph
+
+
+@st.composite
+def task_specs(draw: st.DrawFn) -> dispatcher_pb2.TaskSpec:
+    spec = draw(
+        message(
+            dispatcher_pb2.TaskSpec,
+            key=st.one_of(texts, st.sampled_from(["a", "b", "c"])),
+            title=texts,
+            description=texts,
+            assigned_agent=names,
+            tags=st.lists(texts, max_size=3),
+            priority=int32,
+            max_retries=int32,
+            timeout=durations(),
+            properties=structs(),
+        )
+    )
+    return spec
+
+
+edges = st.lists(
+    st.builds(
+        dispatcher_pb2.TaskEdge,
+        blocker_key=st.one_of(texts, st.sampled_from(["a", "b", "c"])),
+        blocked_key=st.one_of(texts, st.sampled_from(["a", "b", "c"])),
+    ),
+    max_size=4,
+)
+
+
+@given(data=st.data())
+@EXAMPLES
+async def test_dispatcher_rpcs(
+    hostile: Hostile, hostile_graph: dispatcher_pb2.TaskGraph, data: st.DataObject
+) -> None:
+    stub = hostile.stub(dispatcher_pb2_grpc.DispatcherServiceStub, "dispatcher")
+    pb = dispatcher_pb2
+    graph_ids = st.one_of(texts, st.uuids().map(str), st.just(hostile_graph.id))
+    task_ids = st.one_of(
+        texts, st.uuids().map(str), st.sampled_from([t.id for t in hostile_graph.tasks])
+    )
+    specs = st.lists(task_specs(), max_size=4)
+    requests = {
+        "CreateTaskGraph": message(
+            pb.CreateTaskGraphRequest,
+            title=texts,
+            tasks=specs,
+            edges=edges,
+            max_parallel=int32,
+            labels=st.dictionaries(texts, texts, max_size=3),
+            request_id=texts,
+            validate_only=st.booleans(),
+        ),
+        "AddTasks": message(
+            pb.AddTasksRequest, task_graph_id=graph_ids, tasks=specs, edges=edges, request_id=texts
+        ),
+        "GetTaskGraph": message(pb.GetTaskGraphRequest, task_graph_id=graph_ids),
+        "ListTaskGraphs": message(
+            pb.ListTaskGraphsRequest,
+            page_size=int32,
+            page_token=page_tokens,
+            statuses=st.lists(enums, max_size=3),
+        ),
+        "CancelTaskGraph": message(
+            pb.CancelTaskGraphRequest, task_graph_id=graph_ids, reason=texts
+        ),
+        "RetryTask": message(pb.RetryTaskRequest, task_id=task_ids, feedback=texts),
+        "WatchTaskGraph": message(pb.WatchTaskGraphRequest, task_graph_id=graph_ids),
+        "ListTaskSessions": message(
+            pb.ListTaskSessionsRequest,
+            task_id=task_ids,
+            page_size=int32,
+            page_token=page_tokens,
+        ),
+    }
+    assert set(requests) == {
+        m.name for m in pb.DESCRIPTOR.services_by_name["DispatcherService"].methods
     }
     rpc = data.draw(st.sampled_from(sorted(requests)))
     request = data.draw(requests[rpc])

@@ -33,6 +33,8 @@ from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import (
     common_pb2,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
     executor_pb2,
     executor_pb2_grpc,
     history_pb2,
@@ -68,6 +70,7 @@ class Client:
     registry: registry_pb2_grpc.AgentRegistryServiceStub
     toolpool: toolpool_pb2_grpc.ToolPoolServiceStub
     history: history_pb2_grpc.HistoryServiceStub
+    dispatcher: dispatcher_pb2_grpc.DispatcherServiceStub
 
 
 @dataclass(kw_only=True, slots=True)
@@ -90,6 +93,9 @@ async def client(stack: Stack, project: str) -> Client:
         registry=registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=token)),
         toolpool=toolpool_pb2_grpc.ToolPoolServiceStub(stack.channel("toolpool", token=token)),
         history=history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=token)),
+        dispatcher=dispatcher_pb2_grpc.DispatcherServiceStub(
+            stack.channel("dispatcher", token=token)
+        ),
     )
 
 
@@ -392,6 +398,40 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
         "GetAgentStats": lambda: a.history.GetAgentStats(
             history_pb2.GetAgentStatsRequest(project_id=B)
         ),
+        **dispatcher_requests(a.dispatcher, B, graph_id=SOME_ID, task_id=SOME_ID),
+    }
+
+
+SOME_ID = "6d1f0d8e-0000-4000-8000-000000000000"
+
+
+def dispatcher_requests(
+    d: dispatcher_pb2_grpc.DispatcherServiceStub, project: str, *, graph_id: str, task_id: str
+) -> dict[str, Callable[[], Any]]:
+    """Every DispatcherService RPC with ``project`` and the graph / task given."""
+    pb = dispatcher_pb2
+    spec = pb.TaskSpec(key="k", title="t")
+    return {
+        "CreateTaskGraph": lambda: d.CreateTaskGraph(
+            pb.CreateTaskGraphRequest(project_id=project, tasks=[spec])
+        ),
+        "AddTasks": lambda: d.AddTasks(
+            pb.AddTasksRequest(project_id=project, task_graph_id=graph_id, tasks=[spec])
+        ),
+        "GetTaskGraph": lambda: d.GetTaskGraph(
+            pb.GetTaskGraphRequest(project_id=project, task_graph_id=graph_id)
+        ),
+        "ListTaskGraphs": lambda: d.ListTaskGraphs(pb.ListTaskGraphsRequest(project_id=project)),
+        "CancelTaskGraph": lambda: d.CancelTaskGraph(
+            pb.CancelTaskGraphRequest(project_id=project, task_graph_id=graph_id)
+        ),
+        "RetryTask": lambda: d.RetryTask(pb.RetryTaskRequest(project_id=project, task_id=task_id)),
+        "WatchTaskGraph": lambda: d.WatchTaskGraph(
+            pb.WatchTaskGraphRequest(project_id=project, task_graph_id=graph_id)
+        ),
+        "ListTaskSessions": lambda: d.ListTaskSessions(
+            pb.ListTaskSessionsRequest(project_id=project, task_id=task_id)
+        ),
     }
 
 
@@ -402,6 +442,7 @@ def all_rpcs() -> set[str]:
         (registry_pb2, "AgentRegistryService"),
         (toolpool_pb2, "ToolPoolService"),
         (history_pb2, "HistoryService"),
+        (dispatcher_pb2, "DispatcherService"),
     ):
         out |= {m.name for m in module.DESCRIPTOR.services_by_name[service].methods}
     return out
@@ -683,3 +724,72 @@ async def test_a_tool_result_cannot_widen_the_whitelist(world: World) -> None:
         running,
     )
     await assert_invariants(pool)
+
+
+async def beta_failed_graph(world: World) -> dispatcher_pb2.TaskGraph:
+    """A graph of beta's that has settled: its task has no agent (beta has no default agent
+    and no tags match), so the dispatcher fails it at once and nothing moves afterwards."""
+    b = world.beta.dispatcher
+    created = await b.CreateTaskGraph(
+        dispatcher_pb2.CreateTaskGraphRequest(
+            project_id=B,
+            tasks=[dispatcher_pb2.TaskSpec(key="only", title="t", max_retries=0)],
+            request_id="beta-graph",
+        )
+    )
+    graph_id = created.task_graph.id
+    async for _ in b.WatchTaskGraph(
+        dispatcher_pb2.WatchTaskGraphRequest(project_id=B, task_graph_id=graph_id), timeout=20
+    ):
+        pass
+    graph = (
+        await b.GetTaskGraph(
+            dispatcher_pb2.GetTaskGraphRequest(project_id=B, task_graph_id=graph_id)
+        )
+    ).task_graph
+    assert graph.status == dispatcher_pb2.TASK_GRAPH_STATUS_FAILED
+    return graph
+
+
+async def test_dispatcher_rpcs_naming_the_other_projects_graphs_are_denied(world: World) -> None:
+    graph = await beta_failed_graph(world)
+    (task,) = graph.tasks
+    calls = dispatcher_requests(world.alpha.dispatcher, A, graph_id=graph.id, task_id=task.id)
+    del calls["CreateTaskGraph"], calls["ListTaskGraphs"]  # they name no graph or task
+    before = await snapshot(world.stack.pool)
+    codes = {name: await code_of(make()) for name, make in calls.items()}
+    assert {n: c for n, c in codes.items() if c not in DENIED} == {}
+    assert await snapshot(world.stack.pool) == before
+
+    a = world.alpha.dispatcher
+    listed = await a.ListTaskGraphs(dispatcher_pb2.ListTaskGraphsRequest(project_id=A))
+    assert list(listed.task_graphs) == []
+    # beta's request_id in alpha creates alpha's own graph; it never returns beta's.
+    created = await a.CreateTaskGraph(
+        dispatcher_pb2.CreateTaskGraphRequest(
+            project_id=A,
+            tasks=[dispatcher_pb2.TaskSpec(key="only", title="t")],
+            request_id="beta-graph",
+        )
+    )
+    assert created.task_graph.id != graph.id
+    assert created.task_graph.project_id == A
+    await a.CancelTaskGraph(
+        dispatcher_pb2.CancelTaskGraphRequest(project_id=A, task_graph_id=created.task_graph.id)
+    )
+    # beta's page token is refused in alpha.
+    b = world.beta.dispatcher
+    await b.CreateTaskGraph(
+        dispatcher_pb2.CreateTaskGraphRequest(
+            project_id=B, tasks=[dispatcher_pb2.TaskSpec(key="k", title="t", max_retries=0)]
+        )
+    )
+    page = await b.ListTaskGraphs(dispatcher_pb2.ListTaskGraphsRequest(project_id=B, page_size=1))
+    assert page.next_page_token
+    code = await code_of(
+        a.ListTaskGraphs(
+            dispatcher_pb2.ListTaskGraphsRequest(project_id=A, page_token=page.next_page_token)
+        )
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    await assert_invariants(world.stack.pool)

@@ -4,7 +4,12 @@ It creates SpecTask objects (status ``pending``), the ``blocks`` relationships a
 to existing tasks, and optionally a synthesis task blocked by all of them — in one
 transaction, under the project's DAG lock, after a cycle check: on any error nothing is
 stored. New tasks join the task graph given, else the graph of the task the calling run
-works on, else the graph of the existing tasks they reference.
+works on, else the graph of the existing tasks they reference, else the calling run's own
+task graph: created by its first such call (title "subtasks of run <id>", label
+``created_by_run_id``) and reused by the next ones. So every SpecTask belongs to a TaskGraph
+and the dispatcher, which only walks graphs, runs them; the graph id in the result lets the
+caller (or a user) watch, cancel or grow them like any graph. Tasks are never added to a
+cancelled graph (they would never run).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ __all__ = ["SUBTASK_TOOLS"]
 MAX_SUBTASKS = 50
 DEFAULT_MAX_RETRIES = 2
 SYNTHESIS_KEY = "synthesize"
+TASK_GRAPH = "TaskGraph"
+"""Type of the task graph objects the dispatcher walks (``services.dispatcher.models``)."""
 KEY_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 
@@ -69,10 +76,9 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
         await lock_task_dag(conn, ctx.project_id)
         existing = await _existing_tasks(tx, ctx.project_id, plan)
         graph_id = await _graph_id(tx, ctx, args, plan, existing)
-        if graph_id is not None:
-            taken = await task_keys_taken(conn, ctx.project_id, graph_id, list(plan.ids))
-            if taken:
-                raise ToolError(f"keys already used in task graph {graph_id}: {', '.join(taken)}")
+        taken = await task_keys_taken(conn, ctx.project_id, graph_id, list(plan.ids))
+        if taken:
+            raise ToolError(f"keys already used in task graph {graph_id}: {', '.join(taken)}")
         cycle = await cycle_with_new_edges(conn, ctx.project_id, plan.edges)
         if cycle is not None:
             names = {task_id: key for key, task_id in plan.ids.items()}
@@ -170,15 +176,17 @@ async def _graph_id(
     args: dict[str, Any],
     plan: _Plan,
     existing: dict[str, GraphObject],
-) -> str | None:
+) -> str:
     conn = tx.connection
     assert conn is not None
     graph_id: str | None = args.get("graph_id")
     if graph_id is not None:
         try:
-            await tx.get_object(ctx.project_id, str(parse_id(graph_id, "graph_id")))
+            given = await tx.get_object(ctx.project_id, str(parse_id(graph_id, "graph_id")))
         except NotFound:
-            raise ToolError(f"graph_id: task graph {graph_id} not found") from None
+            given = None
+        if given is None or given.type != TASK_GRAPH:
+            raise ToolError(f"graph_id: task graph {graph_id} not found")
     else:
         graph_id = await graph_of_run(conn, ctx.project_id, ctx.run_id)
     if graph_id is None:
@@ -191,10 +199,52 @@ async def _graph_id(
                 f"{plan.existing[task_id]}: task {task_id} belongs to another task graph "
                 f"than the new tasks ({graph_id or 'none'})"
             )
+    if graph_id is None:
+        return await _graph_of_calling_run(tx, ctx)
+    graph = await tx.get_object(ctx.project_id, graph_id)
+    if graph.properties.get("status") == "cancelled":
+        raise ToolError(f"task graph {graph_id} is cancelled: no tasks can be added to it")
     return graph_id
 
 
-def _task_properties(task: dict[str, Any], graph_id: str | None, run_id: str) -> dict[str, Any]:
+async def _graph_of_calling_run(tx: GraphRepository, ctx: ToolContext) -> str:
+    """The task graph an earlier call of this run created, else a new one (the caller holds
+    the project's DAG lock, so two calls of one run never make two graphs)."""
+    conn = tx.connection
+    assert conn is not None
+    if ctx.run_id:
+        found = await conn.fetchval(
+            "SELECT id::text FROM kb.graph_objects WHERE project_id = $1 AND type = $2 "
+            "AND properties @> jsonb_build_object('created_by_run_id', $3::text) "
+            "AND properties ->> 'status' IS DISTINCT FROM 'cancelled' "
+            "ORDER BY created_at LIMIT 1",
+            ctx.project_id,
+            TASK_GRAPH,
+            ctx.run_id,
+        )
+        if found is not None:
+            return str(found)
+    graph_id = uuid.uuid4()
+    await tx.create_objects(
+        ctx.project_id,
+        [
+            NewObject(
+                id=graph_id,
+                type=TASK_GRAPH,
+                properties={
+                    "title": f"subtasks of run {ctx.run_id}",
+                    "status": "active",
+                    "max_parallel": 0,
+                    "labels": {"created_by_run_id": ctx.run_id},
+                    "created_by_run_id": ctx.run_id,
+                },
+            )
+        ],
+    )
+    return str(graph_id)
+
+
+def _task_properties(task: dict[str, Any], graph_id: str, run_id: str) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "key": task["key"],
         "title": task["title"],
@@ -208,8 +258,7 @@ def _task_properties(task: dict[str, Any], graph_id: str | None, run_id: str) ->
     }
     if task.get("assigned_agent"):
         properties["assigned_agent"] = task["assigned_agent"]
-    if graph_id is not None:
-        properties["graph_id"] = graph_id
+    properties["graph_id"] = graph_id
     return properties
 
 
