@@ -61,6 +61,8 @@ class Settings:
     """AGENTFLEET_DISPATCHER_LEASE_S: how long a dispatcher's claim on a task lasts."""
     dispatcher_selector_model: str | None
     """AGENTFLEET_DISPATCHER_SELECTOR_MODEL: model for the LLM agent choice; unset = off."""
+    dispatcher_evaluator_model: str | None
+    """AGENTFLEET_DISPATCHER_EVALUATOR_MODEL: model judging task outputs; unset = off."""
     log_format: str
     """AGENTFLEET_LOG_FORMAT=auto|json|console (auto: console on a terminal)."""
     log_level: str
@@ -134,6 +136,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         dispatcher_slots=env.get("AGENTFLEET_DISPATCHER_SLOTS", 8, _int_range(1, 1000)),
         dispatcher_lease_s=env.get("AGENTFLEET_DISPATCHER_LEASE_S", 5.0, _positive_float),
         dispatcher_selector_model=env.get("AGENTFLEET_DISPATCHER_SELECTOR_MODEL", None, _nonempty),
+        dispatcher_evaluator_model=env.get(
+            "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, _nonempty
+        ),
         log_format=env.get("AGENTFLEET_LOG_FORMAT", "auto", _choice("auto", "json", "console")),
         log_level=env.get(
             "AGENTFLEET_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error")

@@ -26,6 +26,7 @@ from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
 from agentfleet.telemetry import current_trace_id
 from services.dispatcher import claims, sessions, transitions
+from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.prompt import build_prompt
 from services.dispatcher.queries import READY_CHANNEL
 from services.dispatcher.runs import RunControl, TriggerRefused
@@ -65,8 +66,10 @@ class Dispatcher:
         slots: int = DEFAULT_SLOTS,
         timing: LoopTiming | None = None,
         owner: str | None = None,
+        evaluator: OutputEvaluator | None = None,
     ) -> None:
         self._pool = pool
+        self._evaluator = evaluator
         self._dsn = dsn
         self._runs = runs
         self._selector = selector
@@ -315,8 +318,11 @@ class Dispatcher:
         status = row["status"]
         if status == "paused" and await self._resume(attempt, row):
             return
+        rejection = await self._rejection(attempt, row) if status == "completed" else None
         async with self._pool.acquire() as conn, conn.transaction():
-            if status == "completed":
+            if rejection is not None:
+                await transitions.fail(conn, attempt, error=rejection)
+            elif status == "completed":
                 await transitions.complete(conn, attempt, summary=row["summary"])
             elif status == "paused":
                 await transitions.pause(conn, attempt, summary=row["summary"])
@@ -328,6 +334,33 @@ class Dispatcher:
                 await transitions.fail(conn, attempt, error=row["error_message"] or "run failed")
         self._forget(attempt)
         self._wake.set()
+
+    async def _rejection(self, attempt: Attempt, row: asyncpg.Record) -> str | None:
+        """The evaluator's feedback when it sends a completed output back for a retry.
+
+        With no retry left the output stands: a task is never failed for its evaluation.
+        """
+        if self._evaluator is None:
+            return None
+        task = await self._pool.fetchrow(
+            """SELECT properties ->> 'title' AS title,
+                      coalesce(properties ->> 'description', '') AS description,
+                      coalesce((properties ->> 'retry_count')::int, 0)
+                        < coalesce((properties ->> 'max_retries')::int, 2) AS can_retry
+               FROM kb.graph_objects WHERE project_id = $1 AND id = $2::uuid""",
+            attempt.project_id,
+            attempt.task_id,
+        )
+        if task is None or not task["can_retry"]:
+            return None
+        verdict = await self._evaluator.evaluate(
+            title=task["title"] or attempt.key,
+            description=task["description"],
+            output=row["summary"],
+        )
+        if verdict.accept:
+            return None
+        return f"the output was not accepted by the evaluator: {verdict.feedback}"
 
     async def _resume(self, attempt: Attempt, row: asyncpg.Record) -> bool:
         """ResumeRun while the 500-step cap allows; False when the task must end PAUSED."""

@@ -19,6 +19,7 @@ from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.dispatcher import operations
 from services.dispatcher.dag import DEFAULT_MAX_RETRIES, NewTask
+from services.dispatcher.evaluator import LlmEvaluator
 from services.dispatcher.loop import Dispatcher, LoopTiming
 from services.dispatcher.models import (
     GRAPH_STATUS,
@@ -239,10 +240,14 @@ async def build(context: ServiceContext) -> ServiceParts:
         runs=runs,
         watcher=GraphWatcher(GraphStore(context.pool), context.pool, listener),
     )
-    chooser = None
+    chooser = evaluator = None
     if settings.dispatcher_selector_model is not None:
         chooser = LlmChooser(
             GenaiModelClient.from_settings(settings), model=settings.dispatcher_selector_model
+        )
+    if settings.dispatcher_evaluator_model is not None:
+        evaluator = LlmEvaluator(
+            GenaiModelClient.from_settings(settings), model=settings.dispatcher_evaluator_model
         )
     dispatcher = Dispatcher(
         context.pool,
@@ -251,6 +256,7 @@ async def build(context: ServiceContext) -> ServiceParts:
         selector=Selector(context.pool, chooser=chooser),
         slots=settings.dispatcher_slots,
         timing=LoopTiming(lease_s=settings.dispatcher_lease_s),
+        evaluator=evaluator,
     )
 
     async def close() -> None:
