@@ -65,7 +65,8 @@ CHANNEL = "agentfleet_run_events"
 
 # First key of the two-int advisory lock space, so our per-run locks can never meet the
 # single-bigint lock of migrations (PostgreSQL keeps the two key spaces apart).
-_LOCK_NAMESPACE = 0x7E7E_0004
+# Advisory-lock namespace of per-run event numbering; every event writer takes it.
+LOCK_NAMESPACE = 0x7E7E_0004
 
 RunStatusName = Literal["queued", "running", "completed", "failed", "cancelled", "paused"]
 ToolCallStatusName = Literal["started", "completed", "failed", "refused", "interrupted"]
@@ -639,7 +640,7 @@ async def append_events(
     if not events:
         return []
     async with conn.transaction():
-        await conn.execute(_LOCK_RUN, _LOCK_NAMESPACE, run_id)
+        await conn.execute(_LOCK_RUN, LOCK_NAMESPACE, run_id)
         # A new statement after the lock: read committed takes a fresh snapshot, so the
         # previous holder's rows are visible to max(seq).
         rows = await conn.fetch(

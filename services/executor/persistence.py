@@ -21,7 +21,7 @@ import asyncpg
 from google.genai import types
 
 from agentfleet import events
-from agentfleet.errors import Aborted
+from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply, content_from_json, content_to_json
 from services.executor.queue import RunQueue
 from services.executor.runs import RunRecord, RunStatus
@@ -70,30 +70,79 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
 RETURNING id
 """
 
+# The step's two hot writes are one transaction of few round trips each (DESIGN §4): the
+# first statement takes the run's event lock (the one events.append_events takes, so seqs
+# stay gapless against every other appender), the second writes the message, the call
+# rows, the events and the NOTIFY together. The events' max(seq) is read by a statement
+# that starts after the lock is held, as append_events does.
+
 _COUNT_STEP = """
 UPDATE kb.agent_runs
 SET step_count = step_count + $6, total_steps = total_steps + $6,
     tokens_in = tokens_in + $4, tokens_out = tokens_out + $5,
     tokens_total_tree = tokens_total_tree + $4 + $5
 WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
-RETURNING id
+RETURNING id, pg_advisory_xact_lock($7::int, hashtext($8::text)) AS locked
 """
 
-_INSERT_CALLS = """
-INSERT INTO kb.agent_run_tool_calls (
-    run_id, message_id, tool_call_id, step_number, tool_name, source, input)
-SELECT $1::uuid, $2::uuid, c.id, $3, c.name, c.source, c.input
-FROM unnest($4::text[], $5::text[], $6::text[], $7::jsonb[]) AS c(id, name, source, input)
+# The namespace of events.append_events' per-run lock (not exported by agentfleet.events).
+_EVENT_LOCK_NAMESPACE: int = events.LOCK_NAMESPACE
+
+_LOCK_EVENTS = "SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))"
+
+_EVENTS_CTE = """
+ev AS (
+    INSERT INTO kb.agent_run_events (
+        run_id, seq, root_run_id, type, agent_name, is_internal, payload)
+    SELECT r.id, base.last_seq + e.ord, $3::uuid, e.type, e.agent_name, e.is_internal,
+           e.payload
+    FROM kb.agent_runs r
+    CROSS JOIN (SELECT coalesce(max(seq), 0) AS last_seq
+                FROM kb.agent_run_events WHERE run_id = $1::uuid) base
+    CROSS JOIN unnest($4::text[], $5::text[], $6::boolean[], $7::jsonb[])
+         WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
+    WHERE r.id = $1::uuid AND r.project_id = $2
+    RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+)
+SELECT ev.*,
+       (SELECT pg_notify($8, max(run_id::text) || ':' || max(seq)) FROM ev) AS notified
+FROM ev
 """
 
-_FINISH_CALLS = """
-UPDATE kb.agent_run_tool_calls t
-SET status = c.status, output = c.output, error = nullif(c.error, ''),
-    duration_ms = c.duration_ms, completed_at = now()
-FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::bigint[])
-     AS c(id, status, output, error, duration_ms)
-WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
-"""
+# $1..$8: the events (see _EVENTS_CTE); $9..: the message and the call rows.
+_RECORD_REPLY = (
+    """
+WITH msg AS (
+    INSERT INTO kb.agent_run_messages (
+        run_id, seq, step_number, role, agent_name, content, tokens)
+    VALUES ($1::uuid, $9, $10, 'model', $11, $12::jsonb, $13)
+    RETURNING id
+), calls AS (
+    INSERT INTO kb.agent_run_tool_calls (
+        run_id, message_id, tool_call_id, step_number, tool_name, source, input)
+    SELECT $1::uuid, msg.id, c.id, $10, c.name, c.source, c.input
+    FROM msg, unnest($14::text[], $15::text[], $16::text[], $17::jsonb[])
+         AS c(id, name, source, input)
+),"""
+    + _EVENTS_CTE
+)
+
+_RECORD_RESULTS = (
+    """
+WITH finished AS (
+    UPDATE kb.agent_run_tool_calls t
+    SET status = c.status, output = c.output, error = nullif(c.error, ''),
+        duration_ms = c.duration_ms, completed_at = now()
+    FROM unnest($14::text[], $15::text[], $16::jsonb[], $17::text[], $18::bigint[])
+         AS c(id, status, output, error, duration_ms)
+    WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
+), msg AS (
+    INSERT INTO kb.agent_run_messages (
+        run_id, seq, step_number, role, agent_name, content, tokens)
+    VALUES ($1::uuid, $9, $10, 'tool', $11, $12::jsonb, $13)
+),"""
+    + _EVENTS_CTE
+)
 
 
 class RunRecorder:
@@ -188,8 +237,23 @@ class RunRecorder:
         run = self.run
         increment = 1 if count_step else 0
         usage = reply.usage
+        batch: list[events.RunEvent] = []
+        if reply.text:
+            batch.append(events.ModelText(agent_name=run.agent_name, text=reply.text, step=step))
+        batch.extend(
+            events.ToolRequest(
+                agent_name=run.agent_name,
+                tool_call_id=c.tool_call_id,
+                tool_name=c.tool_name,
+                arguments=c.arguments,
+                step=step,
+                source="" if c.refusal is not None else c.source,
+            )
+            for c in calls
+        )
+        batch.extend(extra_events)
         async with self._pool.acquire() as conn, conn.transaction():
-            counted = await conn.fetchval(
+            counted = await conn.fetchrow(
                 _COUNT_STEP,
                 run.project_id,
                 run.id,
@@ -197,41 +261,25 @@ class RunRecorder:
                 usage.prompt_tokens,
                 usage.output_tokens,
                 increment,
+                _EVENT_LOCK_NAMESPACE,
+                run.id,
             )
             if counted is None:
                 raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
-            message_id = await self._insert_message(
-                conn, step, "model", reply.content, tokens=usage.output_tokens
-            )
-            if calls:
-                await conn.execute(
-                    _INSERT_CALLS,
-                    run.id,
-                    message_id,
-                    step,
+            stored = await self._write_step(
+                conn,
+                _RECORD_REPLY,
+                batch,
+                step=step,
+                content=reply.content,
+                tokens=usage.output_tokens,
+                rows=(
                     [c.tool_call_id for c in calls],
                     [c.tool_name for c in calls],
                     [c.source for c in calls],
                     [c.arguments for c in calls],
-                )
-            batch: list[events.RunEvent] = []
-            if reply.text:
-                batch.append(
-                    events.ModelText(agent_name=run.agent_name, text=reply.text, step=step)
-                )
-            batch.extend(
-                events.ToolRequest(
-                    agent_name=run.agent_name,
-                    tool_call_id=c.tool_call_id,
-                    tool_name=c.tool_name,
-                    arguments=c.arguments,
-                    step=step,
-                    source="" if c.refusal is not None else c.source,
-                )
-                for c in calls
+                ),
             )
-            batch.extend(extra_events)
-            stored = await self._append(conn, batch)
         self._publish(stored)
         self.open_calls = list(calls)
         run.step_count += increment
@@ -246,32 +294,35 @@ class RunRecorder:
         the tool message content (to append to the conversation)."""
         run = self.run
         content = types.Content(role="user", parts=[r.function_response() for r in results])
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                _FINISH_CALLS,
-                run.id,
-                [r.planned.tool_call_id for r in results],
-                [r.status for r in results],
-                [r.response for r in results],
-                [r.error for r in results],
-                [r.duration_ms for r in results],
+        batch = [
+            events.ToolResponse(
+                agent_name=run.agent_name,
+                tool_call_id=r.planned.tool_call_id,
+                tool_name=r.planned.tool_name,
+                status=r.status,
+                result=r.response,
+                error=r.error,
+                duration_ms=r.duration_ms,
+                step=step,
             )
-            await self._insert_message(conn, step, "tool", content)
-            stored = await self._append(
+            for r in results
+        ]
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(_LOCK_EVENTS, _EVENT_LOCK_NAMESPACE, run.id)
+            stored = await self._write_step(
                 conn,
-                [
-                    events.ToolResponse(
-                        agent_name=run.agent_name,
-                        tool_call_id=r.planned.tool_call_id,
-                        tool_name=r.planned.tool_name,
-                        status=r.status,
-                        result=r.response,
-                        error=r.error,
-                        duration_ms=r.duration_ms,
-                        step=step,
-                    )
-                    for r in results
-                ],
+                _RECORD_RESULTS,
+                batch,
+                step=step,
+                content=content,
+                tokens=0,
+                rows=(
+                    [r.planned.tool_call_id for r in results],
+                    [r.status for r in results],
+                    [r.response for r in results],
+                    [r.error for r in results],
+                    [r.duration_ms for r in results],
+                ),
             )
         self._publish(stored)
         answered = {r.planned.tool_call_id for r in results}
@@ -358,6 +409,43 @@ class RunRecorder:
         )
         self._next_seq = seq + 1
         return str(message_id)
+
+    async def _write_step(
+        self,
+        conn: asyncpg.Connection,
+        query: str,
+        batch: Sequence[events.RunEvent],
+        *,
+        step: int,
+        content: types.Content,
+        tokens: int,
+        rows: tuple[list[Any], ...],
+    ) -> list[events.PersistedEvent]:
+        """The message, the call rows and the events in one statement, under the event
+        lock the caller took in this transaction."""
+        run = self.run
+        seq = self._next_seq
+        stored_rows = await conn.fetch(
+            query,
+            run.id,
+            run.project_id,
+            run.root_run_id,
+            [e.type for e in batch],
+            [e.agent_name for e in batch],
+            [e.is_internal for e in batch],
+            [events.event_payload(e) for e in batch],
+            events.CHANNEL,
+            seq,
+            step,
+            run.agent_name,
+            content_to_json(content),
+            tokens,
+            *rows,
+        )
+        if batch and not stored_rows:
+            raise NotFound(f"run {run.id} not found in project {run.project_id!r}")
+        self._next_seq = seq + 1
+        return sorted((events.persisted_from_row(r) for r in stored_rows), key=lambda p: p.seq)
 
     async def _append(
         self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]

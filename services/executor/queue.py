@@ -43,19 +43,23 @@ RETURNING *
 
 # The inner SELECT walks agent_runs_queued_idx (partial, status = 'queued') oldest first;
 # SKIP LOCKED lets concurrent claimers take disjoint runs instead of queueing on one row.
+# MATERIALIZED: the locking SELECT runs exactly once. As a plain subquery the planner may
+# rescan it (a nested loop's inner side), and each rescan skips to other rows: one claim
+# for one run could then take several.
 _CLAIM = """
-UPDATE kb.agent_runs r
-SET status = 'running',
-    started_at = coalesce(r.started_at, now()),
-    lease_owner = $1,
-    lease_expires_at = now() + make_interval(secs => $2::double precision)
-FROM (
+WITH claimable AS MATERIALIZED (
     SELECT id FROM kb.agent_runs
     WHERE status = 'queued'
     ORDER BY created_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-) claimable
+)
+UPDATE kb.agent_runs r
+SET status = 'running',
+    started_at = coalesce(r.started_at, now()),
+    lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2::double precision)
+FROM claimable
 WHERE r.id = claimable.id
 RETURNING r.*
 """
@@ -64,16 +68,17 @@ RETURNING r.*
 # shut down and released them, or ResumeRun handed them over. The inner SELECT walks
 # agent_runs_running_lease_idx; previous_owner tells a resume from a recovery.
 _CLAIM_EXPIRED = """
-UPDATE kb.agent_runs r
-SET lease_owner = $1,
-    lease_expires_at = now() + make_interval(secs => $2::double precision)
-FROM (
+WITH expired AS MATERIALIZED (
     SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
     WHERE status = 'running' AND lease_expires_at <= now()
     ORDER BY lease_expires_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-) expired
+)
+UPDATE kb.agent_runs r
+SET lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2::double precision)
+FROM expired
 WHERE r.id = expired.id
 RETURNING r.*, expired.previous_owner
 """

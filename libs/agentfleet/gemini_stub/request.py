@@ -30,6 +30,9 @@ class StubRequest:
     """``time.time()`` when the request arrived."""
     script: str | None = None
     """Name of the script that answered; None when none matched."""
+    body_chars: int | None = None
+    """Length of the body as received (the server sets it): the prompt-size estimate reads
+    it instead of serializing the body again."""
 
     @property
     def system_instruction(self) -> str:

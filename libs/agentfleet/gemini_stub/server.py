@@ -135,8 +135,9 @@ class GeminiStub:
         model, _, method = request.match_info["target"].rpartition(":")
         if version not in _API_VERSIONS or method not in _METHODS or not model:
             return _error(404, f"gemini stub: no such method {request.path}")
+        raw = await request.read()
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except ValueError:
             return _error(400, "gemini stub: request body is not JSON")
         if not isinstance(body, dict):
@@ -148,6 +149,7 @@ class GeminiStub:
             path=request.path_qs,
             body=body,
             received_at=time.time(),
+            body_chars=len(raw),
         )
         matched = self._book.find(record)
         record.script = matched.name if matched is not None else None

@@ -68,13 +68,17 @@ def _tokens(characters: int) -> int:
 
 
 def usage_metadata(reply: Reply, request: StubRequest) -> dict[str, int]:
-    """``reply.usage`` if set, else about one token per four characters of each side."""
+    """``reply.usage`` if set, else about one token per four characters of each side (the
+    request as received when its size is known)."""
     if reply.usage is not None:
         prompt, candidates = reply.usage.prompt_tokens, reply.usage.candidates_tokens
         total = reply.usage.total_tokens
     else:
-        asked = {k: request.body.get(k) for k in ("systemInstruction", "contents", "tools")}
-        prompt = _tokens(len(json.dumps(asked, separators=(",", ":"))))
+        if request.body_chars is not None:
+            prompt = _tokens(request.body_chars)
+        else:
+            asked = {k: request.body.get(k) for k in ("systemInstruction", "contents", "tools")}
+            prompt = _tokens(len(json.dumps(asked, separators=(",", ":"))))
         answered = json.dumps(_parts(reply, reply.text, with_calls=True), separators=(",", ":"))
         candidates = _tokens(len(answered)) if reply.text or reply.calls else 0
         total = None

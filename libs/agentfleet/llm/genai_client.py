@@ -29,6 +29,7 @@ from agentfleet.llm.errors import (
     ModelRequestError,
     TransientModelError,
 )
+from agentfleet.llm.genai_fast import FastGenerate, RequestHead
 
 _log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer("agentfleet.llm")
@@ -105,6 +106,7 @@ class GenaiModelClient:
     def __init__(self, client: genai.Client, *, retry: RetryPolicy | None = None) -> None:
         self._client = client
         self._retry = retry or RetryPolicy()
+        self._fast = FastGenerate(client)
 
     @classmethod
     def from_settings(
@@ -130,18 +132,14 @@ class GenaiModelClient:
         config: types.GenerateContentConfig | None = None,
     ) -> ModelReply:
         """One model call, retried on 429/5xx and dropped connections per the policy."""
-        request_config = (config or types.GenerateContentConfig()).model_copy(
-            update={
-                "system_instruction": system_instruction,
-                "tools": list(tools) or None,
-                "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
-            }
+        head = self._fast.head_for(
+            model=model, system_instruction=system_instruction, tools=tools, config=config
         )
         with _tracer.start_as_current_span(f"chat {model}") as span:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", "gcp.gemini")
             span.set_attribute("gen_ai.request.model", model)
-            reply = await self._generate_with_retries(model, list(contents), request_config)
+            reply = await self._generate_with_retries(model, contents, head)
             span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
             if reply.finish_reason is not None:
@@ -150,15 +148,19 @@ class GenaiModelClient:
             return reply
 
     async def _generate_with_retries(
-        self, model: str, contents: list[types.Content], config: types.GenerateContentConfig
+        self, model: str, contents: Sequence[types.Content], head: RequestHead
     ) -> ModelReply:
+        fast = self._fast.supports(head, contents)
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = await self._client.aio.models.generate_content(
-                    model=model, contents=contents, config=config
-                )
+                if fast:
+                    response = await self._fast.generate(head, contents)
+                else:
+                    response = await self._client.aio.models.generate_content(
+                        model=model, contents=list(contents), config=head.config
+                    )
                 return reply_from_response(response, attempts=attempt)
             except MalformedModelReply:
                 raise
