@@ -71,6 +71,21 @@ async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Po
     assert set(claimed.values()) == {1}
 
 
+async def test_a_claim_never_takes_more_than_its_limit(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool)
+    for _ in range(60):
+        await queue.enqueue(params())
+    await db_pool.execute("ANALYZE kb.agent_runs")
+    sizes = []
+    while batch := await queue.claim_next("me", 30.0, limit=1):
+        sizes.append(len(batch))
+    assert sizes == [1] * 60
+    running = await db_pool.fetchval(
+        "SELECT count(*) FROM kb.agent_runs WHERE status = 'running' AND lease_owner = 'me'"
+    )
+    assert running == 60
+
+
 async def test_claim_uses_the_partial_queued_index(db_pool: asyncpg.Pool) -> None:
     async with transaction(db_pool) as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")
