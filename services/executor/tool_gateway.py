@@ -12,6 +12,7 @@ which the loop hands to the model as data (STYLE "tool failures are data for the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -83,11 +84,35 @@ class ToolGateway(Protocol):
         ...
 
 
-class GrpcToolGateway:
-    """ToolPool over gRPC on a channel the caller owns and reuses for every call."""
+CONNECT_WAIT_S = 5.0
+"""How long a tool call waits for a disconnected ToolPool channel to connect again."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+
+class GrpcToolGateway:
+    """ToolPool over gRPC on a channel the caller owns and reuses for every call.
+
+    A call made while the channel is not connected (the toolpool restarting) first waits up
+    to ``connect_wait_s`` for it to connect: gRPC would otherwise fail it at once with
+    UNAVAILABLE without sending it, and the model would spend a step on the error. Nothing
+    is retried after the request was sent (a tool must never run twice), so a toolpool dying
+    under a call is answered to the model as a failed call.
+    """
+
+    def __init__(
+        self, channel: grpc.aio.Channel, *, connect_wait_s: float = CONNECT_WAIT_S
+    ) -> None:
+        self._channel = channel
+        self._connect_wait_s = connect_wait_s
         self._stub = toolpool_pb2_grpc.ToolPoolServiceStub(channel)
+
+    async def _wait_connected(self) -> None:
+        state = self._channel.get_state(try_to_connect=True)
+        if state is grpc.ChannelConnectivity.READY:
+            return
+        # Not ready: the call itself fails (UNAVAILABLE, to the model) if this times out.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._connect_wait_s):
+                await self._channel.channel_ready()
 
     async def resolve(
         self, *, project_id: str, patterns: Sequence[str], depth: int
@@ -129,6 +154,7 @@ class GrpcToolGateway:
             )
             if request.timeout_s is not None:
                 message.timeout.CopyFrom(duration_pb2.Duration(seconds=int(request.timeout_s)))
+            await self._wait_connected()
             reply = await self._stub.CallTool(message)
         except grpc.aio.AioRpcError as exc:
             error = f"{exc.code().name}: {exc.details()}"

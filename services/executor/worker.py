@@ -54,6 +54,9 @@ class _ActiveRun:
     run: RunRecord
     control: RunControl
     task: asyncio.Task[None] | None = None
+    started: bool = False
+    """The task has begun: a task cancelled before its first step never runs its body (nor
+    its ``finally``), which would leave the run in ``_active``, heartbeated forever."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -101,7 +104,9 @@ class RunWorker:
         if active is None or active.task is None:
             return False
         active.control.cancel(reason)
-        active.task.cancel()
+        if active.started:
+            active.task.cancel()
+        # Not started yet: _execute sees the reason and cancels itself once inside.
         return True
 
     async def _claim_loop(self, group: asyncio.TaskGroup, stopping: asyncio.Event) -> None:
@@ -151,6 +156,10 @@ class RunWorker:
 
     async def _execute(self, active: _ActiveRun) -> None:
         run = active.run
+        active.started = True
+        if active.control.cancel_reason is not None:
+            # Cancelled before it began: the loop's first await ends the run cancelled.
+            asyncio.current_task().cancel()  # type: ignore[union-attr]
         try:
             await self.executor.execute(run, active.control)
         except asyncio.CancelledError:
