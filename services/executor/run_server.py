@@ -55,18 +55,7 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         problems.append(FieldViolation("input", "is required"))
     elif len(request.input.encode()) > MAX_INPUT_BYTES:
         problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
-    max_steps: int | None = None
-    if request.HasField("max_steps"):
-        max_steps = request.max_steps
-        if not 1 <= max_steps <= MAX_STEPS_LIMIT:
-            problems.append(FieldViolation("max_steps", f"must be 1 to {MAX_STEPS_LIMIT}"))
-    timeout_s: float | None = None
-    if request.HasField("timeout"):
-        timeout_s = request.timeout.seconds + request.timeout.nanos / 1e9
-        if not 0 < timeout_s <= MAX_TIMEOUT_S:
-            problems.append(
-                FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
-            )
+    max_steps, timeout_s = _budget(request, problems)
     if len(request.labels) > MAX_LABELS:
         problems.append(FieldViolation("labels", f"at most {MAX_LABELS} labels"))
     for key, value in request.labels.items():
@@ -96,13 +85,11 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
     )
 
 
-def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
-    """Validates a ResumeRunRequest; InvalidArgument names every bad field."""
-    problems: list[FieldViolation] = []
-    if not _is_uuid(request.run_id):
-        problems.append(FieldViolation("run_id", "must be a run id (UUID)"))
-    if len(request.input.encode()) > MAX_INPUT_BYTES:
-        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+def _budget(
+    request: executor_pb2.StartRunRequest | executor_pb2.ResumeRunRequest,
+    problems: list[FieldViolation],
+) -> tuple[int | None, float | None]:
+    """The request's max_steps and timeout (None when unset); bad values go to ``problems``."""
     max_steps: int | None = None
     if request.HasField("max_steps"):
         max_steps = request.max_steps
@@ -115,6 +102,17 @@ def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
             problems.append(
                 FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
             )
+    return max_steps, timeout_s
+
+
+def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
+    """Validates a ResumeRunRequest; InvalidArgument names every bad field."""
+    problems: list[FieldViolation] = []
+    if not _is_uuid(request.run_id):
+        problems.append(FieldViolation("run_id", "must be a run id (UUID)"))
+    if len(request.input.encode()) > MAX_INPUT_BYTES:
+        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+    max_steps, timeout_s = _budget(request, problems)
     if len(request.request_id) > MAX_REQUEST_ID_CHARS:
         problems.append(
             FieldViolation("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")

@@ -11,9 +11,10 @@ import asyncpg
 import pytest
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from tests.integration.test_dispatcher_control import define, sessions_of
+from tests.integration.test_dispatcher_selection import stack_on_stub
 from tests.integration.test_dispatcher_service import PROJECT, client, first_user_text, wait_graph
 
 EVALUATOR_MODEL = "evaluator-model"
@@ -23,18 +24,10 @@ EVALUATOR_MODEL = "evaluator-model"
 async def evaluating_stack(
     database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={
-            "AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or "",
-            "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL": EVALUATOR_MODEL,
-        },
-    )
-    try:
+    async with stack_on_stub(
+        database_url, db_pool, gemini_stub, AGENTFLEET_DISPATCHER_EVALUATOR_MODEL=EVALUATOR_MODEL
+    ) as running:
         yield running
-    finally:
-        await running.close()
 
 
 def writer(request: StubRequest) -> Reply:

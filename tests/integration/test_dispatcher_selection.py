@@ -5,6 +5,7 @@ falling back on a bad answer, and ``create_subtasks`` called by a run that works
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -23,22 +24,30 @@ dstack = base.dstack  # the stack fixture with the stub Gemini wired in
 SELECTOR_MODEL = "selector-model"
 
 
-@pytest.fixture
-async def llm_stack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+@contextlib.asynccontextmanager
+async def stack_on_stub(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub, **environ: str
 ) -> AsyncIterator[Stack]:
+    """The four services in-process, on the stub model, with extra settings."""
     running = await start_stack(
         database_url=database_url,
         pool=db_pool,
-        environ={
-            "AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or "",
-            "AGENTFLEET_DISPATCHER_SELECTOR_MODEL": SELECTOR_MODEL,
-        },
+        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or "", **environ},
     )
     try:
         yield running
     finally:
         await running.close()
+
+
+@pytest.fixture
+async def llm_stack(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> AsyncIterator[Stack]:
+    async with stack_on_stub(
+        database_url, db_pool, gemini_stub, AGENTFLEET_DISPATCHER_SELECTOR_MODEL=SELECTOR_MODEL
+    ) as running:
+        yield running
 
 
 ANSWERS = {
