@@ -1,10 +1,17 @@
-"""Refusing MCP server configurations whose tool names would clash (DESIGN §8)."""
+"""Refusing MCP server configurations whose tool names would clash with other tools or
+not be valid function names for the model (DESIGN §8)."""
 
 from __future__ import annotations
+
+import re
 
 from agentfleet.errors import AgentFleetError, InvalidArgument
 from services.toolpool.mcp import McpClientPool, McpServerConfig, SecretStore
 from services.toolpool.toolpool import STATIC_TOOL_NAMES, ToolPool
+
+# Gemini's rule for function names.
+_FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+_FUNCTION_NAME_START = re.compile(r"^[A-Za-z_]")
 
 
 async def check_clashes(
@@ -16,6 +23,13 @@ async def check_clashes(
     with (the empty prefix, say) is checked against the server's actual tool list when the
     server can be reached.
     """
+    prefix = config.exposed_prefix
+    if prefix and not _FUNCTION_NAME_START.match(prefix):
+        raise InvalidArgument.for_field(
+            "mcp_server.tool_prefix",
+            f"tool names starting with {prefix!r} are not valid function names for the model "
+            "(they must start with a letter or '_'); set another tool_prefix",
+        )
     others = [s for s in await toolpool.servers(config.project_id) if s.name != config.name]
     for other in others:
         if other.exposed_prefix == config.exposed_prefix:
@@ -37,7 +51,14 @@ async def check_clashes(
         return
     catalog = await toolpool.catalog(config.project_id)
     taken = {t.name for t in catalog.tools if t.mcp_server != config.name}
-    exposed = (config.exposed_name(t.name) for t in probe.tools)
+    exposed = [config.exposed_name(t.name) for t in probe.tools]
+    invalid = sorted(name for name in exposed if not _FUNCTION_NAME.match(name))
+    if invalid:
+        raise InvalidArgument.for_field(
+            "mcp_server.tool_prefix",
+            f"tools {', '.join(invalid)} would not be valid function names for the model "
+            "(letters, digits, '_', '.', ':' or '-', at most 64, starting with a letter or '_')",
+        )
     clashing = sorted(name for name in exposed if name in taken)
     if clashing:
         raise InvalidArgument.for_field(

@@ -303,6 +303,14 @@ async def test_malformed_and_clashing_servers_are_refused(toolpool_stack: Stack)
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "mcp_server.tool_prefix" in (caught.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.UpsertMcpServer(
+            toolpool_pb2.UpsertMcpServerRequest(
+                project_id="alpha", mcp_server=_stdio_server("9lives")
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not valid function names" in (caught.value.details() or "")
     names = await toolpool_stack.pool.fetch("SELECT name FROM kb.mcp_servers ORDER BY name")
     assert [r["name"] for r in names] == ["one"]
 
