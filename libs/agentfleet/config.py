@@ -49,6 +49,8 @@ class Settings:
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
+    max_running_per_project: int
+    """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs one project may have running."""
     executor_lease_s: float
     """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
     executor_heartbeat_s: float
@@ -130,6 +132,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, _positive_float),
         executor_concurrency=env.get("AGENTFLEET_EXECUTOR_CONCURRENCY", 16, _int_range(1, 1000)),
+        max_running_per_project=env.get(
+            "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, _int_range(1, 100_000)
+        ),
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,
         timeout_grace_s=env.get("AGENTFLEET_TIMEOUT_GRACE_S", 30.0, _positive_float),

@@ -46,11 +46,33 @@ RETURNING *
 # MATERIALIZED: the locking SELECT runs exactly once. As a plain subquery the planner may
 # rescan it (a nested loop's inner side), and each rescan skips to other rows: one claim
 # for one run could then take several.
+#
+# Fairness: a project may have at most $4 top-level runs running, so one project's backlog
+# cannot take every slot of the fleet. Among the oldest queued runs (a bounded window), each
+# project's top-level runs are numbered and only those that fit under its cap are claimable;
+# children (depth > 0) are exempt, since their parents hold slots while waiting for them.
+# The running counts are not locked: concurrent claims may pass a cap by a few runs.
 _CLAIM = """
-WITH claimable AS MATERIALIZED (
-    SELECT id FROM kb.agent_runs
-    WHERE status = 'queued'
-    ORDER BY created_at, id
+WITH running AS (
+    SELECT project_id, count(*) AS n FROM kb.agent_runs
+    WHERE status = 'running' AND depth = 0
+    GROUP BY project_id
+), window_ AS (
+    SELECT id, project_id, depth,
+           row_number() OVER (PARTITION BY project_id, depth > 0 ORDER BY created_at, id) AS rn
+    FROM (
+        SELECT id, project_id, depth, created_at FROM kb.agent_runs
+        WHERE status = 'queued'
+        ORDER BY created_at, id
+        LIMIT 2000
+    ) oldest
+), candidates AS MATERIALIZED (
+    SELECT w.id FROM window_ w LEFT JOIN running USING (project_id)
+    WHERE w.depth > 0 OR coalesce(running.n, 0) + w.rn <= $4
+), claimable AS MATERIALIZED (
+    SELECT q.id FROM kb.agent_runs q
+    WHERE q.status = 'queued' AND q.id IN (SELECT id FROM candidates)
+    ORDER BY q.created_at, q.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
@@ -112,12 +134,22 @@ class HeartbeatResult:
     """Held runs with a cancel request (the fallback for a missed NOTIFY)."""
 
 
+DEFAULT_MAX_RUNNING_PER_PROJECT = 64
+
+
 class RunQueue:
     """Queue operations on ``kb.agent_runs``; one method per statement (or transaction)."""
 
-    def __init__(self, pool: asyncpg.Pool, *, hub: events.EventHub | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        hub: events.EventHub | None = None,
+        max_running_per_project: int = DEFAULT_MAX_RUNNING_PER_PROJECT,
+    ) -> None:
         self._pool = pool
         self._hub = hub
+        self._max_running_per_project = max_running_per_project
 
     async def enqueue(self, params: StartRunParams) -> tuple[RunRecord, bool]:
         """Inserts a ``queued`` run with its RUN_QUEUED event and NOTIFYs the workers.
@@ -186,9 +218,10 @@ class RunQueue:
     async def claim_next(self, owner: str, lease_s: float, *, limit: int = 1) -> list[RunRecord]:
         """Claims up to ``limit`` of the oldest queued runs: ``running`` under ``owner``'s lease.
 
-        Spans projects by design: one executor fleet serves every project.
+        Spans projects by design: one executor fleet serves every project; a project past
+        its cap of running top-level runs waits while others' runs are claimed.
         """
-        rows = await self._pool.fetch(_CLAIM, owner, lease_s, limit)
+        rows = await self._pool.fetch(_CLAIM, owner, lease_s, limit, self._max_running_per_project)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.created_at)
 
     async def claim_expired(

@@ -300,7 +300,9 @@ async def build_executor_parts(
     channel = open_channel(settings.addresses["toolpool"], token=settings.service_token)
     model = _LazyModelClient(context)
     owner = worker_name()
-    queue = RunQueue(context.pool, hub=hub)
+    queue = RunQueue(
+        context.pool, hub=hub, max_running_per_project=settings.max_running_per_project
+    )
     definitions = DefinitionRepository(context.pool)
     children = ChildRuns(
         pool=context.pool, queue=queue, definitions=definitions, listener=listener, hub=hub

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -84,6 +85,38 @@ async def test_a_claim_never_takes_more_than_its_limit(db_pool: asyncpg.Pool) ->
         "SELECT count(*) FROM kb.agent_runs WHERE status = 'running' AND lease_owner = 'me'"
     )
     assert running == 60
+
+
+async def test_one_projects_backlog_cannot_take_every_slot(db_pool: asyncpg.Pool) -> None:
+    queue = RunQueue(db_pool, max_running_per_project=2)
+    busy = [(await queue.enqueue(params()))[0].id for _ in range(10)]  # the older backlog
+    other = replace(params(), project_id="quiet")
+    quiet = [(await queue.enqueue(other))[0].id for _ in range(2)]
+    claimed = [r for _ in range(6) for r in await queue.claim_next("w", 30.0, limit=1)]
+    by_project = Counter(r.project_id for r in claimed)
+    assert by_project == {PROJECT: 2, "quiet": 2}
+    assert {r.id for r in claimed} == set(busy[:2]) | set(quiet)
+    # A finished run frees its slot for the next of the backlog, oldest first.
+    first = next(r for r in claimed if r.project_id == PROJECT)
+    async with db_pool.acquire() as conn:
+        assert await RunQueue.finish(
+            conn,
+            first,
+            status="completed",
+            summary="",
+            error_message=None,
+            from_statuses=("running",),
+        )
+    (next_run,) = await queue.claim_next("w", 30.0, limit=5)
+    assert next_run.id == busy[2]
+    # Children are exempt: a waiting parent must never block its own children.
+    child = (
+        await queue.enqueue(
+            replace(params(), parent_run_id=first.id, root_run_id=first.id, depth=1)
+        )
+    )[0]
+    (claimed_child,) = await queue.claim_next("w", 30.0, limit=5)
+    assert claimed_child.id == child.id
 
 
 async def test_claim_uses_the_partial_queued_index(db_pool: asyncpg.Pool) -> None:
