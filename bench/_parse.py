@@ -12,6 +12,8 @@ PERCENTILES = re.compile(
     rf"(?:\s+p90\s+{_NUM}\s*ms)?\s+p99\s+{_NUM}\s*ms"
     rf"(?:\s+mean\s+{_NUM}\s*ms)?(?:.*?\(n={_NUM}\))?(?P<rest>.*)$"
 )
+# structlog's console lines ("2026-11-22 00:44:41 [info     ] ...") that benches print.
+LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\S*\s+\[")
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 
 
@@ -78,5 +80,7 @@ def parse_output(text: str) -> Parsed:
             context = line.strip()
             out.info.append(line.strip())
             continue
+        if LOG_LINE.match(line):
+            continue  # a service's log line, not a figure
         out.unparsed.append(line)
     return out
