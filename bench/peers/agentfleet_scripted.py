@@ -173,10 +173,20 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             if "fanout" in args.parts:
                 await run_agent(api, "fan-parent", None)  # warm-up
                 walls = []
-                for _ in range(args.fanout_repeats):
-                    began = time.perf_counter()
-                    await run_agent(api, "fan-parent", None)
-                    walls.append(time.perf_counter() - began)
+                pool = await db.create_pool(url, min_size=1, max_size=1)
+                try:
+                    for _ in range(args.fanout_repeats):
+                        began = time.perf_counter()
+                        parent = await run_agent(api, "fan-parent", None)
+                        walls.append(time.perf_counter() - began)
+                        # A refused spawn (over a limit) also completes, fast: count children.
+                        spawned = await pool.fetchval(
+                            "SELECT count(*) FROM kb.agent_runs WHERE parent_run_id = $1::uuid",
+                            parent.id,
+                        )
+                        assert spawned == args.children, f"{spawned} of {args.children} spawned"
+                finally:
+                    await pool.close()
                 out["fanout"] = {"children": args.children, "wall_s": walls}
     finally:
         await stack.stop(grace_s=5.0)
