@@ -45,13 +45,14 @@ from services.executor.loop_state import Progress, Turn, complete_then_cancel, r
 from services.executor.model_request import (
     function_tools,
     generation_config,
+    interrupted_call_result,
     interrupted_result,
     outcome_result,
     plan_calls,
     refused_result,
 )
 from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
-from services.executor.recovery import load_continuation
+from services.executor.recovery import INTERRUPTED_BY_CRASH, load_continuation
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.safety import (
     DEFAULT_TIMEOUT_GRACE_S,
@@ -488,11 +489,17 @@ class AgentLoop:
         summary: str | None = None,
     ) -> RunRecord | None:
         """Answers the calls still open, then ends the run with ``status``."""
+        why = f"{status}: {reason}"
+        left_by_crash = set() if recorder.started else await self._position(recorder, progress)
         if recorder.open_calls:
-            why = f"{status}: {reason}"
             await recorder.record_tool_results(
                 step=progress.step,
-                results=[interrupted_result(c, why) for c in recorder.open_calls],
+                results=[
+                    interrupted_call_result(c, f"{INTERRUPTED_BY_CRASH} Then the run {why}")
+                    if c.tool_call_id in left_by_crash
+                    else interrupted_result(c, why)
+                    for c in recorder.open_calls
+                ],
             )
         return await recorder.record_finish(
             status=status,
@@ -500,6 +507,20 @@ class AgentLoop:
             summary=summary if summary is not None else (progress.last_text or None),
             error_message=error,
         )
+
+    async def _position(self, recorder: RunRecorder, progress: Progress) -> set[str]:
+        """Stopped before this execution loaded the conversation (e.g. cancelled as soon as
+        it took over a crashed worker's run): the calls the dead worker left ``started``
+        are found here, so they still get their answers before the run ends."""
+        continuation = await load_continuation(self.pool, recorder.run)
+        if not continuation.has_messages:
+            return set()
+        recorder.continue_at(
+            next_message_seq=continuation.next_message_seq, open_calls=continuation.open_calls
+        )
+        progress.step = continuation.step
+        progress.last_text = progress.last_text or continuation.last_text
+        return {c.tool_call_id for c in continuation.open_calls}
 
 
 class _FlowsUnavailable(FailedPrecondition):

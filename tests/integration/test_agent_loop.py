@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -14,6 +15,7 @@ from agentfleet import events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.llm import RetryPolicy, content_to_json
 from agentfleet.testing.gemini import model_client_for
+from agentfleet.testing.invariants import assert_invariants
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.loop import AgentLoop, RunControl
 from services.executor.persistence import load_conversation
@@ -307,3 +309,69 @@ async def test_unknown_agent_definition_fails_the_run(
     assert finished is not None
     assert finished.status == "failed"
     assert "helper" in (finished.error_message or "")
+
+
+async def test_cancel_on_takeover_answers_the_call_the_dead_worker_left_open(
+    db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    # The soak's case: the worker running a slow tool dies, CancelRun comes while nobody
+    # holds the run, and the worker that takes it over is cancelled before its first step.
+    started = asyncio.Event()
+
+    async def block(args: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    gemini_stub.add_script(
+        Script(name="helper", replies=[Reply(text="Looking.", calls=[Call("block")])])
+    )
+    run = await claimed_run(db_pool, tools=["block"])
+    dead = asyncio.create_task(
+        make_loop(db_pool, gemini_stub, gateway(block=block)).execute(run, RunControl())
+    )
+    async with asyncio.timeout(10):
+        await started.wait()
+    dead.cancel()  # no cancel reason: a crash, the run stays running with the call open
+    with pytest.raises(asyncio.CancelledError):
+        await dead
+    assert (
+        await db_pool.fetchval(
+            "SELECT status FROM kb.agent_run_tool_calls WHERE run_id = $1", run.id
+        )
+        == "started"
+    )
+
+    control = RunControl()
+    control.cancel("cancelled by user")
+
+    async def taken_over_then_cancelled() -> RunRecord | None:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]  # as the worker does
+        return await make_loop(db_pool, gemini_stub, gateway(block=block)).execute(run, control)
+
+    finished = await taken_over_then_cancelled_task(taken_over_then_cancelled)
+    assert finished is not None
+    assert (finished.status, finished.summary) == ("cancelled", "Looking.")
+    stored = [e.event for e in await stored_events(db_pool, run.id)]
+    (request,) = [e for e in stored if isinstance(e, events.ToolRequest)]
+    (response,) = [e for e in stored if isinstance(e, events.ToolResponse)]
+    assert response.tool_call_id == request.tool_call_id
+    assert "interrupted" in response.error
+    assert "cancelled by user" in response.error
+    assert (
+        await db_pool.fetchval(
+            "SELECT status FROM kb.agent_run_tool_calls WHERE run_id = $1", run.id
+        )
+        == "interrupted"
+    )
+    _, conversation = await load_conversation(db_pool, project_id=PROJECT, run_id=run.id)
+    answer = conversation[-1].parts[0].function_response  # the model sees it answered
+    assert answer is not None
+    assert answer.name == "block"
+    await assert_invariants(db_pool, project_id=PROJECT)
+
+
+async def taken_over_then_cancelled_task(
+    body: Callable[[], Awaitable[RunRecord | None]],
+) -> RunRecord | None:
+    return await asyncio.create_task(body())
