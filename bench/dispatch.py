@@ -10,16 +10,24 @@
    work: claims, sessions, prompts, outcomes, unblocking.
 
 ``python bench/dispatch.py`` (fresh database: embedded, or a new one on DATABASE_URL).
+``--part latency|overhead`` runs one part only; ``--sizes 500,2000`` changes the DAG sizes
+(the default runs both parts at 2,500 and 10,000 tasks). Part 2 also counts the statements
+the dispatcher sends per task (every round trip on its pool, BEGIN/COMMIT and the pool's
+connection reset included), which timing noise on a shared machine cannot blur.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import random
 import sys
 import time
 import uuid
 from pathlib import Path
+
+import asyncpg
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
@@ -128,6 +136,29 @@ class InstantRuns:
         return "not supported"
 
 
+class StatementCounter:
+    """Counts the statements sent on the connections of one pool (asyncpg query loggers)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _log(self, _record: object) -> None:
+        self.count += 1
+
+    async def _init(self, conn: asyncpg.Connection) -> None:
+        # The JSON codecs every agentfleet pool has (agentfleet.db), plus the counter.
+        for typename in ("json", "jsonb"):
+            await conn.set_type_codec(
+                typename, schema="pg_catalog", encoder=json.dumps, decoder=json.loads
+            )
+        conn.add_query_logger(self._log)
+
+    async def pool(self, url: str) -> asyncpg.Pool:
+        pool = await asyncpg.create_pool(url, min_size=2, max_size=20, init=self._init)
+        assert pool is not None
+        return pool
+
+
 async def overhead(url: str, n: int) -> float:
     pool = await db.create_pool(url, min_size=2, max_size=20)
     project = f"{PROJECT}-{n}"
@@ -155,8 +186,10 @@ async def overhead(url: str, n: int) -> float:
     )
     create_s = time.perf_counter() - started
     runs = InstantRuns(pool)
+    counter = StatementCounter()
+    dispatcher_pool = await counter.pool(url)
     dispatcher = Dispatcher(
-        pool,
+        dispatcher_pool,
         dsn=url,
         runs=runs,
         selector=Selector(pool),
@@ -178,23 +211,42 @@ async def overhead(url: str, n: int) -> float:
     elapsed = time.perf_counter() - started
     stopping.set()
     await loop
+    await dispatcher_pool.close()
     await pool.close()
     per_task_ms = elapsed / n * 1000
     print(
         f"{n:>6}-task DAG ({len(edges)} edges, graph {graph_id[:8]}): create {create_s:.2f} s, "
         f"dispatch to completion {elapsed:.2f} s = {per_task_ms:.2f} ms/task "
-        f"({runs.triggered} runs triggered)"
+        f"({runs.triggered} runs triggered, {counter.count / n:.1f} dispatcher statements/task)"
     )
     return per_task_ms
 
 
-async def main() -> None:
+async def main(part: str, sizes: list[int]) -> None:
     async with bench_database("dispatch") as url:
-        await unblock_latency(url)
-        small = await overhead(url, 2_500)
-        large = await overhead(url, 10_000)
-        print(f"per-task overhead ratio 10,000 vs 2,500 tasks: {large / small:.2f} (1.0 = linear)")
+        if part in ("all", "latency"):
+            await unblock_latency(url)
+        if part in ("all", "overhead"):
+            per_task = [await overhead(url, n) for n in sizes]
+            if len(sizes) == 2:
+                print(
+                    f"per-task overhead ratio {sizes[1]:,} vs {sizes[0]:,} tasks: "
+                    f"{per_task[1] / per_task[0]:.2f} (1.0 = linear)"
+                )
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("all", "latency", "overhead"), default="all")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[2_500, 10_000],
+        help="comma-separated DAG sizes for part 2",
+    )
+    return parser.parse_args()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    options = arguments()
+    asyncio.run(main(options.part, options.sizes))

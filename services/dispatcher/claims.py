@@ -16,9 +16,15 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from agentfleet.graph import SPEC_TASK, GraphObject
+from agentfleet.graph import BLOCKS, SPEC_TASK, GraphObject
 from services.dispatcher.models import TASK_GRAPH, iso_now
-from services.dispatcher.queries import T_COLUMNS, UNFINISHED_BLOCKER, notify_changes
+from services.dispatcher.prompt import BlockerResult
+from services.dispatcher.queries import (
+    CHANGES_CHANNEL,
+    T_COLUMNS,
+    UNFINISHED_BLOCKER,
+    notify_changes,
+)
 
 __all__ = ["Claimed", "adopt_expired", "claim_available", "classify_new", "release", "renew"]
 
@@ -29,11 +35,13 @@ class Claimed:
 
     task: GraphObject
     session_id: str
+    blockers: list[BlockerResult]
+    """Its completed blockers (read in the claim: the prompt needs them)."""
 
 
-async def classify_new(pool: asyncpg.Pool) -> int:
+async def classify_new(conn: asyncpg.Connection | asyncpg.Pool) -> int:
     """Gives tasks written without a ``ready`` hint (``create_subtasks``) one."""
-    result = await pool.execute(
+    result = await conn.execute(
         f"""
         UPDATE kb.graph_objects t
         SET properties = t.properties || jsonb_build_object('ready', NOT {UNFINISHED_BLOCKER},
@@ -46,53 +54,127 @@ async def classify_new(pool: asyncpg.Pool) -> int:
     return int(result.split()[-1])
 
 
+_CANDIDATES = f"""
+    SELECT t.id, t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
+    WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
+      AND (t.properties ->> 'ready') = 'true' AND NOT {UNFINISHED_BLOCKER}"""
+_ORDER = "ORDER BY (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id"
+_CLAIM_SET = """
+    SET properties = t.properties || jsonb_build_object(
+            'status', 'in_progress', 'ready', false, 'lease_owner', $2::text,
+            'lease_expires', extract(epoch FROM now()) + $3::float8,
+            'session_id', gen_random_uuid()::text,
+            'previous_session_id', t.properties -> 'session_id',
+            'attempts', coalesce((t.properties ->> 'attempts')::int, 0) + 1,
+            'start_time', coalesce(t.properties ->> 'start_time', $4::text)),
+        version = t.version + 1, updated_at = now()"""
+# The completed blockers of the claimed task aliased cl, as the prompt wants them.
+_BLOCKERS = f"""
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'key', b.properties ->> 'key', 'title', coalesce(b.properties ->> 'title', ''),
+                'summary', coalesce(b.properties ->> 'summary', ''),
+                'session_id', b.properties ->> 'session_id') ORDER BY b.properties ->> 'key'),
+            '[]'::jsonb)
+     FROM kb.graph_relationships r JOIN kb.graph_objects b ON b.id = r.src_id
+     WHERE r.project_id = cl.project_id AND r.dst_id = cl.id AND r.type = '{BLOCKS}'
+       AND b.status = 'completed') AS blockers"""
+_CL_COLUMNS = T_COLUMNS.replace("t.", "cl.")
+
+# One autocommit statement claims the candidates of graphs without max_parallel (the usual
+# case), with their blockers and the watchers' NOTIFY. Candidates of limited graphs are only
+# reported: counting a graph's running tasks needs a snapshot taken after its row is locked,
+# which one statement cannot give (see _claim_limited).
+_CLAIM = f"""
+    WITH candidates AS MATERIALIZED (
+        {_CANDIDATES}
+        {_ORDER}
+        LIMIT $1
+        FOR UPDATE OF t SKIP LOCKED
+    ), limited AS MATERIALIZED (
+        SELECT c.id FROM candidates c JOIN kb.graph_objects g ON g.id = c.graph_id::uuid
+        WHERE g.type = '{TASK_GRAPH}' AND coalesce((g.properties ->> 'max_parallel')::int, 0) > 0
+    ), claimed AS (
+        UPDATE kb.graph_objects t {_CLAIM_SET}
+        FROM candidates c
+        WHERE t.id = c.id AND t.status = 'pending' AND c.id NOT IN (SELECT id FROM limited)
+        RETURNING {T_COLUMNS}
+    ), notified AS MATERIALIZED (
+        SELECT count(pg_notify('{CHANGES_CHANNEL}', g)) AS n
+        FROM (SELECT DISTINCT properties ->> 'graph_id' FROM claimed) AS x (g)
+    )
+    SELECT {_CL_COLUMNS}, {_BLOCKERS}, l.ids AS limited_ids
+    FROM (SELECT array_agg(id) AS ids FROM limited) AS l CROSS JOIN notified
+    LEFT JOIN claimed cl ON true
+    """
+
+
 async def claim_available(
-    pool: asyncpg.Pool, *, owner: str, lease_s: float, limit: int
+    conn: asyncpg.Connection, *, owner: str, lease_s: float, limit: int
 ) -> list[Claimed]:
     """Claims up to ``limit`` available tasks, honouring each graph's max_parallel."""
     if limit <= 0:
         return []
-    async with pool.acquire() as conn, conn.transaction():
+    rows = await conn.fetch(_CLAIM, limit, owner, lease_s, iso_now())
+    claimed = [_claimed(row) for row in rows if row["id"] is not None]
+    limited = rows[0]["limited_ids"] if rows else None
+    if limited and limit > len(claimed):
+        claimed += await _claim_limited(
+            conn, limited, owner=owner, lease_s=lease_s, limit=limit - len(claimed)
+        )
+    return claimed
+
+
+def _claimed(row: asyncpg.Record) -> Claimed:
+    task = GraphObject.from_row(row)
+    return Claimed(
+        task=task,
+        session_id=str(task.properties["session_id"]),
+        blockers=[BlockerResult(**b) for b in row["blockers"]],
+    )
+
+
+async def _claim_limited(
+    conn: asyncpg.Connection,
+    task_ids: Sequence[uuid.UUID],
+    *,
+    owner: str,
+    lease_s: float,
+    limit: int,
+) -> list[Claimed]:
+    """Claims candidates of graphs with a max_parallel, re-checked under the graphs' locks."""
+    async with conn.transaction():
         rows = await conn.fetch(
             f"""
-            SELECT t.id, t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
-            WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
-              AND (t.properties ->> 'ready') = 'true' AND NOT {UNFINISHED_BLOCKER}
-            ORDER BY (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id
+            {_CANDIDATES} AND t.id = ANY($2::uuid[])
+            {_ORDER}
             LIMIT $1
             FOR UPDATE OF t SKIP LOCKED
             """,
             limit,
+            list(task_ids),
         )
         if not rows:
             return []
         allowed = await _within_graph_limits(conn, rows)
         if not allowed:
             return []
-        session_ids = [str(uuid.uuid4()) for _ in allowed]
         updated = await conn.fetch(
             f"""
-            UPDATE kb.graph_objects t
-            SET properties = t.properties || jsonb_build_object(
-                    'status', 'in_progress', 'ready', false, 'lease_owner', $2::text,
-                    'lease_expires', extract(epoch FROM now()) + $3::float8,
-                    'session_id', c.sid, 'previous_session_id', t.properties -> 'session_id',
-                    'attempts', coalesce((t.properties ->> 'attempts')::int, 0) + 1,
-                    'start_time', coalesce(t.properties ->> 'start_time', $5::text)),
-                version = t.version + 1, updated_at = now()
-            FROM unnest($1::uuid[], $4::text[]) AS c (id, sid)
-            WHERE t.id = c.id AND t.status = 'pending'
-            RETURNING {T_COLUMNS}
+            WITH claimed AS (
+                UPDATE kb.graph_objects t {_CLAIM_SET}
+                WHERE t.id = ANY($1::uuid[]) AND t.status = 'pending'
+                RETURNING {T_COLUMNS}
+            )
+            SELECT {_CL_COLUMNS}, {_BLOCKERS} FROM claimed cl
             """,
             allowed,
             owner,
             lease_s,
-            session_ids,
             iso_now(),
         )
-        claimed = [GraphObject.from_row(row) for row in updated]
-        await notify_changes(conn, [str(c.properties["graph_id"]) for c in claimed])
-    return [Claimed(task=t, session_id=str(t.properties["session_id"])) for t in claimed]
+        claimed = [_claimed(row) for row in updated]
+        await notify_changes(conn, [str(c.task.properties["graph_id"]) for c in claimed])
+    return claimed
 
 
 async def _within_graph_limits(
@@ -148,31 +230,33 @@ async def _within_graph_limits(
     return allowed
 
 
-async def adopt_expired(
-    pool: asyncpg.Pool, *, owner: str, lease_s: float, limit: int
-) -> list[GraphObject]:
-    """Takes over in-progress tasks whose dispatcher stopped renewing their lease."""
-    if limit <= 0:
-        return []
-    rows = await pool.fetch(
-        f"""
-        UPDATE kb.graph_objects t
-        SET properties = t.properties || jsonb_build_object(
-                'lease_owner', $1::text, 'lease_expires', extract(epoch FROM now()) + $2::float8),
-            version = t.version + 1, updated_at = now()
-        WHERE t.id IN (
+# MATERIALIZED: locked once, exactly LIMIT rows (an IN (subquery) may be re-planned as a
+# join that runs the locking subquery again), as the executor's run claim does.
+_ADOPT = f"""
+        WITH expired AS MATERIALIZED (
             SELECT id FROM kb.graph_objects
             WHERE type = '{SPEC_TASK}' AND status = 'in_progress'
               AND (properties ->> 'lease_expires')::float8 < extract(epoch FROM now())
             ORDER BY id LIMIT $3
-            FOR UPDATE SKIP LOCKED)
-          AND t.status = 'in_progress'
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE kb.graph_objects t
+        SET properties = t.properties || jsonb_build_object(
+                'lease_owner', $1::text, 'lease_expires', extract(epoch FROM now()) + $2::float8),
+            version = t.version + 1, updated_at = now()
+        FROM expired
+        WHERE t.id = expired.id AND t.status = 'in_progress'
         RETURNING {T_COLUMNS}
-        """,
-        owner,
-        lease_s,
-        limit,
-    )
+        """
+
+
+async def adopt_expired(
+    conn: asyncpg.Connection | asyncpg.Pool, *, owner: str, lease_s: float, limit: int
+) -> list[GraphObject]:
+    """Takes over in-progress tasks whose dispatcher stopped renewing their lease."""
+    if limit <= 0:
+        return []
+    rows = await conn.fetch(_ADOPT, owner, lease_s, limit)
     return [GraphObject.from_row(row) for row in rows]
 
 

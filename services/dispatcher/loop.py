@@ -3,8 +3,11 @@ short poll, settle finished runs, adopt expired leases, claim available tasks up
 slots, and start each attempt (session, prompt, TriggerRun) concurrently.
 
 Runs are followed through ``kb.agent_runs`` woken by ``NOTIFY agentfleet_run_events``: a
-notification for a run this dispatcher follows marks it for one batched status read; the
-poll re-reads all of them in one statement in case a notification was lost.
+notification for a run this dispatcher follows marks it for one batched status read, which
+also completes the tasks of completed runs in the same statement; the poll re-reads all of
+them in case a notification was lost. A round's statements share one pooled connection, and
+claims run only when something may have become claimable (a NOTIFY of ready or added
+tasks, a freed slot, the poll), not on every run event.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
 from agentfleet.telemetry import current_trace_id
 from services.dispatcher import claims, sessions, transitions
 from services.dispatcher.evaluator import OutputEvaluator
-from services.dispatcher.prompt import build_prompt
+from services.dispatcher.prompt import BlockerResult, build_prompt
 from services.dispatcher.queries import READY_CHANNEL
 from services.dispatcher.runs import RunControl, TriggerRefused
-from services.dispatcher.selector import NoAgent, Selector
+from services.dispatcher.selector import AgentInfo, NoAgent, Selector
 from services.dispatcher.transitions import Attempt
 
 __all__ = ["DEFAULT_SLOTS", "MAX_TOTAL_STEPS", "Dispatcher", "LoopTiming"]
@@ -40,7 +43,6 @@ tracer = trace.get_tracer("agentfleet.dispatcher")
 
 DEFAULT_SLOTS = 8
 MAX_TOTAL_STEPS = 500
-_ENDED = ("completed", "failed", "cancelled", "paused")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,6 +83,7 @@ class Dispatcher:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._new_tasks = True
+        self._claim_due = True
         self._starting: set[asyncio.Task[None]] = set()
 
     # -- notifications (called in the event loop; never block) -------------------------
@@ -94,6 +97,7 @@ class Dispatcher:
     def _on_tasks(self, note: Notification) -> None:
         if note.channel == TASKS_ADDED_CHANNEL:
             self._new_tasks = True
+        self._claim_due = True
         self._wake.set()
 
     # -- the loop ------------------------------------------------------------------------
@@ -143,6 +147,7 @@ class Dispatcher:
     def _on_reconnect(self) -> None:
         self._dirty.update(self._by_run)
         self._new_tasks = True
+        self._claim_due = True
         self._wake.set()
 
     async def step(self, *, poll: bool) -> None:
@@ -150,20 +155,42 @@ class Dispatcher:
         if poll:
             self._dirty.update(self._by_run)
             self._new_tasks = True
-        if self._dirty:
-            await self._settle()
-        if poll:
-            for task in await claims.adopt_expired(
-                self._pool, owner=self.owner, lease_s=self._timing.lease_s, limit=self._free()
-            ):
-                self._launch(task, str(task.properties["session_id"]), adopted=True)
-        if self._new_tasks:
-            self._new_tasks = False
-            await claims.classify_new(self._pool)
-        for claimed in await claims.claim_available(
-            self._pool, owner=self.owner, lease_s=self._timing.lease_s, limit=self._free()
-        ):
-            self._launch(claimed.task, claimed.session_id, adopted=False)
+            self._claim_due = True
+        # One connection for the round: each pooled statement would otherwise pay the pool's
+        # acquire and its reset round trip.
+        async with self._pool.acquire() as conn:
+            if self._dirty:
+                await self._settle(conn)
+            if poll:
+                for task in await claims.adopt_expired(
+                    conn, owner=self.owner, lease_s=self._timing.lease_s, limit=self._free()
+                ):
+                    self._launch(task, str(task.properties["session_id"]), adopted=True)
+            if self._new_tasks:
+                self._new_tasks = False
+                await claims.classify_new(conn)
+            if self._claim_due and self._free() > 0:
+                self._claim_due = False
+                await self._claim(conn)
+
+    async def _claim(self, conn: asyncpg.Connection) -> None:
+        batch = await claims.claim_available(
+            conn, owner=self.owner, lease_s=self._timing.lease_s, limit=self._free()
+        )
+        # The project's agents are read once per batch, not once per task.
+        agents: dict[str, list[AgentInfo]] = {}
+        for claimed in batch:
+            project = claimed.task.project_id
+            if project not in agents and not claimed.task.properties.get("assigned_agent"):
+                agents[project] = await self._selector.agents(project, conn=conn)
+        for claimed in batch:
+            self._launch(
+                claimed.task,
+                claimed.session_id,
+                adopted=False,
+                blockers=claimed.blockers,
+                agents=agents.get(claimed.task.project_id),
+            )
 
     def _free(self) -> int:
         return self.slots - len(self._inflight)
@@ -181,7 +208,16 @@ class Dispatcher:
 
     # -- starting an attempt -------------------------------------------------------------
 
-    def _launch(self, task: GraphObject, session_id: str, *, adopted: bool) -> None:
+    def _launch(
+        self,
+        task: GraphObject,
+        session_id: str,
+        *,
+        adopted: bool,
+        blockers: list[BlockerResult] | None = None,
+        agents: list[AgentInfo] | None = None,
+    ) -> None:
+        """Starts the attempt; ``blockers`` and ``agents`` when the claim already read them."""
         attempt = Attempt(
             project_id=task.project_id,
             task_id=task.id,
@@ -190,15 +226,26 @@ class Dispatcher:
             key=str(task.properties.get("key", "")),
         )
         self._inflight[task.id] = attempt
-        job = asyncio.create_task(self._start(task, attempt, adopted=adopted))
+        job = asyncio.create_task(
+            self._start(task, attempt, adopted=adopted, blockers=blockers, agents=agents)
+        )
         self._starting.add(job)
         job.add_done_callback(self._starting.discard)
 
-    async def _start(self, task: GraphObject, attempt: Attempt, *, adopted: bool) -> None:
+    async def _start(
+        self,
+        task: GraphObject,
+        attempt: Attempt,
+        *,
+        adopted: bool,
+        blockers: list[BlockerResult] | None,
+        agents: list[AgentInfo] | None,
+    ) -> None:
         try:
-            existing = await self._session(attempt)
+            # A fresh claim made a new session id, so only an adopted attempt can find one.
+            existing = await self._session(attempt) if adopted else None
             if existing is None:
-                existing = await self._create_session(task, attempt)
+                existing = await self._create_session(task, attempt, blockers, agents)
                 if existing is None:
                     return
             agent = str(existing.properties["agent_name"])
@@ -217,13 +264,18 @@ class Dispatcher:
                 span.set_attribute("agentfleet.run_id", run_id)
                 trace_id = current_trace_id()
             attempt.run_id = run_id
-            await sessions.set_run(
-                self._pool, attempt.project_id, attempt.session_id, run_id, trace_id
+            cancelled = await sessions.set_run(
+                self._pool,
+                attempt.project_id,
+                attempt.session_id,
+                run_id,
+                trace_id,
+                graph_id=attempt.graph_id,
             )
             self._by_run[run_id] = attempt
             # The run may have ended before it was mapped: look once now.
             self._dirty.add(run_id)
-            if await transitions.graph_cancelled(self._pool, attempt):
+            if cancelled:
                 await self._runs.cancel(attempt.project_id, run_id, "task graph cancelled")
             self._wake.set()
         except TriggerRefused as exc:
@@ -243,14 +295,21 @@ class Dispatcher:
         )
         return GraphObject.from_row(row) if row is not None else None
 
-    async def _create_session(self, task: GraphObject, attempt: Attempt) -> GraphObject | None:
+    async def _create_session(
+        self,
+        task: GraphObject,
+        attempt: Attempt,
+        blockers: list[BlockerResult] | None,
+        agents: list[AgentInfo] | None,
+    ) -> GraphObject | None:
         p = task.properties
         try:
-            choice = await self._selector.select(attempt.project_id, p)
+            choice = await self._selector.select(attempt.project_id, p, agents=agents)
         except NoAgent as exc:
             await self._end_failed(attempt, str(exc), retry=False)
             return None
-        blockers = await sessions.completed_blockers(self._pool, attempt.project_id, task.id)
+        if blockers is None:
+            blockers = await sessions.completed_blockers(self._pool, attempt.project_id, task.id)
         previous = p.get("previous_session_id")
         prompt = build_prompt(
             title=str(p.get("title", "")),
@@ -260,19 +319,18 @@ class Dispatcher:
             previous_error=str(p["error_message"]) if previous and p.get("error_message") else None,
             feedback=p.get("feedback"),
         )
-        async with self._pool.acquire() as conn, conn.transaction():
-            return await sessions.create_session(
-                conn,
-                attempt.project_id,
-                session_id=attempt.session_id,
-                task=task,
-                attempt=int(p.get("attempts", 1)),
-                choice=choice,
-                prompt=prompt,
-                follows_up=str(previous) if previous else None,
-                informed_by=[b.session_id for b in blockers if b.session_id],
-                dispatcher=self.owner,
-            )
+        return await sessions.create_session(
+            self._pool,
+            attempt.project_id,
+            session_id=attempt.session_id,
+            task=task,
+            attempt=int(p.get("attempts", 1)),
+            choice=choice,
+            prompt=prompt,
+            follows_up=str(previous) if previous else None,
+            informed_by=[b.session_id for b in blockers if b.session_id],
+            dispatcher=self.owner,
+        )
 
     async def _trigger(self, task: GraphObject, attempt: Attempt, agent: str, prompt: str) -> str:
         """TriggerRun with request_id = session id (idempotent: an adopter gets the same
@@ -295,20 +353,20 @@ class Dispatcher:
 
     # -- following runs to their end -----------------------------------------------------
 
-    async def _settle(self) -> None:
+    async def _settle(self, conn: asyncpg.Connection) -> None:
         dirty, self._dirty = self._dirty, set()
-        rows = await self._pool.fetch(
-            """
-            SELECT id::text AS id, status, coalesce(summary, '') AS summary,
-                   coalesce(error_message, '') AS error_message, total_steps, resume_count
-            FROM kb.agent_runs WHERE id = ANY($1::uuid[]) AND status = ANY($2::text[])
-            """,
-            [uuid.UUID(r) for r in dirty],
-            list(_ENDED),
+        # Without an evaluator a completed run's outcome is known: the settle statement
+        # applies it; with one, the output is judged first (_finish).
+        completes = self._evaluator is None
+        settled = await transitions.settle(
+            conn, [self._by_run[r] for r in dirty if r in self._by_run], complete=completes
         )
-        for row in rows:
+        for row in settled.rows:
             attempt = self._by_run.get(row["id"])
             if attempt is None:
+                continue
+            if row["status"] == "completed" and completes:
+                self._forget(attempt)
                 continue
             if row["status"] == "paused" and row["resume_count"] < attempt.resumes:
                 continue  # the resume asked for has not started yet
@@ -401,6 +459,7 @@ class Dispatcher:
         self._wake.set()
 
     def _forget(self, attempt: Attempt) -> None:
+        self._claim_due = True  # a slot is free
         self._inflight.pop(attempt.task_id, None)
         if attempt.run_id is not None:
             self._by_run.pop(attempt.run_id, None)

@@ -10,10 +10,11 @@ import asyncpg
 from agentfleet.errors import FailedPrecondition, NotFound
 from agentfleet.graph import SPEC_TASK, GraphObject, parse_id
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token
-from services.dispatcher.models import HAS_SESSION, TASK_GRAPH, iso_now
+from services.dispatcher.models import HAS_SESSION, TASK_GRAPH, TaskView, iso_now
 from services.dispatcher.queries import (
     T_COLUMNS,
     UNFINISHED_BLOCKER,
+    graph_tasks,
     notify_changes,
     notify_ready,
 )
@@ -126,8 +127,11 @@ async def cancel_graph(
         await runs.cancel(project_id, row["run_id"], reason)
 
 
-async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback: str) -> None:
-    """FAILED, PAUSED or CANCELLED -> PENDING for one more attempt (beyond max_retries)."""
+async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback: str) -> TaskView:
+    """FAILED, PAUSED or CANCELLED -> PENDING for one more attempt (beyond max_retries).
+
+    Returns the task as the retry left it, read before commit: a dispatcher may claim it
+    the moment the retry commits, and the answer must describe this call's own change."""
     parse_id(task_id, "task_id")
     async with pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
@@ -166,6 +170,12 @@ async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback
         )
         await notify_ready(conn, project_id)
         await notify_changes(conn, [row["graph_id"]])
+        (view,) = [
+            t
+            for t in await graph_tasks(conn, project_id, row["graph_id"])
+            if t.object.id == str(uuid.UUID(task_id))
+        ]
+    return view
 
 
 async def list_sessions(

@@ -127,8 +127,11 @@ class Selector:
         self._pool = pool
         self._chooser = chooser
 
-    async def agents(self, project_id: str) -> list[AgentInfo]:
-        rows = await self._pool.fetch(
+    async def agents(
+        self, project_id: str, *, conn: asyncpg.Connection | None = None
+    ) -> list[AgentInfo]:
+        """The project's selectable agents (``conn`` to read on a connection already held)."""
+        rows = await (conn or self._pool).fetch(
             "SELECT name, description, tags, is_default FROM kb.agent_definitions "
             "WHERE project_id = $1 AND visibility <> 'internal' ORDER BY name",
             project_id,
@@ -143,9 +146,15 @@ class Selector:
             for r in rows
         ]
 
-    async def select(self, project_id: str, task: dict[str, Any]) -> Choice:
+    async def select(
+        self, project_id: str, task: dict[str, Any], *, agents: Sequence[AgentInfo] | None = None
+    ) -> Choice:
+        """The agent for the task; ``agents`` when the caller already read them."""
         assigned = str(task.get("assigned_agent") or "")
-        agents = [] if assigned else await self.agents(project_id)
+        if assigned:
+            agents = []
+        elif agents is None:
+            agents = await self.agents(project_id)
         result = choose_by_rules(
             assigned_agent=assigned, tags=[str(t) for t in task.get("tags", [])], agents=agents
         )

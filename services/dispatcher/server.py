@@ -200,10 +200,9 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         self, request: pb.RetryTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetryTaskResponse:
         _require(project_id=request.project_id, task_id=request.task_id)
-        await operations.retry_task(
+        task = await operations.retry_task(
             self._pool, request.project_id, request.task_id, request.feedback
         )
-        task = await self._store.task(request.project_id, request.task_id)
         return pb.RetryTaskResponse(task=task_to_proto(task))
 
     async def WatchTaskGraph(

@@ -11,8 +11,15 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.graph import BLOCKS, GraphObject, GraphRepository, NewObject
-from services.dispatcher.models import FOLLOWS_UP, HAS_SESSION, INFORMED_BY, SESSION, iso_now
+from agentfleet.graph import BLOCKS, GraphObject
+from services.dispatcher.models import (
+    FOLLOWS_UP,
+    HAS_SESSION,
+    INFORMED_BY,
+    SESSION,
+    TASK_GRAPH,
+    iso_now,
+)
 from services.dispatcher.prompt import BlockerResult
 
 __all__ = ["Choice", "completed_blockers", "create_session", "finish_session", "set_run"]
@@ -58,8 +65,31 @@ async def completed_blockers(
     ]
 
 
+# The Session object and its edges in one statement. The session end of each edge is the
+# row this statement inserts; the other end must be an object of the project (as
+# GraphRepository.create_relationships checks). An existing session (an adopter got there
+# first) inserts nothing and is read by the caller.
+_CREATE_SESSION = f"""
+    WITH session AS (
+        INSERT INTO kb.graph_objects (id, project_id, type, properties)
+        VALUES ($2::uuid, $1, '{SESSION}', $3::jsonb)
+        ON CONFLICT (id) DO NOTHING
+        RETURNING {OBJECT_COLUMNS}
+    ), edges AS (
+        INSERT INTO kb.graph_relationships (project_id, type, src_id, dst_id)
+        SELECT $1, e.type, CASE WHEN e.outgoing THEN s.id ELSE o.id END,
+               CASE WHEN e.outgoing THEN o.id ELSE s.id END
+        FROM unnest($4::text[], $5::uuid[], $6::bool[]) AS e (type, other_id, outgoing)
+        JOIN kb.graph_objects o ON o.project_id = $1 AND o.id = e.other_id
+        CROSS JOIN session s
+        ON CONFLICT (project_id, src_id, type, dst_id) DO NOTHING
+    )
+    SELECT {OBJECT_COLUMNS} FROM session
+    """
+
+
 async def create_session(
-    conn: asyncpg.Connection,
+    conn: asyncpg.Connection | asyncpg.Pool,
     project_id: str,
     *,
     session_id: str,
@@ -73,14 +103,6 @@ async def create_session(
 ) -> GraphObject:
     """Creates the Session and its edges; an existing one (an adopted dispatch) is returned
     as it is, so a session is created once whoever gets there."""
-    existing = await conn.fetchrow(
-        f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
-        project_id,
-        uuid.UUID(session_id),
-    )
-    if existing is not None:
-        return GraphObject.from_row(existing)
-    repo = GraphRepository.bound(conn)
     properties: dict[str, Any] = {
         "task_id": task.id,
         "task_key": task.properties.get("key", ""),
@@ -97,15 +119,27 @@ async def create_session(
     }
     if follows_up:
         properties["follows_up_session_id"] = follows_up
-    [session] = await repo.create_objects(
-        project_id, [NewObject(id=uuid.UUID(session_id), type=SESSION, properties=properties)]
-    )
-    edges: list[tuple[str, str, str]] = [(HAS_SESSION, task.id, session_id)]
+    # (type, other end, whether the edge goes from the session to the other end)
+    edges: list[tuple[str, str, bool]] = [(HAS_SESSION, task.id, False)]
     if follows_up:
-        edges.append((FOLLOWS_UP, session_id, follows_up))
-    edges += [(INFORMED_BY, session_id, other) for other in informed_by]
-    await repo.create_relationships(project_id, edges)
-    return session
+        edges.append((FOLLOWS_UP, follows_up, True))
+    edges += [(INFORMED_BY, other, True) for other in informed_by]
+    row = await conn.fetchrow(
+        _CREATE_SESSION,
+        project_id,
+        uuid.UUID(session_id),
+        properties,
+        [kind for kind, _, _ in edges],
+        [uuid.UUID(other) for _, other, _ in edges],
+        [outgoing for _, _, outgoing in edges],
+    )
+    if row is None:
+        row = await conn.fetchrow(
+            f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
+            project_id,
+            uuid.UUID(session_id),
+        )
+    return GraphObject.from_row(row)
 
 
 async def set_run(
@@ -114,19 +148,30 @@ async def set_run(
     session_id: str,
     run_id: str,
     trace_id: str | None,
-) -> None:
-    await conn.execute(
-        """
-        UPDATE kb.graph_objects
-        SET properties = properties || jsonb_build_object('run_id', $3::text, 'trace_id', $4::text),
-            version = version + 1, updated_at = now()
-        WHERE project_id = $1 AND id = $2
+    *,
+    graph_id: str,
+) -> bool:
+    """Records the session's run; True when the task's graph is cancelled meanwhile (the
+    run must then be cancelled), read in the same round trip."""
+    cancelled = await conn.fetchval(
+        f"""
+        WITH recorded AS (
+            UPDATE kb.graph_objects
+            SET properties = properties
+                  || jsonb_build_object('run_id', $3::text, 'trace_id', $4::text),
+                version = version + 1, updated_at = now()
+            WHERE project_id = $1 AND id = $2
+        )
+        SELECT coalesce((SELECT status = 'cancelled' FROM kb.graph_objects
+                         WHERE project_id = $1 AND id = $5 AND type = '{TASK_GRAPH}'), false)
         """,
         project_id,
         uuid.UUID(session_id),
         run_id,
         trace_id,
+        uuid.UUID(graph_id),
     )
+    return bool(cancelled)
 
 
 async def finish_session(

@@ -5,16 +5,30 @@ outcome (a second dispatcher, a cancelled graph) changes nothing."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import asyncpg
 
 from agentfleet.graph import BLOCKS, SPEC_TASK
 from services.dispatcher import sessions
 from services.dispatcher.models import TASK_GRAPH, iso_now
-from services.dispatcher.queries import notify_changes, notify_ready
+from services.dispatcher.queries import CHANGES_CHANNEL, READY_CHANNEL, notify_changes, notify_ready
 
-__all__ = ["Attempt", "cancel", "complete", "fail", "graph_cancelled", "pause"]
+__all__ = [
+    "ENDED",
+    "Attempt",
+    "Settled",
+    "cancel",
+    "complete",
+    "fail",
+    "graph_cancelled",
+    "pause",
+    "settle",
+]
+
+ENDED = ("completed", "failed", "cancelled", "paused")
+"""Run statuses that end an attempt (or, for paused, may be resumed)."""
 
 _CURRENT = (
     "project_id = $1 AND id = $2 AND status = 'in_progress' AND properties ->> 'session_id' = $3"
@@ -46,57 +60,127 @@ async def graph_cancelled(conn: asyncpg.Connection | asyncpg.Pool, attempt: Atte
     return status == "cancelled"
 
 
+# Completes the given attempts (whose runs completed) and unblocks their dependents, in one
+# statement: with one snapshot for all of it, a dependent's blockers that this statement
+# completes still read in_progress, so ``done`` is subtracted from the blockers checked.
+# Data-modifying CTEs always run; pg_notify is sent at commit (statement end in autocommit).
+_COMPLETE_CTES = f"""
+    done AS (
+        UPDATE kb.graph_objects t
+        SET properties = (t.properties {_DROP}) || jsonb_build_object(
+                'status', 'completed', 'summary', c.summary, 'run_id', c.run_id,
+                'complete_time', $1::text),
+            version = t.version + 1, updated_at = now()
+        FROM completed c
+        WHERE t.project_id = c.project_id AND t.id = c.task_id AND t.status = 'in_progress'
+          AND t.properties ->> 'session_id' = c.session_id
+        RETURNING t.id, t.project_id
+    ), finished AS (
+        UPDATE kb.graph_objects s
+        SET properties = s.properties || jsonb_build_object(
+                'status', 'completed', 'complete_time', $1::text,
+                'resume_count', coalesce((s.properties ->> 'resume_count')::int, 0))
+              || CASE WHEN c.summary <> '' THEN jsonb_build_object('summary', c.summary)
+                      ELSE '{{}}'::jsonb END,
+            version = s.version + 1, updated_at = now()
+        FROM completed c
+        WHERE s.project_id = c.project_id AND s.id = c.session_id::uuid
+        RETURNING s.id
+    ), deps AS MATERIALIZED (
+        SELECT DISTINCT r.project_id, r.dst_id FROM done d
+        JOIN kb.graph_relationships r
+          ON r.project_id = d.project_id AND r.src_id = d.id AND r.type = '{BLOCKS}'
+    ), ready AS (
+        UPDATE kb.graph_objects t
+        SET properties = t.properties || '{{"ready": true}}',
+            version = t.version + 1, updated_at = now()
+        FROM deps
+        WHERE t.project_id = deps.project_id AND t.id = deps.dst_id
+          AND t.type = '{SPEC_TASK}' AND t.status = 'pending'
+          AND NOT EXISTS (
+              SELECT 1 FROM kb.graph_relationships r JOIN kb.graph_objects b ON b.id = r.src_id
+              WHERE r.project_id = deps.project_id AND r.dst_id = deps.dst_id
+                AND r.type = '{BLOCKS}' AND b.status IS DISTINCT FROM 'completed'
+                AND b.id NOT IN (SELECT id FROM done))
+        RETURNING t.project_id
+    ), notified AS MATERIALIZED (
+        SELECT (SELECT count(pg_notify('{CHANGES_CHANNEL}', g))
+                FROM (SELECT DISTINCT graph_id FROM completed) AS x (g))
+             + (SELECT count(pg_notify('{READY_CHANNEL}', p))
+                FROM (SELECT DISTINCT project_id FROM ready) AS y (p)) AS n
+    )"""
+
+_SETTLE = f"""
+    WITH followed AS (
+        SELECT * FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+            AS f (run_id, project_id, task_id, session_id, graph_id)
+    ), ended AS MATERIALIZED (
+        SELECT f.*, r.status, coalesce(r.summary, '') AS summary,
+               coalesce(r.error_message, '') AS error_message, r.total_steps, r.resume_count
+        FROM followed f JOIN kb.agent_runs r ON r.id = f.run_id AND r.project_id = f.project_id
+        WHERE r.status = ANY($7::text[])
+    ), completed AS MATERIALIZED (
+        SELECT project_id, task_id, session_id, graph_id, summary, run_id::text AS run_id
+        FROM ended WHERE status = 'completed' AND $8::bool
+    ), {_COMPLETE_CTES}
+    SELECT e.run_id::text AS id, e.status, e.summary, e.error_message, e.total_steps,
+           e.resume_count, e.task_id IN (SELECT id FROM done) AS task_completed
+    FROM ended e CROSS JOIN notified
+    """
+
+_COMPLETE = f"""
+    WITH completed AS MATERIALIZED (
+        SELECT $2::text AS project_id, $3::uuid AS task_id, $4::text AS session_id,
+               $5::text AS graph_id, $6::text AS summary, $7::text AS run_id
+    ), {_COMPLETE_CTES}
+    SELECT EXISTS (SELECT 1 FROM done) FROM notified
+    """
+
+
+@dataclass(kw_only=True, slots=True)
+class Settled:
+    """What one settle statement found: the followed runs that ended, by run id."""
+
+    rows: list[asyncpg.Record] = field(default_factory=list)
+    """id, status, summary, error_message, total_steps, resume_count, task_completed"""
+
+
+async def settle(
+    conn: asyncpg.Connection | asyncpg.Pool, attempts: Sequence[Attempt], *, complete: bool
+) -> Settled:
+    """Reads which followed runs ended and, with ``complete``, completes the tasks of the
+    completed ones in the same statement (one round trip for the common outcome). Rows with
+    ``task_completed`` false still need their outcome applied by the caller."""
+    followed = [a for a in attempts if a.run_id is not None]
+    if not followed:
+        return Settled()
+    rows = await conn.fetch(
+        _SETTLE,
+        iso_now(),
+        [uuid.UUID(str(a.run_id)) for a in followed],
+        [a.project_id for a in followed],
+        [uuid.UUID(a.task_id) for a in followed],
+        [a.session_id for a in followed],
+        [a.graph_id for a in followed],
+        list(ENDED),
+        complete,
+    )
+    return Settled(rows=list(rows))
+
+
 async def complete(conn: asyncpg.Connection, attempt: Attempt, *, summary: str) -> bool:
     """Task completed; its dependents whose blockers are all completed become ready."""
     done = await conn.fetchval(
-        f"""
-        UPDATE kb.graph_objects
-        SET properties = (properties {_DROP}) || jsonb_build_object(
-                'status', 'completed', 'summary', $4::text, 'run_id', $5::text,
-                'complete_time', $6::text),
-            version = version + 1, updated_at = now()
-        WHERE {_CURRENT}
-        RETURNING id
-        """,
+        _COMPLETE,
+        iso_now(),
         attempt.project_id,
         uuid.UUID(attempt.task_id),
         attempt.session_id,
+        attempt.graph_id,
         summary,
         attempt.run_id,
-        iso_now(),
     )
-    await sessions.finish_session(
-        conn, attempt.project_id, attempt.session_id, outcome="completed", summary=summary
-    )
-    if done is not None:
-        # Driven from the completed task's edges (a CTE, so the planner cannot turn it
-        # into a scan of every pending task): each dependent's blockers are then checked.
-        await conn.execute(
-            f"""
-            WITH deps AS MATERIALIZED (
-                SELECT dst_id FROM kb.graph_relationships
-                WHERE project_id = $1 AND src_id = $2 AND type = '{BLOCKS}'
-            ), ready AS MATERIALIZED (
-                SELECT d.dst_id FROM deps d
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM kb.graph_relationships r
-                    JOIN kb.graph_objects b ON b.id = r.src_id
-                    WHERE r.project_id = $1 AND r.dst_id = d.dst_id AND r.type = '{BLOCKS}'
-                      AND b.status IS DISTINCT FROM 'completed')
-            )
-            UPDATE kb.graph_objects t
-            SET properties = t.properties || '{{"ready": true}}',
-                version = t.version + 1, updated_at = now()
-            FROM ready
-            WHERE t.id = ready.dst_id AND t.project_id = $1 AND t.type = '{SPEC_TASK}'
-              AND t.status = 'pending'
-            """,
-            attempt.project_id,
-            uuid.UUID(attempt.task_id),
-        )
-        await notify_ready(conn, attempt.project_id)
-    await notify_changes(conn, [attempt.graph_id])
-    return done is not None
+    return bool(done)
 
 
 async def fail(conn: asyncpg.Connection, attempt: Attempt, *, error: str) -> str | None:
