@@ -337,6 +337,14 @@ async def test_soak(
         assert graph_status == dispatcher_pb2.TASK_GRAPH_STATUS_COMPLETED
         by = collections.Counter({(r["agent_name"], r["status"]): r["count"] for r in rows})
         expected = collections.Counter(KINDS[i % len(KINDS)] for i in range(total))
+        unexpected = await pool.fetch(
+            "SELECT agent_name, error_message, count(*) FROM kb.agent_runs "
+            "WHERE project_id = $1 AND status = 'failed' AND agent_name <> 'failer' "
+            "GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 10",
+            PROJECT,
+        )
+        by_error = [(r["agent_name"], r["error_message"], r["count"]) for r in unexpected]
+        assert not by_error, (by, by_error)
         assert by["plain", "completed"] == expected["plain"], by
         assert by["secret", "completed"] == expected["secret"], by
         assert by["failer", "failed"] == expected["failer"], by
