@@ -6,10 +6,18 @@ add about one loopback gRPC call per step for a built-in tool). Measured:
 
 - one run of 200 steps: p50/p99 of the whole step, and of the step minus the model call
   (the stub's HTTP round trip), which is what the executor itself costs;
-- 50 concurrent runs of 20 steps on one executor: steps per second.
+- 50 concurrent runs of 20 steps on one executor: steps per second;
+- database round trips per step (every statement a pooled connection sends, counted by an
+  asyncpg query logger, so BEGIN, COMMIT and the pool's reset on release count too): a
+  figure machine noise cannot move.
+
+The stub model runs in a process of its own (``--stub-in-process`` puts it back in the
+executor's process, as this bench did before), so its HTTP server does not share the
+executor's event loop and the figures measure the executor.
 
 Runs on a fresh database (embedded PostgreSQL in a temporary folder, or a new database on the
-server of DATABASE_URL, dropped at the end). ``python bench/executor_steps.py``
+server of DATABASE_URL, dropped at the end).
+``python bench/executor_steps.py [--stub-in-process]``
 """
 
 from __future__ import annotations
@@ -19,19 +27,25 @@ from pathlib import Path as _Path
 
 _sys.path.insert(0, str(_Path(__file__).parent))
 
+import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import statistics
+import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 from _common import bench_database
 
 from agentfleet import db
+from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
-from agentfleet.llm import ModelReply
-from agentfleet.testing.gemini import model_client_for
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
 from services.executor.queue import RunQueue
@@ -42,14 +56,80 @@ PROJECT = "bench"
 OWNER = "bench-worker"
 
 
-def scripted(steps: int) -> Script:
+STUB_READY = "bench stub at "
+"""What the stub process prints, followed by its base URL, once it serves."""
+
+
+def scripted() -> Script:
+    """Answers a run whose input is ``steps=N`` with N-1 tool steps, then a final answer
+    (the step count travels in the conversation, so a stub in another process needs no
+    other instruction)."""
+
     def policy(request: StubRequest) -> Reply:
+        first = request.contents[0]["parts"][0]["text"]
+        steps = int(first.removeprefix("steps="))
         if request.turn >= steps - 1:
             return Reply(text="done")
         # A different argument each step: identical repeats would trip the doom-loop guard.
         return Reply(calls=[Call("echo", {"text": f"step {request.turn}"})])
 
     return Script(name="bench", policy=policy)
+
+
+async def serve_stub() -> None:
+    """The stub's own process: serves until SIGTERM or SIGINT."""
+    stub = GeminiStub()
+    stub.add_script(scripted())
+    base_url = await stub.start()
+    print(f"{STUB_READY}{base_url}", flush=True)
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
+    try:
+        await stopping.wait()
+    finally:
+        await stub.stop()
+
+
+@contextlib.asynccontextmanager
+async def stub_base_url(in_process: bool) -> AsyncIterator[str]:
+    """The base URL of a started stub, in this process or in a child process."""
+    if in_process:
+        stub = GeminiStub()
+        stub.add_script(scripted())
+        try:
+            yield await stub.start()
+        finally:
+            await stub.stop()
+        return
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve-stub", stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        # readline returns once the stub printed its URL, or b"" if it died first.
+        line = (await asyncio.wait_for(child.stdout.readline(), timeout=60)).decode()
+        if not line.startswith(STUB_READY):
+            raise RuntimeError(f"the stub process did not start: {line!r}")
+        yield line.removeprefix(STUB_READY).strip()
+    finally:
+        if child.returncode is None:
+            child.terminate()
+        await asyncio.wait_for(child.wait(), timeout=30)
+
+
+class StatementCounter:
+    """Counts the statements pooled connections send (each one a round trip)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, record: Any) -> None:
+        self.count += 1
+
+    async def init(self, conn: asyncpg.Connection) -> None:
+        await db._init_connection(conn)
+        conn.add_query_logger(self)
 
 
 class TimedModel:
@@ -90,11 +170,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(url: str) -> None:
-    pool = await db.create_pool(url, min_size=4, max_size=20)
-    stub = GeminiStub()
-    await stub.start()
-    model = TimedModel(model_client_for(stub))
+async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
+    statements = StatementCounter()
+    # db.create_pool's settings, plus the statement counter on every connection.
+    pool = await asyncpg.create_pool(url, min_size=4, max_size=20, init=statements.init)
+    settings = load_settings({}).with_overrides(
+        gemini_base_url=base_url, gemini_api_key=None, gemini_use_vertex=False
+    )
+    model = TimedModel(
+        GenaiModelClient(build_genai_client(settings), retry=RetryPolicy.for_tests())
+    )
     try:
         await DefinitionRepository(pool).upsert(
             PROJECT,
@@ -106,7 +191,10 @@ async def measure(url: str) -> None:
         async def one_run(steps: int, clock: StepClock | None) -> None:
             await queue.enqueue(
                 StartRunParams(
-                    project_id=PROJECT, agent_name="bench", agent_definition_id=None, input="go"
+                    project_id=PROJECT,
+                    agent_name="bench",
+                    agent_definition_id=None,
+                    input=f"steps={steps}",
                 )
             )
             (run,) = await queue.claim_next(OWNER, 60.0)
@@ -122,9 +210,10 @@ async def measure(url: str) -> None:
             assert finished is not None, "run left running"
             assert finished.status == "completed", finished.error_message
 
-        stub.add_script(scripted(200))
         clock = StepClock()
+        sent_before = statements.count
         await one_run(200, clock)
+        run_statements = statements.count - sent_before
         # Boundaries mark the start of steps 1..200; a step with a tool is the gap between
         # two marks (the last step, the final answer, has no following mark).
         step_s = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
@@ -144,9 +233,10 @@ async def measure(url: str) -> None:
             f"  overhead     p50 {pct(overhead, 0.5) * ms:.2f} ms   "
             f"p99 {pct(overhead, 0.99) * ms:.2f} ms  (target p50 < 3 ms)"
         )
-
-        stub.reset()
-        stub.add_script(scripted(20))
+        print(
+            f"  database round trips: {run_statements} for the run of 200 steps = "
+            f"{run_statements / 200:.2f} per step (claim, start, finish included)"
+        )
         runs, steps = 50, 20
         began = time.perf_counter()
         await asyncio.gather(*(one_run(steps, None) for _ in range(runs)))
@@ -155,19 +245,28 @@ async def measure(url: str) -> None:
         print(
             f"{runs} concurrent runs x {steps} steps: {total} steps in {elapsed:.2f} s = "
             f"{total / elapsed:.0f} steps/s  (target > 300; cpus: {os.cpu_count()}, "
-            "stub model in the same process)"
+            f"stub model {'in the same process' if stub_in_process else 'in its own process'})"
         )
         print(f"  mean of {statistics.mean(model.model_s) * ms:.2f} ms per model call overall")
     finally:
         await model.aclose()
-        await stub.stop()
         await pool.close()
 
 
-async def main() -> None:
-    async with bench_database() as url:
-        await measure(url)
+async def main(stub_in_process: bool) -> None:
+    async with bench_database() as url, stub_base_url(stub_in_process) as base_url:
+        await measure(url, base_url, stub_in_process=stub_in_process)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--stub-in-process", action="store_true", help="run the stub model in this process"
+    )
+    parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_stub:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_stub())
+    else:
+        asyncio.run(main(args.stub_in_process))

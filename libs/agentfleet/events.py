@@ -6,7 +6,8 @@ produced it (seed 004 attribution invariant) and ``is_internal`` (coordination p
 hidden unless asked for).
 
 Storage (table ``kb.agent_run_events``): :func:`append_events` gives a run's events a gapless
-``seq`` (1, 2, 3 ...) inside the caller's transaction and sends ``NOTIFY
+``seq`` (1, 2, 3 ...), counted on the run row (``last_event_seq``), inside the caller's
+transaction and sends ``NOTIFY
 agentfleet_run_events, '<run_id>:<last seq>'``, delivered only at commit.
 :func:`read_events` reads them back. Live streams and replays are identical because both are
 built from stored rows: :func:`append_events` returns the rows as the database returned them,
@@ -33,6 +34,8 @@ from agentfleet.v1 import common_pb2
 
 __all__ = [
     "CHANNEL",
+    "INSERT_EVENTS_CTE",
+    "NOTIFY_LAST_EVENT",
     "ChildRunFinished",
     "ChildRunStarted",
     "EventHub",
@@ -62,11 +65,6 @@ __all__ = [
 
 CHANNEL = "agentfleet_run_events"
 """NOTIFY channel; payload ``"<run_id>:<last seq>"``."""
-
-# First key of the two-int advisory lock space, so our per-run locks can never meet the
-# single-bigint lock of migrations (PostgreSQL keeps the two key spaces apart).
-# Advisory-lock namespace of per-run event numbering; every event writer takes it.
-LOCK_NAMESPACE = 0x7E7E_0004
 
 RunStatusName = Literal["queued", "running", "completed", "failed", "cancelled", "paused"]
 ToolCallStatusName = Literal["started", "completed", "failed", "refused", "interrupted"]
@@ -576,23 +574,45 @@ def from_proto(message: common_pb2.RunEvent) -> PersistedEvent:
 
 Connection: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
-_LOCK_RUN = "SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))"
+# Seqs come from the run row's ``last_event_seq``: the UPDATE takes the row lock, which
+# orders concurrent appenders to one run until commit, and in read committed it re-reads the
+# row as the previous holder committed it, so one statement both allocates the seqs and
+# inserts the events (no max(seq) read, whose snapshot would predate the lock). The run
+# must exist in the project; otherwise nothing is written and no row comes back.
+# $1 run, $2 project, $3 root run, $4..$7 the events' columns, $8 the NOTIFY channel.
+INSERT_EVENTS_CTE = """
+ev AS (
+    INSERT INTO kb.agent_run_events (
+        run_id, seq, root_run_id, type, agent_name, is_internal, payload)
+    SELECT r.id, r.last_event_seq - cardinality($4::text[]) + e.ord, $3::uuid, e.type,
+           e.agent_name, e.is_internal, e.payload
+    FROM numbered r
+    CROSS JOIN unnest($4::text[], $5::text[], $6::boolean[], $7::jsonb[])
+         WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
+    RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+)"""
+"""The events' insert of a statement whose CTE ``numbered`` is the run row after its
+``last_event_seq`` was raised by ``cardinality($4)`` (shared with the executor's step
+writes, which number events in the statement that also updates the run's counters)."""
 
-# The run must exist in the project; otherwise nothing is inserted and the caller gets
-# NotFound. max(seq) walks the (run_id, seq) primary key backwards: one index probe.
-_INSERT_EVENTS = """
-INSERT INTO kb.agent_run_events (run_id, seq, root_run_id, type, agent_name, is_internal, payload)
-SELECT r.id, base.last_seq + e.ord, $3::uuid, e.type, e.agent_name, e.is_internal, e.payload
-FROM kb.agent_runs r
-CROSS JOIN (SELECT coalesce(max(seq), 0) AS last_seq
-            FROM kb.agent_run_events WHERE run_id = $1::uuid) base
-CROSS JOIN unnest($4::text[], $5::text[], $6::boolean[], $7::jsonb[])
-     WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
-WHERE r.id = $1::uuid AND r.project_id = $2
-RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+NOTIFY_LAST_EVENT = """(SELECT pg_notify($8, max(run_id::text) || ':' || max(seq)) FROM ev
+ HAVING count(*) > 0)"""
+"""A select-list expression sending ``NOTIFY CHANNEL '<run_id>:<last seq>'`` once for
+``ev``'s rows (delivered at commit); nothing when ``ev`` is empty."""
+
+_INSERT_EVENTS = (
+    """
+WITH numbered AS (
+    UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality($4::text[])
+    WHERE id = $1::uuid AND project_id = $2
+    RETURNING id, last_event_seq
+),"""
+    + INSERT_EVENTS_CTE
+    + f"""
+SELECT ev.*, {NOTIFY_LAST_EVENT} AS notified
+FROM ev
 """
-
-_NOTIFY = "SELECT pg_notify($1, $2)"
+)
 
 _SELECT_EVENTS = """
 SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
@@ -631,33 +651,28 @@ async def append_events(
 ) -> list[PersistedEvent]:
     """Appends ``events`` to the run with the next gapless seqs and NOTIFYs listeners.
 
-    Runs in the caller's transaction (a savepoint if one is open, its own otherwise), so a
-    step's messages, tool calls and events commit together; the NOTIFY is delivered at
-    commit, never for a rollback. Concurrent appenders to one run queue on a per-run
-    advisory transaction lock, so seqs never collide and never skip. Returns the events as
-    stored (what a replay yields). :class:`NotFound` if the run is not in the project.
+    One statement in the caller's transaction (or its own, outside one), so a step's
+    messages, tool calls and events commit together; the NOTIFY is delivered at commit,
+    never for a rollback. Concurrent appenders to one run queue on the run row's lock until
+    the holder commits, so seqs never collide and never skip. Returns the events as stored
+    (what a replay yields). :class:`NotFound` if the run is not in the project.
     """
     if not events:
         return []
-    async with conn.transaction():
-        await conn.execute(_LOCK_RUN, LOCK_NAMESPACE, run_id)
-        # A new statement after the lock: read committed takes a fresh snapshot, so the
-        # previous holder's rows are visible to max(seq).
-        rows = await conn.fetch(
-            _INSERT_EVENTS,
-            run_id,
-            project_id,
-            root_run_id,
-            [e.type for e in events],
-            [e.agent_name for e in events],
-            [e.is_internal for e in events],
-            [event_payload(e) for e in events],
-        )
-        if not rows:
-            raise NotFound(f"run {run_id} not found in project {project_id!r}")
-        stored = sorted((persisted_from_row(row) for row in rows), key=lambda p: p.seq)
-        await conn.execute(_NOTIFY, CHANNEL, f"{run_id}:{stored[-1].seq}")
-    return stored
+    rows = await conn.fetch(
+        _INSERT_EVENTS,
+        run_id,
+        project_id,
+        root_run_id,
+        [e.type for e in events],
+        [e.agent_name for e in events],
+        [e.is_internal for e in events],
+        [event_payload(e) for e in events],
+        CHANNEL,
+    )
+    if not rows:
+        raise NotFound(f"run {run_id} not found in project {project_id!r}")
+    return sorted((persisted_from_row(row) for row in rows), key=lambda p: p.seq)
 
 
 async def read_events(

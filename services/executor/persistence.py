@@ -6,9 +6,11 @@
 - the tool results: every call row finished, the tool message, one TOOL_RESPONSE per call;
 - the end: the conditional status change, STATUS_CHANGED and RUN_FINISHED.
 
-Events are appended in the same transaction as the rows they describe and published to the
-in-process :class:`~agentfleet.events.EventHub` only after it commits. Messages hold the exact
-``types.Content`` JSON, so :func:`load_conversation` rebuilds the conversation exactly.
+A step's two writes (the reply, the results) are one statement each: one round trip and
+one implicit transaction. Events are appended in the same transaction as the rows they
+describe and published to the in-process :class:`~agentfleet.events.EventHub` only after
+it commits. Messages hold the exact ``types.Content`` JSON, so :func:`load_conversation`
+rebuilds the conversation exactly.
 """
 
 from __future__ import annotations
@@ -70,78 +72,69 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
 RETURNING id
 """
 
-# The step's two hot writes are one transaction of few round trips each (DESIGN §4): the
-# first statement takes the run's event lock (the one events.append_events takes, so seqs
-# stay gapless against every other appender), the second writes the message, the call
-# rows, the events and the NOTIFY together. The events' max(seq) is read by a statement
-# that starts after the lock is held, as append_events does.
+# The step's two hot writes are one statement each (DESIGN §4), so each is one round trip
+# and its own transaction: the run row's UPDATE checks the lease (the reply) or the project
+# (the results), takes the row lock that orders the run's event appenders and numbers the
+# events from last_event_seq (see events.INSERT_EVENTS_CTE); every other write selects
+# from that row, so a lost lease or a foreign project writes nothing and returns no row.
+# The last SELECT returns one row per event, or one row of nulls when there is none.
+# $1 run, $2 project, $3 root run, $4..$7 the events, $8 the NOTIFY channel, $9 message
+# seq, $10 step, $11 agent name, $12 message content, $13 message tokens; then per query.
 
-_COUNT_STEP = """
-UPDATE kb.agent_runs
-SET step_count = step_count + $6, total_steps = total_steps + $6,
-    tokens_in = tokens_in + $4, tokens_out = tokens_out + $5,
-    tokens_total_tree = tokens_total_tree + $4 + $5
-WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
-RETURNING id, pg_advisory_xact_lock($7::int, hashtext($8::text)) AS locked
+_STEP_RESULT = f"""
+SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN {events.NOTIFY_LAST_EVENT} END AS notified
+FROM numbered LEFT JOIN ev ON true
 """
 
-# The namespace of events.append_events' per-run lock (not exported by agentfleet.events).
-_EVENT_LOCK_NAMESPACE: int = events.LOCK_NAMESPACE
-
-_LOCK_EVENTS = "SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))"
-
-_EVENTS_CTE = """
-ev AS (
-    INSERT INTO kb.agent_run_events (
-        run_id, seq, root_run_id, type, agent_name, is_internal, payload)
-    SELECT r.id, base.last_seq + e.ord, $3::uuid, e.type, e.agent_name, e.is_internal,
-           e.payload
-    FROM kb.agent_runs r
-    CROSS JOIN (SELECT coalesce(max(seq), 0) AS last_seq
-                FROM kb.agent_run_events WHERE run_id = $1::uuid) base
-    CROSS JOIN unnest($4::text[], $5::text[], $6::boolean[], $7::jsonb[])
-         WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
-    WHERE r.id = $1::uuid AND r.project_id = $2
-    RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
-)
-SELECT ev.*,
-       (SELECT pg_notify($8, max(run_id::text) || ':' || max(seq)) FROM ev) AS notified
-FROM ev
-"""
-
-# $1..$8: the events (see _EVENTS_CTE); $9..: the message and the call rows.
+# $14 steps to count (0 or 1), $15 prompt tokens, $16 lease owner, $17..$20 the call rows.
 _RECORD_REPLY = (
     """
-WITH msg AS (
+WITH numbered AS (
+    UPDATE kb.agent_runs
+    SET step_count = step_count + $14::integer, total_steps = total_steps + $14::integer,
+        tokens_in = tokens_in + $15::bigint, tokens_out = tokens_out + $13::integer,
+        tokens_total_tree = tokens_total_tree + $15::bigint + $13::integer,
+        last_event_seq = last_event_seq + cardinality($4::text[])
+    WHERE project_id = $2 AND id = $1::uuid AND lease_owner = $16 AND status = 'running'
+    RETURNING id, last_event_seq
+), msg AS (
     INSERT INTO kb.agent_run_messages (
         run_id, seq, step_number, role, agent_name, content, tokens)
-    VALUES ($1::uuid, $9, $10, 'model', $11, $12::jsonb, $13)
+    SELECT id, $9::integer, $10::integer, 'model', $11, $12::jsonb, $13::integer FROM numbered
     RETURNING id
 ), calls AS (
     INSERT INTO kb.agent_run_tool_calls (
         run_id, message_id, tool_call_id, step_number, tool_name, source, input)
-    SELECT $1::uuid, msg.id, c.id, $10, c.name, c.source, c.input
-    FROM msg, unnest($14::text[], $15::text[], $16::text[], $17::jsonb[])
+    SELECT $1::uuid, msg.id, c.id, $10::integer, c.name, c.source, c.input
+    FROM msg, unnest($17::text[], $18::text[], $19::text[], $20::jsonb[])
          AS c(id, name, source, input)
 ),"""
-    + _EVENTS_CTE
+    + events.INSERT_EVENTS_CTE
+    + _STEP_RESULT
 )
 
+# $14..$18 the finished call rows. Only ``started`` rows finish: a call is answered once.
 _RECORD_RESULTS = (
     """
-WITH finished AS (
+WITH numbered AS (
+    UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality($4::text[])
+    WHERE project_id = $2 AND id = $1::uuid
+    RETURNING id, last_event_seq
+), finished AS (
     UPDATE kb.agent_run_tool_calls t
     SET status = c.status, output = c.output, error = nullif(c.error, ''),
         duration_ms = c.duration_ms, completed_at = now()
-    FROM unnest($14::text[], $15::text[], $16::jsonb[], $17::text[], $18::bigint[])
+    FROM numbered,
+         unnest($14::text[], $15::text[], $16::jsonb[], $17::text[], $18::bigint[])
          AS c(id, status, output, error, duration_ms)
-    WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
+    WHERE t.run_id = numbered.id AND t.tool_call_id = c.id AND t.status = 'started'
 ), msg AS (
     INSERT INTO kb.agent_run_messages (
         run_id, seq, step_number, role, agent_name, content, tokens)
-    VALUES ($1::uuid, $9, $10, 'tool', $11, $12::jsonb, $13)
+    SELECT id, $9::integer, $10::integer, 'tool', $11, $12::jsonb, $13::integer FROM numbered
 ),"""
-    + _EVENTS_CTE
+    + events.INSERT_EVENTS_CTE
+    + _STEP_RESULT
 )
 
 
@@ -252,34 +245,24 @@ class RunRecorder:
             for c in calls
         )
         batch.extend(extra_events)
-        async with self._pool.acquire() as conn, conn.transaction():
-            counted = await conn.fetchrow(
-                _COUNT_STEP,
-                run.project_id,
-                run.id,
-                self._owner,
-                usage.prompt_tokens,
-                usage.output_tokens,
+        stored = await self._write_step(
+            _RECORD_REPLY,
+            batch,
+            step=step,
+            content=reply.content,
+            tokens=usage.output_tokens,
+            rows=(
                 increment,
-                _EVENT_LOCK_NAMESPACE,
-                run.id,
-            )
-            if counted is None:
-                raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
-            stored = await self._write_step(
-                conn,
-                _RECORD_REPLY,
-                batch,
-                step=step,
-                content=reply.content,
-                tokens=usage.output_tokens,
-                rows=(
-                    [c.tool_call_id for c in calls],
-                    [c.tool_name for c in calls],
-                    [c.source for c in calls],
-                    [c.arguments for c in calls],
-                ),
-            )
+                usage.prompt_tokens,
+                self._owner,
+                [c.tool_call_id for c in calls],
+                [c.tool_name for c in calls],
+                [c.source for c in calls],
+                [c.arguments for c in calls],
+            ),
+        )
+        if stored is None:
+            raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
         self._publish(stored)
         self.open_calls = list(calls)
         run.step_count += increment
@@ -307,23 +290,22 @@ class RunRecorder:
             )
             for r in results
         ]
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(_LOCK_EVENTS, _EVENT_LOCK_NAMESPACE, run.id)
-            stored = await self._write_step(
-                conn,
-                _RECORD_RESULTS,
-                batch,
-                step=step,
-                content=content,
-                tokens=0,
-                rows=(
-                    [r.planned.tool_call_id for r in results],
-                    [r.status for r in results],
-                    [r.response for r in results],
-                    [r.error for r in results],
-                    [r.duration_ms for r in results],
-                ),
-            )
+        stored = await self._write_step(
+            _RECORD_RESULTS,
+            batch,
+            step=step,
+            content=content,
+            tokens=0,
+            rows=(
+                [r.planned.tool_call_id for r in results],
+                [r.status for r in results],
+                [r.response for r in results],
+                [r.error for r in results],
+                [r.duration_ms for r in results],
+            ),
+        )
+        if stored is None:
+            raise NotFound(f"run {run.id} not found in project {run.project_id!r}")
         self._publish(stored)
         answered = {r.planned.tool_call_id for r in results}
         self.open_calls = [c for c in self.open_calls if c.tool_call_id not in answered]
@@ -412,20 +394,20 @@ class RunRecorder:
 
     async def _write_step(
         self,
-        conn: asyncpg.Connection,
         query: str,
         batch: Sequence[events.RunEvent],
         *,
         step: int,
         content: types.Content,
         tokens: int,
-        rows: tuple[list[Any], ...],
-    ) -> list[events.PersistedEvent]:
-        """The message, the call rows and the events in one statement, under the event
-        lock the caller took in this transaction."""
+        rows: tuple[Any, ...],
+    ) -> list[events.PersistedEvent] | None:
+        """Runs one of the step statements outside any transaction block: a single
+        statement commits on its own, so this is one round trip. The stored events, or None
+        when the run row did not qualify (nothing was written)."""
         run = self.run
         seq = self._next_seq
-        stored_rows = await conn.fetch(
+        stored_rows = await self._pool.fetch(
             query,
             run.id,
             run.project_id,
@@ -442,10 +424,13 @@ class RunRecorder:
             tokens,
             *rows,
         )
-        if batch and not stored_rows:
-            raise NotFound(f"run {run.id} not found in project {run.project_id!r}")
+        if not stored_rows:
+            return None
         self._next_seq = seq + 1
-        return sorted((events.persisted_from_row(r) for r in stored_rows), key=lambda p: p.seq)
+        return sorted(
+            (events.persisted_from_row(r) for r in stored_rows if r["seq"] is not None),
+            key=lambda p: p.seq,
+        )
 
     async def _append(
         self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]

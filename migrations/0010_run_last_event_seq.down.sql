@@ -1,0 +1,1 @@
+ALTER TABLE kb.agent_runs DROP COLUMN last_event_seq;
