@@ -69,6 +69,18 @@ async def connect(dsn: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> 
     return conn
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release without asyncpg's default reset query (``pg_advisory_unlock_all(); CLOSE
+    ALL; UNLISTEN *; RESET ALL``), a round trip on every release -- half of a step write's.
+
+    asyncpg still rolls back a transaction left open before calling this. Nothing else
+    outlives a transaction on our pooled connections: advisory locks are ``_xact_`` ones,
+    settings use ``set_config(..., true)``, LISTEN has its own connection (:class:`Listener`)
+    and cursors only live inside transactions. The migration lock is session-level but
+    released explicitly. Keep it so: session state on a pooled connection would leak.
+    """
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10, connect_timeout_s: float = CONNECT_TIMEOUT_S
 ) -> asyncpg.Pool:
@@ -83,6 +95,7 @@ async def create_pool(
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
+            reset=_keep_session,
             timeout=connect_timeout_s,
         )
     except _CONNECT_ERRORS as exc:
