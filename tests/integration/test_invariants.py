@@ -46,7 +46,10 @@ async def run(pool: asyncpg.Pool, *, project: str = P, **values: Any) -> str:
     return await pool.fetchval(sql, *args)
 
 
-async def event(pool: asyncpg.Pool, run_id: str, seq: int, type_: str, **payload: Any) -> None:
+async def event(
+    pool: asyncpg.Pool, run_id: str, seq: int, type_: str, *, count: bool = True, **payload: Any
+) -> None:
+    """An event row; ``count`` also moves the run's last_event_seq as append_events does."""
     await pool.execute(
         "INSERT INTO kb.agent_run_events (run_id, seq, root_run_id, type, agent_name, payload) "
         "VALUES ($1::uuid, $2, $1::uuid, $3, 'a', $4::jsonb)",
@@ -55,6 +58,13 @@ async def event(pool: asyncpg.Pool, run_id: str, seq: int, type_: str, **payload
         type_,
         payload,
     )
+    if count:
+        await pool.execute(
+            "UPDATE kb.agent_runs SET last_event_seq = greatest(last_event_seq, $2) "
+            "WHERE id = $1::uuid",
+            run_id,
+            seq,
+        )
 
 
 async def message(pool: asyncpg.Pool, run_id: str, seq: int) -> None:
@@ -158,6 +168,16 @@ async def test_event_seq_catches_a_gap(db_pool: asyncpg.Pool) -> None:
     await event(db_pool, run_id, 1, "run_started")
     await event(db_pool, run_id, 3, "run_finished")
     assert "seqs 1..3" in only(await check_invariants(db_pool), "event_seq")
+
+
+async def test_event_counter_catches_an_event_written_around_append_events(
+    db_pool: asyncpg.Pool,
+) -> None:
+    run_id = await run(db_pool)
+    await event(db_pool, run_id, 1, "run_started")
+    await event(db_pool, run_id, 2, "run_finished", count=False)
+    text = only(await check_invariants(db_pool), "event_counter")
+    assert "last_event_seq 1 but newest event seq 2" in text
 
 
 async def test_terminal_times_catch_a_missing_duration(db_pool: asyncpg.Pool) -> None:

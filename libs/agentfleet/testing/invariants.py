@@ -17,6 +17,8 @@ raises AssertionError listing them. The rules (DESIGN §4, §5):
 - ``run_tree``: a child's parent exists in the same project, has the same root_run_id, and
   the child's depth is the parent's + 1; a top-level run is its own root at depth 0.
 - ``message_seq``: message seqs of a run are exactly 0..max.
+- ``event_counter``: a run's ``last_event_seq`` (where the next event's seq comes from) is
+  its newest event's seq, 0 with none; an event written around ``append_events`` breaks it.
 
 Every query takes an optional project filter, so a test sharing a database with others can
 check only its own project.
@@ -150,6 +152,16 @@ RULES: tuple[Rule, ...] = (
             GROUP BY m.run_id
             HAVING min(m.seq) <> 0 OR max(m.seq) <> count(*) - 1""",
         describe="run {id}: {n} messages with seqs {first}..{last} (not gapless from 0)",
+    ),
+    Rule(
+        name="event_counter",
+        sql=f"""
+            SELECT r.id, r.last_event_seq AS counter, coalesce(max(e.seq), 0) AS newest
+            FROM kb.agent_runs r LEFT JOIN kb.agent_run_events e ON e.run_id = r.id
+            WHERE {_PROJECT}
+            GROUP BY r.id
+            HAVING r.last_event_seq <> coalesce(max(e.seq), 0)""",
+        describe="run {id}: last_event_seq {counter} but newest event seq {newest}",
     ),
 )
 
