@@ -1,10 +1,12 @@
 """WatchRun: replay a run's stored events, then follow new ones as they are committed.
 
 One :class:`agentfleet.db.Listener` per history process LISTENs on ``agentfleet_run_events``
-for every watcher. A notification only says "run X has events up to seq N"; the watcher then
-reads the rows after its last seq from the database. Events therefore always come from the
-store — any replica serves any run, a lost notification costs latency, never an event, and
-the stream is byte-identical to a replay. After a listener reconnect every watcher re-reads.
+for every watcher. A notification only says "run X has events up to seq N"; the run's
+:class:`~services.history.run_feed.RunFeed` then reads the rows after the last seq it has
+from the database, once for all of the run's watchers in this process, and each watcher
+takes the part after its own last seq. Events therefore always come from the store — any
+replica serves any run, a lost notification costs latency, never an event, and the stream
+is byte-identical to a replay. After a listener reconnect every feed re-reads.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from agentfleet import events as ev
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.v1 import common_pb2
+from services.history.models import WatchTarget
 from services.history.queries import HistoryQueries
+from services.history.run_feed import BATCH, NO_READ, STOPPED, RunFeed, Step
 
 log = structlog.get_logger(__name__)
 
-_STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
-BATCH = 500
 # A safety net only: notifications and reconnect callbacks wake watchers; this bounds the
 # delay should both ever fail.
 RECHECK_INTERVAL_S = 5.0
@@ -33,13 +35,15 @@ READY_TIMEOUT_S = 10.0
 
 
 class RunEventWatch:
-    """Shared LISTEN connection and per-run wake-ups for every WatchRun of this process."""
+    """Shared LISTEN connection and per-run feeds for every WatchRun of this process."""
 
     def __init__(self, *, pool: asyncpg.Pool, database_url: str) -> None:
         self._pool = pool
         self._queries = HistoryQueries(pool)
         self._listener = Listener(database_url)
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._feeds: dict[str, dict[str, RunFeed]] = {}
+        """run_id -> project_id -> feed. A run has one project; the key keeps a feed's
+        reads scoped by the project its watchers were checked against."""
         self._ready = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -56,30 +60,46 @@ class RunEventWatch:
         await self._listener.close()
         self._wake_all()
 
+    def feed(self, project_id: str, run_id: str) -> RunFeed | None:
+        """The run's current feed, if it has watchers here (for tests and diagnostics)."""
+        return self._feeds.get(run_id, {}).get(project_id)
+
     def _on_notification(self, notification: Notification) -> None:
         parsed = ev.parse_notification(notification.payload)
         if parsed is None:
             return
-        for waiter in self._waiters.get(parsed[0], ()):
-            waiter.set()
+        run_id, seq = parsed
+        for feed in self._feeds.get(run_id, {}).values():
+            feed.notify(seq)
 
     def _wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                waiter.set()
+        for feeds in self._feeds.values():
+            for feed in feeds.values():
+                feed.notify(None)
 
     @contextlib.contextmanager
-    def _waiter(self, run_id: str) -> Iterator[asyncio.Event]:
-        waiter = asyncio.Event()
-        self._waiters.setdefault(run_id, set()).add(waiter)
+    def _joined(
+        self, project_id: str, run_id: str, target: WatchTarget
+    ) -> Iterator[tuple[RunFeed, asyncio.Event]]:
+        feeds = self._feeds.setdefault(run_id, {})
+        feed = feeds.get(project_id)
+        if feed is None:
+            feed = feeds[project_id] = RunFeed(
+                pool=self._pool,
+                queries=self._queries,
+                target_project=project_id,
+                run_id=run_id,
+                parent_run_id=str(target.parent_run_id) if target.parent_run_id else None,
+                trace_id=target.trace_id,
+            )
         try:
-            yield waiter
+            with feed.joined() as waiter:
+                yield feed, waiter
         finally:
-            waiters = self._waiters.get(run_id)
-            if waiters is not None:
-                waiters.discard(waiter)
-                if not waiters:
-                    del self._waiters[run_id]
+            if feed.idle and feeds.get(project_id) is feed:
+                del feeds[project_id]
+                if not feeds:
+                    del self._feeds[run_id]
 
     async def watch(
         self, *, project_id: str, run_id: str, after_seq: int, include_internal: bool
@@ -94,52 +114,82 @@ class RunEventWatch:
             await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
         except TimeoutError:
             raise Unavailable("history is not listening for run events yet") from None
-        parent, trace = target.parent_run_id, target.trace_id
         last = after_seq
-        # Registered before the first read, so a commit between the read and the wait
-        # still wakes us.
-        with self._waiter(run_id) as waiter:
+        # Joined before the first read, so a commit between the read and the wait still
+        # wakes us.
+        with self._joined(project_id, run_id, target) as (feed, waiter):
+            need, first = NO_READ, True
             while True:
                 waiter.clear()
-                batch = await ev.read_events(
-                    self._pool,
-                    project_id=project_id,
-                    run_id=run_id,
-                    after_seq=last,
-                    include_internal=True,
-                    limit=BATCH,
-                )
-                for persisted in batch:
-                    last = persisted.seq
-                    if include_internal or not persisted.event.is_internal:
-                        yield ev.to_proto(
-                            persisted,
-                            parent_run_id=str(parent) if parent else None,
-                            trace_id=trace,
-                        )
-                if len(batch) == BATCH:
+                step = await self._next_step(feed, last, need=need, first=first)
+                first = False
+                for event in step.events:
+                    last = event.seq
+                    if include_internal or not event.is_internal:
+                        yield event.message
+                if not step.at_end:
                     continue
-                if batch and batch[-1].is_terminal:
+                if step.events and step.events[-1].is_terminal:
                     return
-                if not batch and await self._stopped_without_more(project_id, run_id, last):
+                if step.stopped:
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.wait(), RECHECK_INTERVAL_S)
+                need = await self._wait(feed, waiter)
 
-    async def _stopped_without_more(self, project_id: str, run_id: str, last: int) -> bool:
+    @staticmethod
+    async def _wait(feed: RunFeed, waiter: asyncio.Event) -> int:
+        """Waits for a wake-up; returns the read mark the next step needs. A wake-up owes
+        its read to the feed already; a timeout is the periodic recheck, and one read that
+        starts after it is shared by every watcher of the run timing out with it."""
+        mark = feed.reads_started
+        try:
+            # asyncio.timeout, not wait_for: no task per wait, and there is one per event.
+            async with asyncio.timeout(RECHECK_INTERVAL_S):
+                await waiter.wait()
+        except TimeoutError:
+            return mark
+        return NO_READ
+
+    async def _next_step(self, feed: RunFeed, last: int, *, need: int, first: bool) -> Step:
+        """The events after ``last``: from the feed if it covers them, else from the store."""
+        if feed.covers(last):
+            await feed.refresh(need)
+            step = feed.step_after(last)
+            if step is not None:
+                if first and step.at_end and not step.events and not step.stopped:
+                    # Joining an idle run: learn now, not at the recheck, that it stopped.
+                    stopped = await self._stopped_without_more(feed, last)
+                    return Step(events=(), at_end=True, stopped=stopped)
+                return step
+            # The buffer moved past ``last`` while we waited: catch up from the store.
+        batch = await ev.read_events(
+            self._pool,
+            project_id=feed.project_id,
+            run_id=feed.run_id,
+            after_seq=last,
+            include_internal=True,
+            limit=BATCH,
+        )
+        events = [feed.convert(p) for p in batch]
+        if len(batch) == BATCH:
+            return Step(events=events, at_end=False)
+        feed.seed(last, events)
+        stopped = not batch and await self._stopped_without_more(feed, last)
+        return Step(events=events, at_end=True, stopped=stopped)
+
+    async def _stopped_without_more(self, feed: RunFeed, last: int) -> bool:
         """A stopped run whose events after ``last`` are all read (e.g. one that stopped
         before it recorded a RUN_FINISHED) has nothing more to stream."""
-        target = await self._queries.watch_target(project_id, run_id)
+        target = await self._queries.watch_target(feed.project_id, feed.run_id)
         if target is None:
             return True
-        if target.status not in _STOPPED:
+        if target.status not in STOPPED:
             return False
         # The status was read after the events: re-read to close the window in which the
         # final events committed between the two reads.
         remaining = await ev.read_events(
             self._pool,
-            project_id=project_id,
-            run_id=run_id,
+            project_id=feed.project_id,
+            run_id=feed.run_id,
             after_seq=last,
             limit=1,
             include_internal=True,

@@ -1,0 +1,234 @@
+"""One run's recent events, read from the store once for every WatchRun of this process.
+
+A :class:`RunFeed` belongs to one ``(project_id, run_id)``: every read it makes is scoped by
+that project, the key a watcher is only given after its own project check. It keeps the
+rows it read, already converted to protobuf once, in a bounded buffer of consecutive seqs;
+each watcher takes the part after its own last seq. A watcher that is behind the buffer
+(a replay, or a slow client) reads the store itself until it reaches the buffer, so a slow
+watcher never holds the others back and never loses an event.
+
+Reads are single-flight and numbered. Whoever needs fresh rows calls :meth:`refresh` with
+the number of reads started when the need arose (a notification, a reconnect, a recheck);
+the first caller reads, everyone else waits for that read's result. Many watchers woken by
+one notification therefore cost one query, not one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import asyncpg
+
+from agentfleet import events as ev
+from agentfleet.v1 import common_pb2
+from services.history.queries import HistoryQueries
+
+STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
+BATCH = 500
+"""Rows per read, the feed's and a catching-up watcher's."""
+CAPACITY = 1024
+"""Events kept in memory per run; a watcher further behind reads the store."""
+NO_READ = -1
+"""A :meth:`RunFeed.refresh` mark asking for no read beyond those already owed."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class FeedEvent:
+    """A stored event in wire form, shared by every watcher it is sent to."""
+
+    seq: int
+    is_internal: bool
+    is_terminal: bool
+    message: common_pb2.RunEvent
+    """Never mutated after conversion: the same object is yielded to every stream."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    """What a watcher gets at once: events after its last seq, and whether it is at the end."""
+
+    events: Sequence[FeedEvent]
+    at_end: bool
+    """The store had nothing after ``events`` when they were read (not a full batch)."""
+    stopped: bool = False
+    """``events`` is empty and the run has stopped: nothing more will come."""
+
+
+class RunFeed:
+    """The shared read position, buffer and wake-ups of one run's watchers in this process."""
+
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        queries: HistoryQueries,
+        target_project: str,
+        run_id: str,
+        parent_run_id: str | None,
+        trace_id: str | None,
+    ) -> None:
+        self.project_id = target_project
+        self.run_id = run_id
+        self._pool = pool
+        self._queries = queries
+        self._parent_run_id = parent_run_id
+        self._trace_id = trace_id
+        self._waiters: set[asyncio.Event] = set()
+        self._events: list[FeedEvent] = []
+        self._head: int | None = None
+        """Last seq read from the store; None until a complete read tells where the end is."""
+        self._complete = True
+        self._stopped_at: int | None = None
+        self._reads_started = 0
+        self._reads_done = 0
+        self._wanted = NO_READ
+        """A read numbered above this is owed to a notification or a full batch."""
+        self._reading: asyncio.Event | None = None
+
+    # -- watchers -----------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """No watcher left: the owner may drop the feed."""
+        return not self._waiters
+
+    @contextlib.contextmanager
+    def joined(self) -> Iterator[asyncio.Event]:
+        """A wake-up event set whenever new rows or a new need to read arrive."""
+        waiter = asyncio.Event()
+        self._waiters.add(waiter)
+        try:
+            yield waiter
+        finally:
+            self._waiters.discard(waiter)
+
+    @property
+    def reads_started(self) -> int:
+        """The mark to pass to :meth:`refresh` for "a read that starts from now on"."""
+        return self._reads_started
+
+    def notify(self, seq: int | None) -> None:
+        """The run has events up to ``seq`` (None: unknown, e.g. after a reconnect)."""
+        if seq is not None and self._head is not None and seq <= self._head:
+            return  # already read: the read that got them woke every watcher
+        self._wanted = self._reads_started
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        for waiter in self._waiters:
+            waiter.set()
+
+    # -- the buffer ---------------------------------------------------------------------
+
+    def convert(self, persisted: ev.PersistedEvent) -> FeedEvent:
+        """The wire form of one stored event of this run (the replay form, byte for byte)."""
+        return FeedEvent(
+            seq=persisted.seq,
+            is_internal=persisted.event.is_internal,
+            is_terminal=persisted.is_terminal,
+            message=ev.to_proto(
+                persisted, parent_run_id=self._parent_run_id, trace_id=self._trace_id
+            ),
+        )
+
+    def covers(self, last: int) -> bool:
+        """Whether the buffer holds every event after ``last`` that the feed has read."""
+        if self._head is None:
+            return False
+        first = self._events[0].seq if self._events else self._head + 1
+        return last >= first - 1
+
+    def step_after(self, last: int) -> Step | None:
+        """The buffered events after ``last``; None if ``last`` is behind the buffer."""
+        if not self.covers(last):
+            return None
+        assert self._head is not None
+        first = self._events[0].seq if self._events else self._head + 1
+        events = self._events[max(0, last - first + 1) :]
+        return Step(
+            events=events,
+            at_end=self._complete,
+            stopped=not events and self._stopped_at == last,
+        )
+
+    def seed(self, after_seq: int, read: Sequence[FeedEvent]) -> None:
+        """A watcher's own read after ``after_seq`` reached the end of the stored events:
+        the first such read tells the feed where to start (and fills its buffer)."""
+        if self._head is not None:
+            return
+        self._head = read[-1].seq if read else after_seq
+        self._events = list(read[-CAPACITY:])
+
+    def _append(self, read: Sequence[FeedEvent]) -> None:
+        assert self._head is not None
+        if read[0].seq != self._head + 1:
+            # Seqs are gapless, so this should not happen; if it does, watchers between
+            # the old and the new rows catch up from the store rather than skip them.
+            self._events.clear()
+        self._events.extend(read)
+        self._head = read[-1].seq
+        self._stopped_at = None
+        if len(self._events) > 2 * CAPACITY:
+            # Trimmed in chunks, so most appends move nothing.
+            del self._events[: len(self._events) - CAPACITY]
+
+    # -- reading ------------------------------------------------------------------------
+
+    async def refresh(self, need: int) -> None:
+        """Returns once a read numbered above ``need`` (and above any read owed now) is done.
+
+        The caller whose turn it is runs the read; callers arriving meanwhile wait for it.
+        If the reading caller is cancelled or fails, a waiting one reads instead.
+        """
+        target = max(need, self._wanted)
+        while self._reads_done <= target:
+            if self._reading is not None:
+                await self._reading.wait()
+                continue
+            self._reading = reading = asyncio.Event()
+            self._reads_started += 1
+            number = self._reads_started
+            try:
+                await self._read()
+                self._reads_done = number
+            finally:
+                self._reading = None
+                reading.set()
+
+    async def _read(self) -> None:
+        assert self._head is not None, "refresh before the feed was seeded"
+        if await self._read_rows():
+            return
+        target = await self._queries.watch_target(self.project_id, self.run_id)
+        if target is not None and target.status not in STOPPED:
+            return
+        # The status was read after the events: re-read to close the window in which the
+        # final events committed between the two reads.
+        if await self._read_rows():
+            return
+        self._stopped_at = self._head
+        self._wake_all()
+
+    async def _read_rows(self) -> bool:
+        """Reads the rows after the head into the buffer; True if there were any."""
+        assert self._head is not None
+        batch = await ev.read_events(
+            self._pool,
+            project_id=self.project_id,
+            run_id=self.run_id,
+            after_seq=self._head,
+            include_internal=True,
+            limit=BATCH,
+        )
+        if not batch:
+            self._complete = True
+            return False
+        self._append([self.convert(p) for p in batch])
+        self._complete = len(batch) < BATCH
+        if not self._complete:
+            self._wanted = self._reads_started  # the rest is owed to the next refresh
+        self._wake_all()
+        return True
