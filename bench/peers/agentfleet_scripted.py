@@ -11,8 +11,10 @@ LangGraph scripts):
 - ``fanout``: one parent whose first step is ``spawn_agents`` with ``--children`` tasks,
   each child answering at once; wall time of the parent run, seen by the client.
 
-Persisted per step (in the same transaction as the step): the model message, the tool call
-row, the run events (tool_request, tool_response, model_text), the run's step counter.
+Persisted per step, in two statements (each its own transaction, before the step goes on):
+the model message, the tool call row ``started``, the run's counters and events
+(tool_request) before the tool runs; then the tool message, the call row finished and the
+tool_response event.
 
 ``python bench/peers/agentfleet_scripted.py --json out.json`` (fresh database: a new one on
 DATABASE_URL's server, else an embedded server).
@@ -192,8 +194,9 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
         await stack.stop(grace_s=5.0)
         await stub.stop()
     out["persisted"] = (
-        "per step: model message + tool call row + run events (tool_request, tool_response,"
-        " model_text) in one transaction, over gRPC (executor -> toolpool CallTool)"
+        "per step, two statements: model message + tool call row `started` + run counters +"
+        " tool_request event before the tool runs; tool message + call row finished +"
+        " tool_response event after it; tool over gRPC (executor -> toolpool CallTool)"
     )
     return out
 
