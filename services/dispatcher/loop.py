@@ -43,6 +43,8 @@ tracer = trace.get_tracer("agentfleet.dispatcher")
 
 DEFAULT_SLOTS = 8
 MAX_TOTAL_STEPS = 500
+SWEEP_PAGE = 200
+"""Pending tasks looked at per poll tick by the backstop sweep (transitions.sweep)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,6 +83,10 @@ class Dispatcher:
         self._inflight: dict[str, Attempt] = {}  # task id -> attempt
         self._by_run: dict[str, Attempt] = {}
         self._dirty: set[str] = set()
+        # Tasks whose completion left a dependent waiting: re-checked after their commit
+        # (transitions.unblock), task id -> project id.
+        self._unblock: dict[str, str] = {}
+        self._sweep = transitions.SweepCursor()
         self._wake = asyncio.Event()
         self._new_tasks = True
         self._claim_due = True
@@ -151,7 +157,9 @@ class Dispatcher:
         self._wake.set()
 
     async def step(self, *, poll: bool) -> None:
-        """One round: settle finished runs, adopt, classify new tasks, claim, start."""
+        """One round: settle finished runs, re-check dependents a concurrent completion may
+        have left waiting, (on the poll tick) sweep a page for them and adopt, classify new
+        tasks, claim, start."""
         if poll:
             self._dirty.update(self._by_run)
             self._new_tasks = True
@@ -161,7 +169,10 @@ class Dispatcher:
         async with self._pool.acquire() as conn:
             if self._dirty:
                 await self._settle(conn)
+            if self._unblock:
+                await self._recheck(conn)
             if poll:
+                await self._sweep_waiting(conn)
                 for task in await claims.adopt_expired(
                     conn, owner=self.owner, lease_s=self._timing.lease_s, limit=self._free()
                 ):
@@ -366,11 +377,36 @@ class Dispatcher:
             if attempt is None:
                 continue
             if row["status"] == "completed" and completes:
+                if row["task_completed"] and row["recheck"]:
+                    self._unblock[attempt.task_id] = attempt.project_id
                 self._forget(attempt)
                 continue
             if row["status"] == "paused" and row["resume_count"] < attempt.resumes:
                 continue  # the resume asked for has not started yet
             await self._finish(attempt, row)
+
+    async def _recheck(self, conn: asyncpg.Connection) -> None:
+        """Readies the dependents a concurrent completion may have left waiting (issue 8);
+        kept for the next round if the statement fails."""
+        pending, self._unblock = self._unblock, {}
+        try:
+            readied = await transitions.unblock(
+                conn, [(project, task) for task, project in pending.items()]
+            )
+        except BaseException:
+            self._unblock.update(pending)
+            raise
+        if readied:
+            log.info("readied dependents a concurrent completion left waiting", count=readied)
+            self._claim_due = True
+
+    async def _sweep_waiting(self, conn: asyncpg.Connection) -> None:
+        """One bounded page of the backstop walk (transitions.sweep), on the poll tick only:
+        the tick comes after a quiet poll interval, so a busy dispatcher rarely pays it."""
+        readied, self._sweep = await transitions.sweep(conn, self._sweep, limit=SWEEP_PAGE)
+        if readied:
+            log.warning("readied tasks left waiting by an interrupted completion", count=readied)
+            self._claim_due = True
 
     async def _finish(self, attempt: Attempt, row: asyncpg.Record) -> None:
         status = row["status"]
@@ -381,7 +417,10 @@ class Dispatcher:
             if rejection is not None:
                 await transitions.fail(conn, attempt, error=rejection)
             elif status == "completed":
-                await transitions.complete(conn, attempt, summary=row["summary"])
+                completion = await transitions.complete(conn, attempt, summary=row["summary"])
+                if completion.done and completion.recheck:
+                    # Re-checked by the step once this transaction has committed.
+                    self._unblock[attempt.task_id] = attempt.project_id
             elif status == "paused":
                 await transitions.pause(conn, attempt, summary=row["summary"])
             elif await transitions.graph_cancelled(conn, attempt):
