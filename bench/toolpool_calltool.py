@@ -4,17 +4,25 @@ Starts the toolpool as its own process (so the client's event loop does not shar
 time slices with the server's in one process), creates a running run whose agent may call
 ``get_entity``, and times CallTool(get_entity) sequentially, then with 16 calls in flight.
 
+The floor comes first: the same sequential calls to a bare ``grpc.aio`` unary echo server in
+its own process (no interceptors, no database, no protobuf), once through a plain channel
+and once through ``open_channel`` (the client stack CallTool uses). CallTool can get no
+faster than that on this machine.
+
 Run: ``.venv/bin/python bench/toolpool_calltool.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import grpc
 from google.protobuf import struct_pb2
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,13 +31,69 @@ from _common import bench_database, machine, report
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.testing.services import start_process_stack
+from agentfleet.testing.services import free_port, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
 PROJECT = "bench"
 WARMUP = 200
 CALLS = 3000
 CONCURRENT = 16
+ECHO_METHOD = "/bench.Echo/Echo"
+
+
+def serve_echo(port: int) -> None:
+    """The floor's server: a unary method that returns its request bytes."""
+
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return request
+
+    async def serve() -> None:
+        server = grpc.aio.server()
+        handler = grpc.unary_unary_rpc_method_handler(echo)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler}),)
+        )
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+async def sequential_calls(call: Callable[[], Awaitable[object]]) -> list[float]:
+    """Seconds per call, one at a time, after a warm-up."""
+    for _ in range(WARMUP):
+        await call()
+    samples = []
+    for _ in range(CALLS):
+        started = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def measure_floor(token: str) -> list[str]:
+    """Report lines for the bare echo, through a plain channel and through open_channel."""
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--echo-server", str(port)
+    )
+    try:
+        lines = []
+        channels = {
+            "plain channel": grpc.aio.insecure_channel(f"127.0.0.1:{port}"),
+            "open_channel": open_channel(f"127.0.0.1:{port}", token=token),
+        }
+        for name, channel in channels.items():
+            async with channel:
+                await asyncio.wait_for(channel.channel_ready(), timeout=30)
+                echo = channel.unary_unary(ECHO_METHOD)
+                samples = await sequential_calls(lambda echo=echo: echo(b"x" * 64))
+                lines.append(report(f"floor: bare grpc.aio echo, {name}", samples))
+        return lines
+    finally:
+        server.terminate()
+        await server.wait()
 
 
 async def prepare(url: str) -> tuple[str, str, str]:
@@ -63,6 +127,7 @@ async def prepare(url: str) -> tuple[str, str, str]:
 async def main() -> None:
     async with bench_database("calltool") as url:
         run_id, entity, token = await prepare(url)
+        floor = await measure_floor(token)
         logs = Path(tempfile.mkdtemp(prefix="agentfleet-bench-logs-"))
         stack = await start_process_stack(
             database_url=url,
@@ -90,9 +155,8 @@ async def main() -> None:
                     assert not reply.is_error, reply.error_message
                     return time.perf_counter() - started
 
-                for n in range(WARMUP):
-                    await call(n)
-                sequential = [await call(n) for n in range(CALLS)]
+                numbers = itertools.count()
+                sequential = await sequential_calls(lambda: call(next(numbers)))
                 gate = asyncio.Semaphore(CONCURRENT)
 
                 async def gated(n: int) -> float:
@@ -105,6 +169,8 @@ async def main() -> None:
         finally:
             await stack.stop()
     print(f"machine: {machine()}")
+    for line in floor:
+        print(line)
     print(report("CallTool get_entity, sequential", sequential))
     print(report(f"CallTool get_entity, {CONCURRENT} in flight", concurrent))
     print(
@@ -113,4 +179,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if sys.argv[1:2] == ["--echo-server"]:
+        serve_echo(int(sys.argv[2]))
+    else:
+        asyncio.run(main())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -125,26 +126,38 @@ class TokenStore:
         return status.endswith(" 1")
 
 
-class TokenAuthenticator:
-    """Checks tokens against the database, caching verdicts briefly.
+REVOCATION_DELAY_S = 10.0
+"""At most this long after its revocation a token may still be accepted by a service that
+checked it just before (the verdict cache below); after that every RPC refuses it."""
 
-    The cache keeps the database off the hot path of every RPC; its TTL bounds how long a
-    revoked token keeps working.
+
+class TokenAuthenticator:
+    """Checks tokens against the database, caching verdicts for ``ttl_s``.
+
+    The cache keeps the database off the hot path of every RPC (a hit costs one SHA-256 and
+    a dict lookup); its TTL bounds how long a revoked token keeps working:
+    :data:`REVOCATION_DELAY_S` by default, 0 for exact checks on every call.
     """
 
     def __init__(
-        self, store: TokenStore, *, ttl_s: float = 10.0, max_entries: int = 10_000
+        self,
+        store: TokenStore,
+        *,
+        ttl_s: float = REVOCATION_DELAY_S,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._ttl_s = ttl_s
         self._max_entries = max_entries
+        self._clock = clock
         self._cache: dict[str, tuple[float, Principal | None]] = {}
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
             raise Unauthenticated("missing bearer token: send 'authorization: Bearer <token>'")
         digest = hash_token(token)
-        now = time.monotonic()
+        now = self._clock()
         cached = self._cache.get(digest)
         if cached is not None and cached[0] > now:
             principal = cached[1]

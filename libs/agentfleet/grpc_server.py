@@ -23,7 +23,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
+from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from opentelemetry.trace import Status, StatusCode
 
 from agentfleet.auth import Authenticator, Principal, bearer_token, current_principal
 from agentfleet.errors import (
@@ -351,10 +353,36 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: BaseExcept
     if isinstance(exc, AgentFleetError) and exc.code != grpc.StatusCode.INTERNAL:
         if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.PERMISSION_DENIED):
             log.warning("rpc_refused", code=exc.code.name, error=exc.message)
+        _record_status(exc.code, exc.message)
         await context.abort_with_status(to_status(exc))
     reference = uuid.uuid4().hex[:12]
     log.error("rpc_failed", reference=reference, exc_info=exc)
-    await context.abort(grpc.StatusCode.INTERNAL, f"internal error (reference {reference})")
+    trace.get_current_span().record_exception(exc)
+    message = f"internal error (reference {reference})"
+    _record_status(grpc.StatusCode.INTERNAL, message)
+    await context.abort(grpc.StatusCode.INTERNAL, message)
+
+
+# The codes OpenTelemetry's RPC conventions count as the server's own failure.
+_SERVER_FAULTS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+
+def _record_status(code: grpc.StatusCode, message: str) -> None:
+    """Puts the RPC's final code on the instrumentation's SERVER span: it only sees codes
+    set through ``context.abort``, not the ``abort_with_status`` our details need."""
+    span = trace.get_current_span()
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code in _SERVER_FAULTS:
+        span.set_status(Status(StatusCode.ERROR, f"{code}:{message}"))
 
 
 async def _unimplemented_streaming(request: Any, context: grpc.aio.ServicerContext) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -37,13 +38,24 @@ class RunScopes:
     A running run's scope is cached for ``ttl_s``: a run calls many tools, its depth and
     project never change, and the executor cancels a stopped run's calls itself, so a few
     seconds of staleness cost nothing while the query leaves CallTool's hot path.
+
+    The whitelist is cached with the status, not frozen for the run's life: an agent
+    definition edited mid-run governs that run's calls within ``ttl_s``, and a run that
+    stopped running is refused within ``ttl_s``. Freezing it would save nothing measurable:
+    a cached call already sends no query (tests/integration/test_toolpool_hot_path.py).
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, ttl_s: float = 2.0, max_entries: int = 10_000
+        self,
+        pool: asyncpg.Pool,
+        *,
+        ttl_s: float = 2.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pool = pool
         self._ttl_s = ttl_s
+        self._clock = clock
         self._max_entries = max_entries
         self._running: dict[tuple[str, str], tuple[float, RunScope]] = {}
 
@@ -73,7 +85,7 @@ class RunScopes:
     async def get_running(self, project_id: str, run_id: str) -> RunScope:
         """As :meth:`get`, refusing runs that are not executing: they may not call tools."""
         key = (project_id, run_id)
-        now = time.monotonic()
+        now = self._clock()
         cached = self._running.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]

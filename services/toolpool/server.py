@@ -94,17 +94,19 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             if request.HasField("timeout")
             else None,
         )
-        duration = duration_pb2.Duration()
-        duration.FromNanoseconds(int(outcome.duration_s * 1e9))
-        return toolpool_pb2.CallToolResponse(
-            result=_struct(outcome.result),
+        response = toolpool_pb2.CallToolResponse(
             is_error=outcome.is_error,
             error_message=outcome.error_message,
-            duration=duration,
             truncated=outcome.truncated,
             result_size_bytes=outcome.size_bytes,
             source=_source(outcome.spec),
         )
+        # Filled in place: building a Struct and passing it in would copy the result again.
+        # SetInParent keeps an empty result present, as the constructor did.
+        response.result.SetInParent()
+        response.result.update(outcome.result)
+        response.duration.FromNanoseconds(int(outcome.duration_s * 1e9))
+        return response
 
     async def UpsertMcpServer(self, request, context):  # type: ignore[no-untyped-def]
         config = mcp_server_config(request.project_id, request.mcp_server)
