@@ -14,6 +14,17 @@ PERCENTILES = re.compile(
 )
 # structlog's console lines ("2026-11-22 00:44:41 [info     ] ...") that benches print.
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\S*\s+\[")
+# Lines that are context for the figures, kept as notes under the area's table.
+_INFO_PREFIXES = (
+    "machine:",
+    "loaded ",
+    "one run",
+    "per-task",
+    "  mean",
+    "  database round trips",
+    "all 500 watchers subscribed",
+    "spawn_agents fan-out overhead on",
+)
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 
 
@@ -71,7 +82,7 @@ def parse_output(text: str) -> Parsed:
         if rate:
             out.rates.append((line.strip(), _f(rate.group(1)) or 0.0, rate.group("unit")))
             continue
-        if line.startswith(("machine:", "loaded ", "one run", "per-task", "  mean")):
+        if line.startswith(_INFO_PREFIXES):
             out.info.append(line.strip())
             if line.endswith(":"):
                 context = line.strip()
