@@ -176,6 +176,23 @@ def dag_points(parsed: Parsed) -> list[list[float]]:
     return points
 
 
+README = ROOT / "README.md"
+README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def update_readme(lines: list[str], *, written: str, path: Path = README) -> None:
+    """Puts a full run's headline numbers between the README's bench markers."""
+    text = path.read_text()
+    head, start, rest = text.partition(README_START)
+    _old, end, tail = rest.partition(README_END)
+    if not (start and end):
+        print(f"README.md has no {README_START} ... {README_END} block; not updated")
+        return
+    block = [line for line in lines if not line.startswith("## ")]
+    body = "\n".join([f"From `bench/RESULTS.md` ({written}):", *block]).strip()
+    path.write_text(f"{head}{start}\n{body}\n{end}{tail}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -304,6 +321,9 @@ def main() -> None:
     if log:
         doc += ["", "## Problems", "", "```", *log, "```"]
     args.results.write_text("\n".join(doc) + "\n")
+    full = not (quick or args.only or args.skip or args.no_peers)
+    if full and args.results == HERE / "RESULTS.md":
+        update_readme(headlines(summary, parsed), written=time.strftime("%Y-%m-%d"))
     print(f"\nwrote {args.results}; load average at end: {end_load}; total {total:.0f} s")
     for name, took, status in timings:
         print(f"  {name:<36} {took:7.1f} s  {status}")
