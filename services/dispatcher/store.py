@@ -28,6 +28,7 @@ from agentfleet.graph import (
     notify_tasks_added,
     parse_id,
 )
+from services.dispatcher import statistics
 from services.dispatcher.dag import NewTask, validate_graph
 from services.dispatcher.models import (
     TASK_GRAPH,
@@ -109,7 +110,7 @@ class GraphStore:
         """Creates the graph; returns its id (``None`` for validate_only)."""
         graph = validate_graph(tasks, edges)
         try:
-            return await self._create(
+            graph_id = await self._create(
                 project_id,
                 graph.tasks,
                 graph.edges,
@@ -130,6 +131,11 @@ class GraphStore:
             if earlier is None:
                 raise
             return str(earlier)
+        if graph_id is not None:
+            await statistics.refresh_after_write(
+                self._pool, max(len(graph.tasks), len(graph.edges))
+            )
+        return graph_id
 
     async def _create(
         self,
@@ -283,6 +289,9 @@ class GraphStore:
             await notify_tasks_added(conn, project_id)
             await notify_ready(conn, project_id)
             await notify_changes(conn, [graph_id])
+        await statistics.refresh_after_write(
+            self._pool, max(len(validated.tasks), len(validated.edges))
+        )
         return list(ids.values())
 
     async def _lock_blocked_existing(

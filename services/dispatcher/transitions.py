@@ -195,7 +195,10 @@ _UNBLOCK = f"""
 
 # The backstop of ``sweep``: one page of pending tasks in the order of their partial index
 # (graph_objects_pending_spectasks_idx), after the cursor; those not marked ready whose
-# blockers are all completed become ready.
+# blockers are all completed become ready. The page's rows are probed by id (an array, as in
+# _UNBLOCK): as a join, a planner that expects most pending tasks to qualify hashes the page
+# against a scan of the whole table, and the page stops being bounded (8 ms at 10,000 tasks).
+# The page and the rows updated are the same rows, so they are of the same project.
 _SWEEP = f"""
     WITH page AS MATERIALIZED (
         SELECT t.project_id, t.created_at, t.id FROM kb.graph_objects t
@@ -207,8 +210,8 @@ _SWEEP = f"""
         UPDATE kb.graph_objects t
         SET properties = t.properties || '{{"ready": true}}',
             version = t.version + 1, updated_at = now()
-        FROM page
-        WHERE t.project_id = page.project_id AND t.id = page.id
+        WHERE t.id = ANY (ARRAY(SELECT id FROM page))
+          AND (t.project_id = ANY (ARRAY(SELECT project_id FROM page))) IS TRUE
           AND t.type = '{SPEC_TASK}' AND t.status = 'pending'
           AND (t.properties ->> 'ready') IS DISTINCT FROM 'true'
           AND NOT {UNFINISHED_BLOCKER}

@@ -7,6 +7,7 @@ fails. No planner setting is forced: the indexes must win on their own merits.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,9 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.testing.database import DatabaseFactory
+from services.dispatcher import transitions
+from services.dispatcher.dag import NewTask
+from services.dispatcher.store import GraphStore
 
 RUNS = 40_000
 
@@ -269,3 +273,110 @@ async def test_tool_call_page_uses_run_created(history: asyncpg.Pool) -> None:
         first["id"],
     )
     _assert_uses(nodes, "agent_run_tool_calls", "agent_run_tool_calls_run_created_idx")
+
+
+# -- the dispatcher (issue 8) ---------------------------------------------------------------
+#
+# A task graph created in a fresh database is the dispatcher's worst case: the statistics
+# are from the empty tables, so the planner believes every index empty. Its statements must
+# still find each dependent by primary key; a scan of the project's SpecTask index per
+# dependent made the cost per task grow with the graph (5 ms at 10,000 tasks vs 3 at 2,500).
+
+GRAPH_TASKS = 2_000
+"""Above statistics.ANALYZE_MIN_ROWS: a graph this big refreshes the planner statistics."""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fresh_graph(db_pool: asyncpg.Pool) -> list[asyncpg.Record]:
+    """A chain-shaped graph written by GraphStore into never-analysed tables (autovacuum
+    off, so only the store can refresh the statistics); its tasks, first blocker first."""
+    for table in ("graph_objects", "graph_relationships", "agent_runs"):
+        await db_pool.execute(f"ALTER TABLE kb.{table} SET (autovacuum_enabled = false)")
+    tasks = [NewTask(key=f"t{i}", title=f"task {i}") for i in range(GRAPH_TASKS)]
+    edges = [(f"t{i}", f"t{i + 1}") for i in range(GRAPH_TASKS - 1)]
+    await GraphStore(db_pool).create_graph(
+        "plans",
+        title="chain",
+        tasks=tasks,
+        edges=edges,
+        max_parallel=0,
+        labels={},
+        request_id="",
+        validate_only=False,
+    )
+    return await db_pool.fetch(
+        "SELECT project_id, id, properties ->> 'graph_id' AS graph_id FROM kb.graph_objects"
+        " WHERE project_id = 'plans' AND type = 'SpecTask' ORDER BY created_at, id LIMIT 16"
+    )
+
+
+def _graph_object_reads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        n
+        for n in nodes
+        if n["Node Type"] in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Index Scan")
+        and (
+            n.get("Relation Name") == "graph_objects"
+            or str(n.get("Index Name", "")).startswith("graph_objects_")
+        )
+    ]
+
+
+def _assert_probes_by_id(nodes: list[dict[str, Any]], *, page_index: str | None = None) -> None:
+    """Every read of graph_objects looks rows up by id (whichever index serves that), so
+    its cost is bounded by the rows asked for; ``page_index`` may serve one keyset page."""
+    reads = _graph_object_reads(nodes)
+    described = [(n["Node Type"], n.get("Index Name"), n.get("Index Cond")) for n in reads]
+    assert reads, described
+    for node in reads:
+        if page_index is not None and node.get("Index Name") == page_index:
+            continue
+        assert "(id = " in str(node.get("Index Cond", "")), described
+
+
+async def test_settle_finds_tasks_and_dependents_by_id(
+    db_pool: asyncpg.Pool, fresh_graph: list[asyncpg.Record]
+) -> None:
+    tasks = fresh_graph
+    nodes = await _plan(
+        db_pool,
+        transitions._SETTLE,
+        "2026-01-01T00:00:00Z",
+        [uuid.uuid4() for _ in tasks],
+        [t["project_id"] for t in tasks],
+        [t["id"] for t in tasks],
+        [str(uuid.uuid4()) for _ in tasks],
+        [t["graph_id"] for t in tasks],
+        list(transitions.ENDED),
+        True,
+    )
+    _assert_probes_by_id(nodes)
+
+
+async def test_unblock_finds_dependents_by_id(
+    db_pool: asyncpg.Pool, fresh_graph: list[asyncpg.Record]
+) -> None:
+    tasks = fresh_graph
+    nodes = await _plan(
+        db_pool, transitions._UNBLOCK, [t["project_id"] for t in tasks], [t["id"] for t in tasks]
+    )
+    _assert_probes_by_id(nodes)
+
+
+async def test_sweep_pages_pending_tasks_and_checks_them_by_id(
+    db_pool: asyncpg.Pool, fresh_graph: list[asyncpg.Record]
+) -> None:
+    cursor = transitions.SweepCursor()
+    nodes = await _plan(
+        db_pool,
+        transitions._SWEEP,
+        cursor.project_id,
+        cursor.created_at,
+        cursor.task_id,
+        200,
+    )
+    _assert_probes_by_id(nodes, page_index="graph_objects_pending_spectasks_idx")
+    assert any(
+        n.get("Index Name") == "graph_objects_pending_spectasks_idx"
+        for n in _graph_object_reads(nodes)
+    )
