@@ -40,6 +40,12 @@ VALUES ($1, $2::uuid, $3, $4, $5::jsonb, $6, make_interval(secs => $7::double pr
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
+# The insert with the workers' wake-up in the same round trip (NOTIFY is delivered at commit,
+# so no worker looks before the run and its RUN_QUEUED event are visible).
+_INSERT_AND_NOTIFY = f"""
+WITH inserted AS ({_INSERT})
+SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
+"""
 
 # The inner SELECT walks agent_runs_queued_idx (partial, status = 'queued') oldest first;
 # SKIP LOCKED lets concurrent claimers take disjoint runs instead of queueing on one row.
@@ -168,7 +174,7 @@ class RunQueue:
         """:meth:`enqueue` in the caller's transaction (spawn_agents writes its children and
         the parent's tool call together); the caller publishes the events after commit."""
         row = await conn.fetchrow(
-            _INSERT,
+            _INSERT_AND_NOTIFY,
             params.project_id,
             params.agent_definition_id,
             params.agent_name,
@@ -201,7 +207,6 @@ class RunQueue:
             root_run_id=run.root_run_id,
             events=[events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
         )
-        await notify(conn, QUEUED_CHANNEL, run.id)
         return run, True, stored
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:

@@ -155,18 +155,30 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
 
     async def _enqueue(self, request: executor_pb2.StartRunRequest) -> RunRecord:
         params = start_params(request)
-        definition = await self._definitions.get(params.project_id, params.agent_name)
-        params.agent_definition_id = str(definition.id)
-        # task_id is only a foreign key: it must also be a graph object of this project.
-        if params.task_id is not None and not await self._pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE id = $1::uuid"
-            " AND project_id = $2)",
-            params.task_id,
-            params.project_id,
-        ):
+        # Both reads at once: they are independent, and each is a round trip before the run
+        # exists (the dispatcher waits on this for every task it starts).
+        definition, task_found = await asyncio.gather(
+            self._definitions.get(params.project_id, params.agent_name),
+            self._task_in_project(params),
+        )
+        if not task_found:
             raise NotFound(f"task {params.task_id} not found")
+        params.agent_definition_id = str(definition.id)
         run, _created = await self._queue.enqueue(params)
         return run
+
+    async def _task_in_project(self, params: StartRunParams) -> bool:
+        """task_id is only a foreign key: it must also be a graph object of this project."""
+        if params.task_id is None:
+            return True
+        return bool(
+            await self._pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE id = $1::uuid"
+                " AND project_id = $2)",
+                params.task_id,
+                params.project_id,
+            )
+        )
 
     async def TriggerRun(
         self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext

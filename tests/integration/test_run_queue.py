@@ -16,7 +16,7 @@ from agentfleet.db import Listener, transaction
 from agentfleet.errors import NotFound
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import RunControl
-from services.executor.queue import CANCEL_CHANNEL, RunQueue
+from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.worker import RunWorker
 
@@ -53,6 +53,23 @@ async def test_same_request_id_returns_the_same_run(db_pool: asyncpg.Pool) -> No
     other, created_other = await queue.enqueue(params(None))
     assert created_other
     assert other.id != first.id
+
+
+async def test_enqueue_wakes_the_workers_once_per_new_run(
+    db_pool: asyncpg.Pool, database_url: str
+) -> None:
+    queue = RunQueue(db_pool)
+    heard: asyncio.Queue = asyncio.Queue()
+    async with Listener(database_url) as listener:
+        await listener.subscribe(QUEUED_CHANNEL, heard)
+        first, _ = await queue.enqueue(params("req-1"))
+        await queue.enqueue(params("req-1"))  # the same run: nothing new to claim
+        other, _ = await queue.enqueue(params(None))
+        payloads = []
+        async with asyncio.timeout(5):
+            while other.id not in payloads:  # notifications arrive in commit order
+                payloads.append((await heard.get()).payload)
+    assert payloads == [first.id, other.id]
 
 
 async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Pool) -> None:
