@@ -8,8 +8,10 @@ add about one loopback gRPC call per step for a built-in tool). Measured:
   (the stub's HTTP round trip), which is what the executor itself costs;
 - 50 concurrent runs of 20 steps on one executor: steps per second;
 - database round trips per step (every statement a pooled connection sends, counted by an
-  asyncpg query logger, so BEGIN, COMMIT and the pool's reset on release count too): a
-  figure machine noise cannot move.
+  asyncpg query logger, so BEGIN and COMMIT count too; the pool releases connections as
+  ``db.create_pool``'s does, without a reset query): a figure machine noise cannot move;
+- the executor process's CPU time per step (``time.process_time``, both parts): less
+  sensitive than wall time to what else the machine runs.
 
 The stub model runs in a process of its own (``--stub-in-process`` puts it back in the
 executor's process, as this bench did before), so its HTTP server does not share the
@@ -76,10 +78,18 @@ def scripted() -> Script:
     return Script(name="bench", policy=policy)
 
 
+def bench_stub() -> GeminiStub:
+    """The stub this bench talks to. It keeps no record of the requests: the bench reads
+    none, and 1,200 recorded conversations made the stub's full garbage collections pause
+    for 100-250 ms, which showed up as the model call's mean and p99."""
+    stub = GeminiStub(record_requests=False)
+    stub.add_script(scripted())
+    return stub
+
+
 async def serve_stub() -> None:
     """The stub's own process: serves until SIGTERM or SIGINT."""
-    stub = GeminiStub()
-    stub.add_script(scripted())
+    stub = bench_stub()
     base_url = await stub.start()
     print(f"{STUB_READY}{base_url}", flush=True)
     stopping = asyncio.Event()
@@ -95,8 +105,7 @@ async def serve_stub() -> None:
 async def stub_base_url(in_process: bool) -> AsyncIterator[str]:
     """The base URL of a started stub, in this process or in a child process."""
     if in_process:
-        stub = GeminiStub()
-        stub.add_script(scripted())
+        stub = bench_stub()
         try:
             yield await stub.start()
         finally:
@@ -172,8 +181,11 @@ def pct(values: list[float], q: float) -> float:
 
 async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
     statements = StatementCounter()
-    # db.create_pool's settings, plus the statement counter on every connection.
-    pool = await asyncpg.create_pool(url, min_size=4, max_size=20, init=statements.init)
+    # db.create_pool's settings (its codecs, and its release without asyncpg's reset query,
+    # as the executor runs), plus the statement counter on every connection.
+    pool = await asyncpg.create_pool(
+        url, min_size=4, max_size=20, init=statements.init, reset=db._keep_session
+    )
     settings = load_settings({}).with_overrides(
         gemini_base_url=base_url, gemini_api_key=None, gemini_use_vertex=False
     )
@@ -212,7 +224,9 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
 
         clock = StepClock()
         sent_before = statements.count
+        cpu_before = time.process_time()
         await one_run(200, clock)
+        run_cpu = time.process_time() - cpu_before
         run_statements = statements.count - sent_before
         # Boundaries mark the start of steps 1..200; a step with a tool is the gap between
         # two marks (the last step, the final answer, has no following mark).
@@ -227,7 +241,8 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
         )
         print(
             f"  model call   p50 {pct(model_s, 0.5) * ms:.2f} ms   "
-            f"p99 {pct(model_s, 0.99) * ms:.2f} ms  (stub HTTP round trip)"
+            f"p99 {pct(model_s, 0.99) * ms:.2f} ms   mean {statistics.mean(model_s) * ms:.2f} ms  "
+            "(stub HTTP round trip)"
         )
         print(
             f"  overhead     p50 {pct(overhead, 0.5) * ms:.2f} ms   "
@@ -237,16 +252,21 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
             f"  database round trips: {run_statements} for the run of 200 steps = "
             f"{run_statements / 200:.2f} per step (claim, start, finish included)"
         )
+        print(f"  executor CPU {run_cpu / 200 * ms:.2f} ms per step (process time)")
         runs, steps = 50, 20
         began = time.perf_counter()
+        cpu_before = time.process_time()
         await asyncio.gather(*(one_run(steps, None) for _ in range(runs)))
         elapsed = time.perf_counter() - began
+        concurrent_cpu = time.process_time() - cpu_before
         total = runs * steps
         print(
             f"{runs} concurrent runs x {steps} steps: {total} steps in {elapsed:.2f} s = "
             f"{total / elapsed:.0f} steps/s  (target > 300; cpus: {os.cpu_count()}, "
             f"stub model {'in the same process' if stub_in_process else 'in its own process'})"
         )
+        print(f"  executor CPU {concurrent_cpu / total * ms:.2f} ms per step (process time)")
+        # Here a model call also waits for the event loop, busy with the other runs' steps.
         print(f"  mean of {statistics.mean(model.model_s) * ms:.2f} ms per model call overall")
     finally:
         await model.aclose()

@@ -244,6 +244,15 @@ _EVENT_CLASSES: dict[str, type[RunEvent]] = {
     )
 }
 _ENVELOPE = frozenset({"type", "agent_name", "is_internal"})
+# Each class's payload field names, read once: dataclasses.fields() per event was a
+# measurable part of every step's event handling.
+_PAYLOAD_FIELDS: dict[type[RunEvent], tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls) if f.name not in _ENVELOPE)
+    for cls in _EVENT_CLASSES.values()
+}
+_KNOWN_PAYLOAD_KEYS: dict[str, frozenset[str]] = {
+    type_: frozenset(_PAYLOAD_FIELDS[cls]) for type_, cls in _EVENT_CLASSES.items()
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -267,12 +276,13 @@ class PersistedEvent:
 
 def event_payload(event: RunEvent) -> dict[str, Any]:
     """The jsonb payload of ``event``: its fields without type, agent_name and is_internal."""
+    names = _PAYLOAD_FIELDS.get(type(event))
+    if names is None:  # a subclass of an event: read its own fields
+        names = tuple(f.name for f in dataclasses.fields(event) if f.name not in _ENVELOPE)
     payload: dict[str, Any] = {}
-    for f in dataclasses.fields(event):
-        if f.name in _ENVELOPE:
-            continue
-        value = getattr(event, f.name)
-        payload[f.name] = list(value) if isinstance(value, tuple) else value
+    for name in names:
+        value = getattr(event, name)
+        payload[name] = list(value) if isinstance(value, tuple) else value
     return payload
 
 
@@ -284,7 +294,7 @@ def event_from_payload(
     cls = _EVENT_CLASSES.get(type_)
     if cls is None:
         raise ValueError(f"unknown run event type {type_!r}")
-    known = {f.name for f in dataclasses.fields(cls)} - _ENVELOPE
+    known = _KNOWN_PAYLOAD_KEYS[type_]
     values = {k: v for k, v in payload.items() if k in known}
     if "tool_names" in values:
         values["tool_names"] = tuple(values["tool_names"])

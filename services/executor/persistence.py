@@ -59,8 +59,12 @@ class CallResult:
     duration_ms: int = 0
 
     def function_response(self) -> types.Part:
-        return types.Part(
-            function_response=types.FunctionResponse(
+        # model_construct skips a validation that could change nothing: the id comes from
+        # a validated FunctionCall, the name is a str and the response a str-keyed dict
+        # (validated as dict[str, Any], its values are kept as they are). It runs for every
+        # call of every step.
+        return types.Part.model_construct(
+            function_response=types.FunctionResponse.model_construct(
                 id=self.planned.call.id, name=self.planned.tool_name, response=self.response
             )
         )
@@ -263,7 +267,7 @@ class RunRecorder:
         )
         if stored is None:
             raise LeaseLost(f"run {run.id}: lease lost by worker {self._owner}")
-        self._publish(stored)
+        self._publish_rows(stored)
         self.open_calls = list(calls)
         run.step_count += increment
         run.total_steps += increment
@@ -276,7 +280,11 @@ class RunRecorder:
         """Finishes the call rows, appends the tool message and the TOOL_RESPONSEs; returns
         the tool message content (to append to the conversation)."""
         run = self.run
-        content = types.Content(role="user", parts=[r.function_response() for r in results])
+        # Validation would keep the Part instances as they are (pydantic does not revalidate
+        # model instances): nothing to check in a content built here.
+        content = types.Content.model_construct(
+            role="user", parts=[r.function_response() for r in results]
+        )
         batch = [
             events.ToolResponse(
                 agent_name=run.agent_name,
@@ -306,7 +314,7 @@ class RunRecorder:
         )
         if stored is None:
             raise NotFound(f"run {run.id} not found in project {run.project_id!r}")
-        self._publish(stored)
+        self._publish_rows(stored)
         answered = {r.planned.tool_call_id for r in results}
         self.open_calls = [c for c in self.open_calls if c.tool_call_id not in answered]
         return content
@@ -401,10 +409,11 @@ class RunRecorder:
         content: types.Content,
         tokens: int,
         rows: tuple[Any, ...],
-    ) -> list[events.PersistedEvent] | None:
+    ) -> list[asyncpg.Record] | None:
         """Runs one of the step statements outside any transaction block: a single
-        statement commits on its own, so this is one round trip. The stored events, or None
-        when the run row did not qualify (nothing was written)."""
+        statement commits on its own, so this is one round trip. The rows of the stored
+        events (one row of nulls when there is none), or None when the run row did not
+        qualify (nothing was written)."""
         run = self.run
         seq = self._next_seq
         stored_rows = await self._pool.fetch(
@@ -427,10 +436,7 @@ class RunRecorder:
         if not stored_rows:
             return None
         self._next_seq = seq + 1
-        return sorted(
-            (events.persisted_from_row(r) for r in stored_rows if r["seq"] is not None),
-            key=lambda p: p.seq,
-        )
+        return stored_rows
 
     async def _append(
         self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]
@@ -449,6 +455,19 @@ class RunRecorder:
         """Hands committed events to in-process subscribers; call after the commit only."""
         if self._hub is not None and stored:
             self._hub.publish(stored)
+
+    def _publish_rows(self, rows: Sequence[asyncpg.Record]) -> None:
+        """:meth:`_publish` for a step statement's rows, rebuilt as stored (what a replay
+        yields). A run nobody in this process subscribes to gets no rebuild: publishing
+        would hand the events to no one, and a later subscriber reads them from the table."""
+        if self._hub is None or not self._hub.subscriber_count(self.run.id):
+            return
+        self._publish(
+            sorted(
+                (events.persisted_from_row(r) for r in rows if r["seq"] is not None),
+                key=lambda p: p.seq,
+            )
+        )
 
 
 async def load_conversation(

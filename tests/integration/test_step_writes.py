@@ -30,14 +30,14 @@ OWNER = "worker-1"
 
 
 class StatementLog:
-    """The statements pooled connections send, except the pool's reset on release."""
+    """Every statement pooled connections send (the pool releases them as production's
+    does, with no reset query)."""
 
     def __init__(self) -> None:
         self.queries: list[str] = []
 
     def __call__(self, record: Any) -> None:
-        if "RESET ALL" not in record.query:
-            self.queries.append(record.query)
+        self.queries.append(record.query)
 
     async def init(self, conn: asyncpg.Connection) -> None:
         await db._init_connection(conn)
@@ -48,7 +48,9 @@ class StatementLog:
 async def logged_pool(database_url: str) -> AsyncIterator[tuple[asyncpg.Pool, StatementLog]]:
     log = StatementLog()
     # One connection, so its statement cache is warm after a first step.
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1, init=log.init)
+    pool = await asyncpg.create_pool(
+        database_url, min_size=1, max_size=1, init=log.init, reset=db._keep_session
+    )
     try:
         yield pool, log
     finally:

@@ -34,8 +34,14 @@ _METHODS = frozenset({"generateContent", "streamGenerateContent"})
 class GeminiStub:
     """A scripted offline model. Start it, point google-genai's ``base_url`` at it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, record_requests: bool = True) -> None:
+        """``record_requests`` False keeps no request once it is answered, so
+        :attr:`requests` stays empty. For long benchmarks: every recorded body (a whole
+        conversation, parsed) stays alive, and over a run of hundreds of steps that heap
+        makes the stub's full garbage collections pause for 100 ms and more, which then
+        shows up as slow model calls."""
         self._book = ScriptBook()
+        self._record_requests = record_requests
         self._requests: list[StubRequest] = []
         self._arrived = asyncio.Condition()
         # Set to release every delayed or hung reply at once (stop and reset).
@@ -121,11 +127,15 @@ class GeminiStub:
         def seen() -> list[StubRequest]:
             return self.requests_for(script) if script is not None else self.requests
 
+        if not self._record_requests:
+            raise RuntimeError("this gemini stub does not record requests")
         async with self._arrived:
             await self._arrived.wait_for(lambda: len(seen()) >= count)
         return seen()
 
     async def _record(self, record: StubRequest) -> None:
+        if not self._record_requests:
+            return
         async with self._arrived:
             self._requests.append(record)
             self._arrived.notify_all()

@@ -7,7 +7,10 @@ cost O(n²) in its length. A conversation only grows, and a sent content never c
 :class:`FastGenerate` converts each content once, with google-genai's own converter, and the
 request's constant head (model path, system instruction, tools, generation config) once per
 turn, then posts through google-genai's API client (same auth, base URL, headers, error
-types) and parses the answer exactly as ``AsyncModels._generate_content`` does.
+types) and parses the answer exactly as ``AsyncModels._generate_content`` does (its pruning of
+unknown fields planned once: :mod:`agentfleet.llm.genai_response`). The body's
+JSON text is assembled from each content's JSON, also encoded once, and the transport's
+per-call waste is cut as :mod:`agentfleet.llm.genai_transport` describes.
 
 Relies on google-genai internals of the pinned version (``models._Content_to_mldev`` and
 friends); ``tests/unit/test_genai_fast.py`` compares the bodies with the SDK's own, so a
@@ -22,13 +25,29 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import pydantic_core
 from google import genai
 from google.genai import _common, _extra_utils, models, types
 
+from agentfleet.llm.genai_response import prune_extra_fields
+from agentfleet.llm.genai_transport import (
+    EncodedBody,
+    body_prefix,
+    drop_retry_wrapper,
+    encode_body,
+    stop_trusting_env,
+)
+
 _HEAD_CACHE_SIZE = 256
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+_Wire = tuple[dict[str, Any], bytes]
+"""A content as sent: its wire JSON and that JSON encoded (``json.dumps``, UTF-8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +56,9 @@ class RequestHead:
 
     path: str
     body: dict[str, Any]
+    prefix: bytes | None
+    """The body's JSON text up to the contents (:func:`body_prefix`); None when an
+    ``extra_body`` option makes google-genai rewrite the body, so it encodes it itself."""
     http_options: types.HttpOptions | None
     parameters: types._GenerateContentParameters
     config: types.GenerateContentConfig
@@ -51,8 +73,16 @@ class FastGenerate:
         self._client = client
         self._api = client.aio.models._api_client
         self._vertex = bool(self._api.vertexai)
-        self._contents: dict[int, tuple[weakref.ref[types.Content], dict[str, Any]]] = {}
-        self._heads: OrderedDict[tuple[object, ...], RequestHead] = OrderedDict()
+        # Without the SDK's retry wrapper nothing would send an EncodedBody's bytes.
+        self._sends_encoded = drop_retry_wrapper(self._api)
+        self._contents: dict[int, tuple[weakref.ref[types.Content], _Wire]] = {}
+        # By the ids of the objects a turn passes (a hit per step), each entry holding its
+        # objects so the ids stay theirs; then by value, so a run whose turn was built from
+        # an equal definition reuses a head instead of building one (~0.4 ms).
+        self._heads: OrderedDict[tuple[object, ...], tuple[RequestHead, tuple[object, ...]]] = (
+            OrderedDict()
+        )
+        self._heads_by_value: OrderedDict[tuple[object, ...], RequestHead] = OrderedDict()
 
     def head_for(
         self,
@@ -62,13 +92,31 @@ class FastGenerate:
         tools: Sequence[types.Tool],
         config: types.GenerateContentConfig | None,
     ) -> RequestHead:
-        """The request head of a turn; built once per distinct (model, system, tools, config)
-        objects, so a run's steps share one."""
+        """The request head of a turn; built once per distinct (model, system, tools, config),
+        so a run's steps share one, and so do runs of equal definitions."""
         key = (model, system_instruction, id(config), *map(id, tools))
-        head = self._heads.get(key)
-        if head is not None:
+        entry = self._heads.get(key)
+        if entry is not None:
             self._heads.move_to_end(key)
-            return head
+            return entry[0]
+        value = _value_key(model, system_instruction, tools, config)
+        head = self._heads_by_value.get(value) if value is not None else None
+        if head is None:
+            head = self._new_head(model, system_instruction, tools, config)
+            if value is not None:
+                _remember(self._heads_by_value, value, head)
+        else:
+            self._heads_by_value.move_to_end(value)
+        _remember(self._heads, key, (head, (config, *tools)))
+        return head
+
+    def _new_head(
+        self,
+        model: str,
+        system_instruction: str | None,
+        tools: Sequence[types.Tool],
+        config: types.GenerateContentConfig | None,
+    ) -> RequestHead:
         request_config = (config or types.GenerateContentConfig()).model_copy(
             update={
                 "system_instruction": system_instruction,
@@ -77,15 +125,12 @@ class FastGenerate:
             },
             deep=True,
         )
-        head = self._build_head(model, request_config, keep=(config, *tools))
-        self._heads[key] = head
-        if len(self._heads) > _HEAD_CACHE_SIZE:
-            self._heads.popitem(last=False)
-        return head
+        return self._build_head(model, request_config, keep=(config, *tools))
 
     def supports(self, head: RequestHead, contents: Sequence[object]) -> bool:
         """True when the cheap path sends exactly what the SDK would."""
-        if not contents or not all(isinstance(c, types.Content) for c in contents):
+        # The distinct types (map and set run in C): a long conversation has one or two.
+        if not contents or not all(issubclass(t, types.Content) for t in set(map(type, contents))):
             return False
         # MCP tools make the SDK open sessions and rewrite the tools: leave them to it.
         return not any(
@@ -117,8 +162,12 @@ class FastGenerate:
     async def _post(
         self, head: RequestHead, contents: Sequence[types.Content]
     ) -> types.GenerateContentResponse:
+        await stop_trusting_env(self._api)
+        wires = [self._content(c) for c in contents]
         body = dict(head.body)
-        body["contents"] = [self._content(c) for c in contents]
+        body["contents"] = [wire for wire, _ in wires]
+        if head.prefix is not None and self._sends_encoded:
+            body = EncodedBody(body, encode_body(head.prefix, [text for _, text in wires]))
         response = await self._api.async_request("post", head.path, body, head.http_options)
         response_dict = {} if not response.body else json.loads(response.body)
         parameters = head.parameters
@@ -131,13 +180,16 @@ class FastGenerate:
                 response_dict, None, parameters
             )
         config = head.config
+        if not getattr(config, "include_all_fields", None):
+            prune_extra_fields(types.GenerateContentResponse, response_dict)
         result = types.GenerateContentResponse._from_response(
             response=response_dict,
             kwargs={
                 "config": {
                     "response_schema": config.response_schema,
                     "response_json_schema": config.response_json_schema,
-                    "include_all_fields": getattr(config, "include_all_fields", None),
+                    # Pruned above, as the SDK would; this skips its slower pruning only.
+                    "include_all_fields": True,
                 }
             },
         )
@@ -145,8 +197,8 @@ class FastGenerate:
         self._api._verify_response(result)
         return result
 
-    def _content(self, content: types.Content) -> dict[str, Any]:
-        """The wire JSON of one content, converted once while the content lives."""
+    def _content(self, content: types.Content) -> _Wire:
+        """The wire JSON of one content and its encoding, made once while the content lives."""
         key = id(content)
         cached = self._contents.get(key)
         if cached is not None and cached[0]() is content:
@@ -155,9 +207,10 @@ class FastGenerate:
         # The converter reads a model through getv, which scans every field per lookup;
         # on the model's own dump (what convert_to_dict makes of it anyway) each lookup is
         # a dict hit, and the result is the same.
-        wire = _common.encode_unserializable_types(
+        value = _common.encode_unserializable_types(
             _common.convert_to_dict(convert(content.model_dump(exclude_none=True), None, None))
         )
+        wire = (value, json.dumps(value).encode())
         contents = self._contents
 
         def forget(_: object, key: int = key) -> None:
@@ -186,11 +239,41 @@ class FastGenerate:
             path = f"{path}?{urlencode(query)}"
         request.pop("config", None)
         body = _common.encode_unserializable_types(_common.convert_to_dict(request))
+        rewrites = self._api._http_options.extra_body or (
+            config.http_options is not None and config.http_options.extra_body
+        )
         return RequestHead(
             path=path,
             body=body,
+            prefix=None if rewrites else body_prefix(body),
             http_options=config.http_options,
             parameters=parameters,
             config=config,
             keep=keep,
         )
+
+
+def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
+    cache[key] = value
+    if len(cache) > _HEAD_CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+def _value_key(
+    model: str,
+    system_instruction: str | None,
+    tools: Sequence[object],
+    config: types.GenerateContentConfig | None,
+) -> tuple[object, ...] | None:
+    """What a turn sends besides its contents, as JSON text; None when that text might not
+    tell two turns apart: a response schema may be a Python class, HTTP options may hold
+    clients, a tool may not be a ``types.Tool``."""
+    if not all(isinstance(tool, types.Tool) for tool in tools):
+        return None
+    if config is not None and (config.response_schema is not None or config.http_options):
+        return None
+    try:
+        dumped = [item.model_dump_json() for item in (config, *tools) if item is not None]
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
+        return None
+    return (model, system_instruction, config is None, *dumped)
