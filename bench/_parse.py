@@ -22,6 +22,7 @@ _INFO_PREFIXES = (
     "per-task",
     "  mean",
     "  database round trips",
+    "  executor CPU",
     "all 500 watchers subscribed",
     "spawn_agents fan-out overhead on",
 )

@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import time
-import uuid
 from pathlib import Path
-
-import asyncpg
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from agentfleet import db, events
+from agentfleet import db
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.services import start_stack
+from agentfleet.testing.statements import StatementCounter
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from bench._common import bench_database, report
@@ -101,64 +99,6 @@ async def unblock_latency(url: str) -> None:
         await pool.close()
 
 
-class InstantRuns:
-    """Executor stand-in: a triggered run is stored completed at once, with its NOTIFY."""
-
-    def __init__(self, pool) -> None:  # type: ignore[no-untyped-def]
-        self._pool = pool
-        self.triggered = 0
-
-    async def trigger(self, *, project_id, agent_name, input, request_id, task_id, timeout_s):  # type: ignore[no-untyped-def]
-        self.triggered += 1
-        async with self._pool.acquire() as conn, conn.transaction():
-            run_id = await conn.fetchval(
-                """
-                INSERT INTO kb.agent_runs (project_id, agent_name, status, input, summary,
-                    request_id, task_id, started_at, completed_at)
-                VALUES ($1, $2, 'completed', $3, 'ok', $4, $5, now(), now())
-                ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL
-                DO UPDATE SET request_id = EXCLUDED.request_id
-                RETURNING id::text
-                """,
-                project_id,
-                agent_name,
-                input,
-                request_id,
-                uuid.UUID(task_id),
-            )
-            await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
-        return run_id
-
-    async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
-        return None
-
-    async def resume(self, project_id: str, run_id: str, request_id: str) -> str | None:
-        return "not supported"
-
-
-class StatementCounter:
-    """Counts the statements sent on the connections of one pool (asyncpg query loggers)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def _log(self, _record: object) -> None:
-        self.count += 1
-
-    async def _init(self, conn: asyncpg.Connection) -> None:
-        # The JSON codecs every agentfleet pool has (agentfleet.db), plus the counter.
-        for typename in ("json", "jsonb"):
-            await conn.set_type_codec(
-                typename, schema="pg_catalog", encoder=json.dumps, decoder=json.loads
-            )
-        conn.add_query_logger(self._log)
-
-    async def pool(self, url: str) -> asyncpg.Pool:
-        pool = await asyncpg.create_pool(url, min_size=2, max_size=20, init=self._init)
-        assert pool is not None
-        return pool
-
-
 async def overhead(url: str, n: int) -> float:
     pool = await db.create_pool(url, min_size=2, max_size=20)
     project = f"{PROJECT}-{n}"
@@ -187,7 +127,7 @@ async def overhead(url: str, n: int) -> float:
     create_s = time.perf_counter() - started
     runs = InstantRuns(pool)
     counter = StatementCounter()
-    dispatcher_pool = await counter.pool(url)
+    dispatcher_pool = await counter.pool(url, min_size=2, max_size=20)
     dispatcher = Dispatcher(
         dispatcher_pool,
         dsn=url,

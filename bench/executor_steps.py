@@ -40,14 +40,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 from _common import bench_database
 
-from agentfleet import db
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
+from agentfleet.testing.statements import StatementCounter
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
 from services.executor.queue import RunQueue
@@ -127,20 +126,6 @@ async def stub_base_url(in_process: bool) -> AsyncIterator[str]:
         await asyncio.wait_for(child.wait(), timeout=30)
 
 
-class StatementCounter:
-    """Counts the statements pooled connections send (each one a round trip)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, record: Any) -> None:
-        self.count += 1
-
-    async def init(self, conn: asyncpg.Connection) -> None:
-        await db._init_connection(conn)
-        conn.add_query_logger(self)
-
-
 class TimedModel:
     """Wraps the model client to subtract its time from each step."""
 
@@ -181,11 +166,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
     statements = StatementCounter()
-    # db.create_pool's settings (its codecs, and its release without asyncpg's reset query,
-    # as the executor runs), plus the statement counter on every connection.
-    pool = await asyncpg.create_pool(
-        url, min_size=4, max_size=20, init=statements.init, reset=db._keep_session
-    )
+    pool = await statements.pool(url, min_size=4, max_size=20)
     settings = load_settings({}).with_overrides(
         gemini_base_url=base_url, gemini_api_key=None, gemini_use_vertex=False
     )

@@ -39,6 +39,18 @@ def gateway(**extra: Any) -> InMemoryToolGateway:
     return InMemoryToolGateway(tools={"add": _add, "echo": _echo, **extra})
 
 
+def blocking_tool() -> tuple[asyncio.Event, Callable[[dict[str, Any]], Awaitable[Any]]]:
+    """A tool that never returns, and the event set once it has been called."""
+    started = asyncio.Event()
+
+    async def block(args: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return started, block
+
+
 async def claimed_run(
     pool: asyncpg.Pool, *, tools: list[str], agent: str = "helper", input: str = "go"
 ) -> RunRecord:
@@ -264,13 +276,7 @@ async def test_five_server_errors_fail_the_run_with_the_model_error(
 async def test_cancel_mid_tool_call_keeps_partial_output_and_answers_the_request(
     db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
-    started = asyncio.Event()
-
-    async def block(args: dict[str, Any]) -> dict[str, Any]:
-        started.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
+    started, block = blocking_tool()
     gemini_stub.add_script(
         Script(name="helper", replies=[Reply(text="Working on it.", calls=[Call("block")])])
     )
@@ -316,13 +322,7 @@ async def test_cancel_on_takeover_answers_the_call_the_dead_worker_left_open(
 ) -> None:
     # The soak's case: the worker running a slow tool dies, CancelRun comes while nobody
     # holds the run, and the worker that takes it over is cancelled before its first step.
-    started = asyncio.Event()
-
-    async def block(args: dict[str, Any]) -> dict[str, Any]:
-        started.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
+    started, block = blocking_tool()
     gemini_stub.add_script(
         Script(name="helper", replies=[Reply(text="Looking.", calls=[Call("block")])])
     )

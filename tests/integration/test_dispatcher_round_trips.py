@@ -1,22 +1,23 @@
 """The dispatcher's per-task cost stays a handful of statements (issue 8), and its claim and
 adoption statements keep using their partial indexes.
 
-Statements are counted with asyncpg query loggers on the dispatcher's own pool (BEGIN,
-COMMIT and the pool's reset on release included), so the figure is exact, not timed.
+Statements are counted with asyncpg query loggers on the dispatcher's own pool (BEGIN and
+COMMIT included), so the figure is exact, not timed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest_asyncio
 
-from agentfleet import db, events
+from agentfleet import db
+from agentfleet.testing.dispatch import InstantRuns
+from agentfleet.testing.statements import StatementCounter
 from services.dispatcher import claims
 from services.dispatcher.dag import NewTask
 from services.dispatcher.loop import Dispatcher, LoopTiming
@@ -27,69 +28,8 @@ from services.executor.definitions import AgentDefinition, DefinitionRepository,
 
 PROJECT = "round-trips"
 MAX_STATEMENTS_PER_TASK = 8
-"""About 4.5 today; 22.7 before the settle, claim and session statements were merged."""
-
-
-class InstantRuns:
-    """Executor stand-in: a triggered run is stored completed at once, with its NOTIFY."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    async def trigger(
-        self,
-        *,
-        project_id: str,
-        agent_name: str,
-        input: str,
-        request_id: str,
-        task_id: str,
-        timeout_s: float | None,
-    ) -> str:
-        async with self._pool.acquire() as conn, conn.transaction():
-            run_id = await conn.fetchval(
-                """
-                INSERT INTO kb.agent_runs (project_id, agent_name, status, input, summary,
-                    request_id, task_id, started_at, completed_at)
-                VALUES ($1, $2, 'completed', $3, 'done ' || $3, $4, $5, now(), now())
-                RETURNING id::text
-                """,
-                project_id,
-                agent_name,
-                input,
-                request_id,
-                uuid.UUID(task_id),
-            )
-            await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
-        return str(run_id)
-
-    async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
-        return None
-
-    async def resume(self, project_id: str, run_id: str, request_id: str) -> str | None:
-        return "not supported"
-
-
-class Counted:
-    """A pool whose connections count every statement they send."""
-
-    def __init__(self) -> None:
-        self.statements = 0
-
-    def _count(self, _record: object) -> None:
-        self.statements += 1
-
-    async def _init(self, conn: asyncpg.Connection) -> None:
-        for typename in ("json", "jsonb"):
-            await conn.set_type_codec(
-                typename, schema="pg_catalog", encoder=json.dumps, decoder=json.loads
-            )
-        conn.add_query_logger(self._count)
-
-    async def pool(self, url: str) -> asyncpg.Pool:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=10, init=self._init)
-        assert pool is not None
-        return pool
+"""About 2.3 today (4.4 while the pool still sent asyncpg's reset on release); 22.7 before the
+settle, claim and session statements were merged."""
 
 
 @pytest_asyncio.fixture
@@ -119,7 +59,7 @@ async def test_a_dispatched_task_costs_a_few_statements(
         request_id="",
         validate_only=False,
     )
-    counted = Counted()
+    counted = StatementCounter()
     dispatcher_pool = await counted.pool(database_url)
     dispatcher = Dispatcher(
         dispatcher_pool,
@@ -138,7 +78,7 @@ async def test_a_dispatched_task_costs_a_few_statements(
         await loop
         await dispatcher_pool.close()
 
-    assert counted.statements / len(tasks) <= MAX_STATEMENTS_PER_TASK, counted.statements
+    assert counted.count / len(tasks) <= MAX_STATEMENTS_PER_TASK, counted.count
     # What the merged statements write is all there: one session per task with its run,
     # completed, informed by its blocker's session and linked to its task.
     rows = await pool.fetch(

@@ -19,6 +19,7 @@ import asyncpg
 import pytest_asyncio
 
 from agentfleet import db
+from agentfleet.testing.dispatch import InstantRuns
 from services.dispatcher import claims, transitions
 from services.dispatcher.dag import NewTask
 from services.dispatcher.loop import Dispatcher, LoopTiming
@@ -27,7 +28,6 @@ from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
 from services.dispatcher.transitions import Attempt
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
-from tests.integration.test_dispatcher_round_trips import InstantRuns
 
 PROJECT = "unblock-race"
 

@@ -1,0 +1,58 @@
+"""The executor's stand-in for measuring the dispatcher alone (tests, bench/dispatch.py):
+:class:`InstantRuns` stores a triggered run ``completed`` at once, with the run-event NOTIFY
+the real executor sends, so what is left is the dispatcher's own work."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from agentfleet import events
+
+__all__ = ["InstantRuns"]
+
+
+class InstantRuns:
+    """Implements the dispatcher's RunControl: runs complete the moment they are triggered
+    (idempotent by request_id, like TriggerRun); cancel and resume are not supported."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.triggered = 0
+
+    async def trigger(
+        self,
+        *,
+        project_id: str,
+        agent_name: str,
+        input: str,
+        request_id: str,
+        task_id: str,
+        timeout_s: float | None,
+    ) -> str:
+        self.triggered += 1
+        async with self._pool.acquire() as conn, conn.transaction():
+            run_id = await conn.fetchval(
+                """
+                INSERT INTO kb.agent_runs (project_id, agent_name, status, input, summary,
+                    request_id, task_id, started_at, completed_at)
+                VALUES ($1, $2, 'completed', $3, 'done ' || $3, $4, $5, now(), now())
+                ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL
+                DO UPDATE SET request_id = EXCLUDED.request_id
+                RETURNING id::text
+                """,
+                project_id,
+                agent_name,
+                input,
+                request_id,
+                uuid.UUID(task_id),
+            )
+            await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
+        return str(run_id)
+
+    async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
+        return None
+
+    async def resume(self, project_id: str, run_id: str, request_id: str) -> str | None:
+        return "not supported"
