@@ -58,8 +58,8 @@ SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserte
 # project's top-level runs are numbered and only those that fit under its cap are claimable;
 # children (depth > 0) are exempt, since their parents hold slots while waiting for them.
 # The running counts are not locked: concurrent claims may pass a cap by a few runs.
-_CLAIM = """
-WITH running AS (
+_CANDIDATES = """
+running AS (
     SELECT project_id, count(*) AS n FROM kb.agent_runs
     WHERE status = 'running' AND depth = 0
     GROUP BY project_id
@@ -75,40 +75,73 @@ WITH running AS (
 ), candidates AS MATERIALIZED (
     SELECT w.id FROM window_ w LEFT JOIN running USING (project_id)
     WHERE w.depth > 0 OR coalesce(running.n, 0) + w.rn <= $4
-), claimable AS MATERIALIZED (
+)"""
+
+
+def _claimable(limit: str) -> str:
+    return f"""claimable AS MATERIALIZED (
     SELECT q.id FROM kb.agent_runs q
     WHERE q.status = 'queued' AND q.id IN (SELECT id FROM candidates)
     ORDER BY q.created_at, q.id
-    LIMIT $3
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
-)
+)"""
+
+
+_START_CLAIMED = """
 UPDATE kb.agent_runs r
 SET status = 'running',
     started_at = coalesce(r.started_at, now()),
     lease_owner = $1,
     lease_expires_at = now() + make_interval(secs => $2::double precision)
 FROM claimable
-WHERE r.id = claimable.id
+WHERE r.id = claimable.id"""
+
+_CLAIM = f"""
+WITH {_CANDIDATES}, {_claimable("$3")}
+{_START_CLAIMED}
 RETURNING r.*
 """
 
 # Crash recovery (DESIGN §4): running runs whose lease expired -- their worker died, or
 # shut down and released them, or ResumeRun handed them over. The inner SELECT walks
 # agent_runs_running_lease_idx; previous_owner tells a resume from a recovery.
-_CLAIM_EXPIRED = """
-WITH expired AS MATERIALIZED (
+_EXPIRED = """
+expired AS MATERIALIZED (
     SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
     WHERE status = 'running' AND lease_expires_at <= now()
     ORDER BY lease_expires_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-)
+)"""
+
+_CLAIM_EXPIRED = f"""
+WITH {_EXPIRED}
 UPDATE kb.agent_runs r
 SET lease_owner = $1,
     lease_expires_at = now() + make_interval(secs => $2::double precision)
 FROM expired
 WHERE r.id = expired.id
 RETURNING r.*, expired.previous_owner
+"""
+
+# What a worker with free slots runs, in one round trip: first runs whose lease expired
+# (_CLAIM_EXPIRED's rows), then, in the slots left, queued runs (_CLAIM's rows, same
+# fairness). The two UPDATEs touch disjoint rows (running vs queued); one statement, one
+# snapshot. previous_owner is NULL for a queued run.
+_CLAIM_ANY = f"""
+WITH {_EXPIRED}, {_CANDIDATES}, {_claimable("greatest(0, $3 - (SELECT count(*) FROM expired))")},
+taken_over AS (
+    UPDATE kb.agent_runs r
+    SET lease_owner = $1,
+        lease_expires_at = now() + make_interval(secs => $2::double precision)
+    FROM expired
+    WHERE r.id = expired.id
+    RETURNING r.*, expired.previous_owner
+), claimed AS ({_START_CLAIMED}
+    RETURNING r.*, NULL::text AS previous_owner
+)
+SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
 """
 
 RESUME_LEASE_OWNER = "resume-requested"
@@ -228,6 +261,17 @@ class RunQueue:
         """
         rows = await self._pool.fetch(_CLAIM, owner, lease_s, limit, self._max_running_per_project)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.created_at)
+
+    async def claim(
+        self, owner: str, lease_s: float, *, limit: int = 1
+    ) -> list[tuple[RunRecord, str | None]]:
+        """What a worker with ``limit`` free slots runs next, in one round trip: first runs
+        whose lease expired (as :meth:`claim_expired`, with the owner they had), then queued
+        ones in the slots left (as :meth:`claim_next`, owner None)."""
+        rows = await self._pool.fetch(
+            _CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
+        )
+        return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
 
     async def claim_expired(
         self, owner: str, lease_s: float, *, limit: int = 1

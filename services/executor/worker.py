@@ -138,16 +138,11 @@ class RunWorker:
     async def _claim(self, free: int) -> list[tuple[RunRecord, bool]]:
         """Runs to execute, at most ``free``: first those whose lease expired (crash
         recovery, released at shutdown, resumed), then queued ones. ``True`` = resumed."""
-        expired = await self.queue.claim_expired(self.owner, self.lease_s, limit=free)
-        claimed = [(run, previous == RESUME_LEASE_OWNER) for run, previous in expired]
-        for run, previous in expired:
-            log.info("run_taken_over", run_id=run.id, previous_owner=previous)
-        if len(claimed) < free:
-            queued = await self.queue.claim_next(
-                self.owner, self.lease_s, limit=free - len(claimed)
-            )
-            claimed += [(run, False) for run in queued]
-        return claimed
+        claimed = await self.queue.claim(self.owner, self.lease_s, limit=free)
+        for run, previous in claimed:
+            if previous is not None:
+                log.info("run_taken_over", run_id=run.id, previous_owner=previous)
+        return [(run, previous == RESUME_LEASE_OWNER) for run, previous in claimed]
 
     def _start(self, group: asyncio.TaskGroup, run: RunRecord, *, resumed: bool = False) -> None:
         active = _ActiveRun(run=run, control=RunControl(resumed=resumed))

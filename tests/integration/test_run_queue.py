@@ -136,6 +136,32 @@ async def test_one_projects_backlog_cannot_take_every_slot(db_pool: asyncpg.Pool
     assert claimed_child.id == child.id
 
 
+async def test_one_claim_takes_expired_runs_first_then_queued_ones(
+    db_pool: asyncpg.Pool,
+) -> None:
+    queue = RunQueue(db_pool)
+    for _ in range(4):
+        await queue.enqueue(params())
+    dead = await queue.claim_next("dead-worker", 30.0, limit=2)
+    await queue.release([r.id for r in dead], "dead-worker")  # leases end now
+    oldest_queued = (await queue.claim_next("peek", 30.0, limit=1))[0]
+    await queue.release([oldest_queued.id], "peek")
+
+    # Three expired runs and one queued: a slot for one goes to an expired run.
+    (first,) = await queue.claim("me", 30.0, limit=1)
+    assert first[1] in ("dead-worker", "peek")
+    rest = await queue.claim("me", 30.0, limit=5)
+    assert len(rest) == 3
+    taken_over = {run.id for run, owner in [first, *rest] if owner is not None}
+    assert taken_over == {r.id for r in dead} | {oldest_queued.id}
+    (queued,) = [run for run, owner in rest if owner is None]
+    assert queued.status == "running"
+    assert queued.lease_owner == "me"
+    assert await queue.claim("me", 30.0, limit=5) == []
+    rows = await db_pool.fetch("SELECT lease_owner FROM kb.agent_runs")
+    assert [r["lease_owner"] for r in rows] == ["me"] * 4
+
+
 async def test_claim_uses_the_partial_queued_index(db_pool: asyncpg.Pool) -> None:
     async with transaction(db_pool) as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")
