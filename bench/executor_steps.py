@@ -1,8 +1,9 @@
 """Per-step framework overhead of the agent loop.
 
-The stub Gemini server answers at once (one tool call per step, then a final answer); each
-step runs one tool through an in-memory ToolGateway (the ToolPool gRPC hop is not included:
-add about one loopback gRPC call per step for a built-in tool). Measured:
+The stub Gemini server answers at once (one tool call per step, then a final answer). Each
+part runs twice: with the tool in memory (an in-memory ToolGateway: the executor alone), and
+with the built-in ``get_entity`` through a real ToolPool process over loopback gRPC (a
+database read per call), as a deployed executor runs it. Measured:
 
 - one run of 200 steps: p50/p99 of the whole step, and of the step minus the model call
   (the stub's HTTP round trip), which is what the executor itself costs;
@@ -24,10 +25,10 @@ server of DATABASE_URL, dropped at the end).
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
+import sys
+from pathlib import Path
 
-_sys.path.insert(0, str(_Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))
 
 import argparse
 import asyncio
@@ -35,23 +36,28 @@ import contextlib
 import os
 import signal
 import statistics
-import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 from _common import bench_database
 
+from agentfleet.auth import TokenStore
+from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
+from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
 from services.executor.queue import RunQueue
 from services.executor.runs import StartRunParams
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tool_gateway import GrpcToolGateway, InMemoryToolGateway, ToolGateway
 
 PROJECT = "bench"
 OWNER = "bench-worker"
@@ -67,11 +73,15 @@ def scripted() -> Script:
     other instruction)."""
 
     def policy(request: StubRequest) -> Reply:
+        # "steps=N" (the echo tool) or "steps=N ids=a,b,..." (get_entity on those entities)
         first = request.contents[0]["parts"][0]["text"]
-        steps = int(first.removeprefix("steps="))
-        if request.turn >= steps - 1:
+        fields = dict(item.split("=", 1) for item in first.split())
+        if request.turn >= int(fields["steps"]) - 1:
             return Reply(text="done")
         # A different argument each step: identical repeats would trip the doom-loop guard.
+        if "ids" in fields:
+            ids = fields["ids"].split(",")
+            return Reply(calls=[Call("get_entity", {"id": ids[request.turn % len(ids)]})])
         return Reply(calls=[Call("echo", {"text": f"step {request.turn}"})])
 
     return Script(name="bench", policy=policy)
@@ -173,49 +183,115 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
     model = TimedModel(
         GenaiModelClient(build_genai_client(settings), retry=RetryPolicy.for_tests())
     )
+    where = "in the same process" if stub_in_process else "in its own process"
     try:
-        await DefinitionRepository(pool).upsert(
-            PROJECT,
-            AgentDefinition(name="bench", model=ModelConfig(name="stub"), tools=["echo"]),
+        repository = DefinitionRepository(pool)
+        await repository.upsert(
+            PROJECT, AgentDefinition(name="bench", model=ModelConfig(name="stub"), tools=["echo"])
         )
-        queue = RunQueue(pool)
-        gateway = InMemoryToolGateway(tools={"echo": _echo})
-
-        async def one_run(steps: int, clock: StepClock | None) -> None:
-            await queue.enqueue(
-                StartRunParams(
-                    project_id=PROJECT,
-                    agent_name="bench",
-                    agent_definition_id=None,
-                    input=f"steps={steps}",
-                )
+        await repository.upsert(
+            PROJECT,
+            AgentDefinition(
+                name="bench-builtin", model=ModelConfig(name="stub"), tools=["get_entity"]
+            ),
+        )
+        part = Part(pool=pool, statements=statements, model=model, stub_where=where)
+        await part.run(
+            title="one run",
+            gateway=InMemoryToolGateway(tools={"echo": _echo}),
+            agent="bench",
+            extra="",
+        )
+        async with toolpool_gateway(url, pool) as (gateway, ids):
+            await part.run(
+                title="one run with get_entity over ToolPool gRPC",
+                gateway=gateway,
+                agent="bench-builtin",
+                extra=f" ids={','.join(ids)}",
             )
-            (run,) = await queue.claim_next(OWNER, 60.0)
-            loop = AgentLoop(
-                pool=pool,
-                definitions=DefinitionRepository(pool),
-                tools=gateway,
-                model=model,  # type: ignore[arg-type]
-                owner=OWNER,
-                step_hooks=[clock] if clock else [],
-            )
-            finished = await loop.execute(run, RunControl())
-            assert finished is not None, "run left running"
-            assert finished.status == "completed", finished.error_message
+    finally:
+        await model.aclose()
+        await pool.close()
 
+
+@contextlib.asynccontextmanager
+async def toolpool_gateway(
+    url: str, pool: asyncpg.Pool
+) -> AsyncIterator[tuple[GrpcToolGateway, list[str]]]:
+    """A ToolPool process on the bench database, a gateway to it (a service token, as the
+    executor holds), and 16 entities for get_entity to read."""
+    ids = [
+        await pool.fetchval(
+            "INSERT INTO kb.graph_objects (project_id, type, properties) "
+            "VALUES ($1, 'Note', $2) RETURNING id::text",
+            PROJECT,
+            {"title": f"entity {i}"},
+        )
+        for i in range(16)
+    ]
+    service = (await TokenStore(pool).create(project_id=None, role="service")).token
+    stack = await start_process_stack(
+        database_url=url,
+        log_dir=Path(tempfile.mkdtemp(prefix="agentfleet-bench-steps-")),
+        names=("toolpool",),
+        environ={"AGENTFLEET_SERVICE_TOKEN": service, "AGENTFLEET_LOG_LEVEL": "warning"},
+    )
+    try:
+        async with open_channel(stack.addresses["toolpool"], token=service) as channel:
+            yield GrpcToolGateway(channel), ids
+    finally:
+        await stack.stop(grace_s=5.0)
+
+
+@dataclass(kw_only=True)
+class Part:
+    """One measured configuration: a 200-step run, then 50 concurrent runs of 20 steps."""
+
+    pool: asyncpg.Pool
+    statements: StatementCounter
+    model: TimedModel
+    stub_where: str
+
+    async def one_run(
+        self, gateway: ToolGateway, agent: str, steps: int, extra: str, clock: StepClock | None
+    ) -> None:
+        queue = RunQueue(self.pool)
+        await queue.enqueue(
+            StartRunParams(
+                project_id=PROJECT,
+                agent_name=agent,
+                agent_definition_id=None,
+                input=f"steps={steps}{extra}",
+            )
+        )
+        (run,) = await queue.claim_next(OWNER, 60.0)
+        loop = AgentLoop(
+            pool=self.pool,
+            definitions=DefinitionRepository(self.pool),
+            tools=gateway,
+            model=self.model,  # type: ignore[arg-type]
+            owner=OWNER,
+            step_hooks=[clock] if clock else [],
+        )
+        finished = await loop.execute(run, RunControl())
+        assert finished is not None, "run left running"
+        assert finished.status == "completed", finished.error_message
+
+    async def run(self, *, title: str, gateway: ToolGateway, agent: str, extra: str) -> None:
         clock = StepClock()
-        sent_before = statements.count
+        self.model.model_s.clear()
+        sent_before = self.statements.count
         cpu_before = time.process_time()
-        await one_run(200, clock)
+        await self.one_run(gateway, agent, 200, extra, clock)
         run_cpu = time.process_time() - cpu_before
-        run_statements = statements.count - sent_before
+        run_statements = self.statements.count - sent_before
         # Boundaries mark the start of steps 1..200; a step with a tool is the gap between
         # two marks (the last step, the final answer, has no following mark).
         step_s = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
-        model_s = model.model_s[5 : 5 + len(step_s)]
+        model_s = self.model.model_s[5 : 5 + len(step_s)]
         overhead = [s - m for s, m in zip(step_s, model_s, strict=True)]
         ms = 1000.0
-        print(f"one run, {len(step_s)} steps measured (first 5 skipped as warm-up):")
+        print(f"{title}, {len(step_s)} steps measured (first 5 skipped as warm-up):")
         print(
             f"  whole step   p50 {pct(step_s, 0.5) * ms:.2f} ms   "
             f"p99 {pct(step_s, 0.99) * ms:.2f} ms"
@@ -237,21 +313,20 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
         runs, steps = 50, 20
         began = time.perf_counter()
         cpu_before = time.process_time()
-        await asyncio.gather(*(one_run(steps, None) for _ in range(runs)))
+        await asyncio.gather(
+            *(self.one_run(gateway, agent, steps, extra, None) for _ in range(runs))
+        )
         elapsed = time.perf_counter() - began
         concurrent_cpu = time.process_time() - cpu_before
         total = runs * steps
         print(
-            f"{runs} concurrent runs x {steps} steps: {total} steps in {elapsed:.2f} s = "
-            f"{total / elapsed:.0f} steps/s  (target > 300; cpus: {os.cpu_count()}, "
-            f"stub model {'in the same process' if stub_in_process else 'in its own process'})"
+            f"{title}: {runs} concurrent runs x {steps} steps: {total} steps in "
+            f"{elapsed:.2f} s = {total / elapsed:.0f} steps/s  (target > 300; cpus: "
+            f"{os.cpu_count()}, stub model {self.stub_where})"
         )
         print(f"  executor CPU {concurrent_cpu / total * ms:.2f} ms per step (process time)")
         # Here a model call also waits for the event loop, busy with the other runs' steps.
-        print(f"  mean of {statistics.mean(model.model_s) * ms:.2f} ms per model call overall")
-    finally:
-        await model.aclose()
-        await pool.close()
+        print(f"  mean of {statistics.mean(self.model.model_s) * ms:.2f} ms per model call overall")
 
 
 async def main(stub_in_process: bool) -> None:
