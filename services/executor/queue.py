@@ -103,34 +103,20 @@ WITH {_CANDIDATES}, {_claimable("$3")}
 RETURNING r.*
 """
 
-# Crash recovery (DESIGN §4): running runs whose lease expired -- their worker died, or
-# shut down and released them, or ResumeRun handed them over. The inner SELECT walks
-# agent_runs_running_lease_idx; previous_owner tells a resume from a recovery.
-_EXPIRED = """
-expired AS MATERIALIZED (
+# What a worker with free slots runs, in one round trip. First crash recovery (DESIGN §4):
+# running runs whose lease expired -- their worker died, or shut down and released them, or
+# ResumeRun handed them over; `expired` walks agent_runs_running_lease_idx and
+# previous_owner tells a resume from a recovery. Then, in the slots left, queued runs
+# (_CLAIM's rows, same fairness), previous_owner NULL. The two UPDATEs touch disjoint rows
+# (running vs queued); one statement, one snapshot.
+_CLAIM_ANY = f"""
+WITH expired AS MATERIALIZED (
     SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
     WHERE status = 'running' AND lease_expires_at <= now()
     ORDER BY lease_expires_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-)"""
-
-_CLAIM_EXPIRED = f"""
-WITH {_EXPIRED}
-UPDATE kb.agent_runs r
-SET lease_owner = $1,
-    lease_expires_at = now() + make_interval(secs => $2::double precision)
-FROM expired
-WHERE r.id = expired.id
-RETURNING r.*, expired.previous_owner
-"""
-
-# What a worker with free slots runs, in one round trip: first runs whose lease expired
-# (_CLAIM_EXPIRED's rows), then, in the slots left, queued runs (_CLAIM's rows, same
-# fairness). The two UPDATEs touch disjoint rows (running vs queued); one statement, one
-# snapshot. previous_owner is NULL for a queued run.
-_CLAIM_ANY = f"""
-WITH {_EXPIRED}, {_CANDIDATES}, {_claimable("greatest(0, $3 - (SELECT count(*) FROM expired))")},
+), {_CANDIDATES}, {_claimable("greatest(0, $3 - (SELECT count(*) FROM expired))")},
 taken_over AS (
     UPDATE kb.agent_runs r
     SET lease_owner = $1,
@@ -266,19 +252,12 @@ class RunQueue:
         self, owner: str, lease_s: float, *, limit: int = 1
     ) -> list[tuple[RunRecord, str | None]]:
         """What a worker with ``limit`` free slots runs next, in one round trip: first runs
-        whose lease expired (as :meth:`claim_expired`, with the owner they had), then queued
-        ones in the slots left (as :meth:`claim_next`, owner None)."""
+        whose lease expired, each with the lease owner it had (:data:`RESUME_LEASE_OWNER`
+        for a resumed run), then queued ones in the slots left (as :meth:`claim_next`, owner
+        None). Spans projects."""
         rows = await self._pool.fetch(
             _CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
         )
-        return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
-
-    async def claim_expired(
-        self, owner: str, lease_s: float, *, limit: int = 1
-    ) -> list[tuple[RunRecord, str | None]]:
-        """Takes over up to ``limit`` running runs whose lease expired; each with the lease
-        owner it had (:data:`RESUME_LEASE_OWNER` for a resumed run). Spans projects."""
-        rows = await self._pool.fetch(_CLAIM_EXPIRED, owner, lease_s, limit)
         return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
 
     async def heartbeat(
