@@ -18,6 +18,7 @@ import pytest
 from agentfleet.cli.main import run_remote
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import Stack, start_stack
+from agentfleet.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "cli-e2e-helper"
@@ -204,6 +205,25 @@ async def test_dag_submit_follows_the_contract(cli: Cli, tmp_path: Path) -> None
         1,
         "agentfleet: INVALID_ARGUMENT: tasks[0].colour: unknown field",
     )
+
+
+async def test_dag_submit_of_the_readme_example_keeps_its_edges(cli: Cli) -> None:
+    """The README's `agentfleet dag submit examples/dags/seed002.yaml` sends the file's
+    top-level `edges:` (it once sent 6 tasks and 0 edges)."""
+    lines = await cli.json_lines("dag", "submit", str(ROOT / "examples" / "dags" / "seed002.yaml"))
+    graph_id = lines[0]["task_graph"]["id"]
+    reply = await dispatcher_pb2_grpc.DispatcherServiceStub(
+        cli.stack.channel("dispatcher", token=cli.environ["AGENTFLEET_TOKEN"])
+    ).GetTaskGraph(
+        dispatcher_pb2.GetTaskGraphRequest(
+            project_id=cli.environ["AGENTFLEET_PROJECT"], task_graph_id=graph_id
+        )
+    )
+    edges = {(e.blocker_key, e.blocked_key) for e in reply.task_graph.edges}
+    assert edges == {("1.2", "2.1"), ("1.1", "2.3"), ("1.2", "2.3"), ("2.1", "3.1"), ("2.3", "3.1")}
+    blockers = {t.spec.key: set(t.blocker_keys) for t in reply.task_graph.tasks}
+    assert blockers["3.1"] == {"2.1", "2.3"}
+    assert blockers["1.1"] == set()
 
 
 async def test_unknown_run_wrong_token_and_missing_project_are_one_line(cli: Cli) -> None:

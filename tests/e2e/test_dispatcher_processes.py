@@ -24,12 +24,12 @@ from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.config import child_environment
+from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import ProcessStack, free_port, start_process_stack, wait_serving
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.dispatcher.dagfile import load_dag_file
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from tests.integration.test_dispatcher_service import first_user_text, task_title
 

@@ -25,6 +25,7 @@ import pytest
 from agentfleet import db
 from agentfleet.clients import open_channel
 from agentfleet.config import child_environment
+from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
@@ -37,7 +38,6 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.dispatcher.dagfile import load_dag_file
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from tests.e2e.test_faults import (
     ENDED,

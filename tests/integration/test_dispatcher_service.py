@@ -12,11 +12,11 @@ import asyncpg
 import grpc
 import pytest
 
+from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.dispatcher.dagfile import load_dag_file
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 
 SEED = Path(__file__).parents[2] / "examples" / "dags" / "seed002.yaml"

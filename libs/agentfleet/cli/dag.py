@@ -1,20 +1,6 @@
 """``agentfleet dag submit FILE.yaml`` and ``agentfleet dag watch GRAPH``.
 
-A DAG file::
-
-    title: Research sprint
-    max_parallel: 2              # optional
-    tasks:
-      - key: survey
-        title: Survey the field
-        description: ...
-        assigned_agent: research-assistant   # optional; else the dispatcher selects
-        tags: [research]                     # optional
-        max_retries: 2                       # optional
-        timeout_s: 600                       # optional
-      - key: report
-        title: Write the report
-        blocked_by: [survey]                 # edges: these tasks must complete first
+The file format is :mod:`agentfleet.dagfile`'s, shared with the tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -22,50 +8,25 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from google.protobuf import json_format
-from google.protobuf.duration_pb2 import Duration
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agentfleet import dagfile
 from agentfleet.cli.agents import read_document
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, enum_name, print_json
+from agentfleet.errors import InvalidArgument
 from agentfleet.v1 import dispatcher_pb2
 
-_TASK_KEYS = {"key", "title", "description", "assigned_agent", "tags", "priority", "max_retries"}
 _DONE_GRAPH = {"completed", "failed", "cancelled", "paused"}
 
 
 def graph_request(data: dict[str, Any], project_id: str) -> dispatcher_pb2.CreateTaskGraphRequest:
-    """The CreateTaskGraph request a DAG file describes; errors name the field."""
-    tasks = data.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        raise CliError("INVALID_ARGUMENT", "tasks: a DAG file needs a non-empty list of tasks")
-    request = dispatcher_pb2.CreateTaskGraphRequest(
-        project_id=project_id,
-        title=str(data.get("title", "")),
-        max_parallel=int(data.get("max_parallel", 0)),
-    )
-    for index, task in enumerate(tasks):
-        where = f"tasks[{index}]"
-        if not isinstance(task, dict):
-            raise CliError("INVALID_ARGUMENT", f"{where}: must be a mapping")
-        unknown = set(task) - _TASK_KEYS - {"blocked_by", "timeout_s", "properties"}
-        if unknown:
-            raise CliError("INVALID_ARGUMENT", f"{where}.{sorted(unknown)[0]}: unknown field")
-        spec = dispatcher_pb2.TaskSpec()
-        try:
-            json_format.ParseDict({k: v for k, v in task.items() if k in _TASK_KEYS}, spec)
-            if "properties" in task:
-                spec.properties.update(task["properties"])
-        except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise CliError("INVALID_ARGUMENT", f"{where}: {exc}") from None
-        if "timeout_s" in task:
-            spec.timeout.CopyFrom(Duration(seconds=int(task["timeout_s"])))
-        request.tasks.append(spec)
-        for blocker in task.get("blocked_by") or []:
-            request.edges.append(dispatcher_pb2.TaskEdge(blocker_key=blocker, blocked_key=spec.key))
-    return request
+    """The CreateTaskGraph request a DAG file describes, or a CliError naming the field."""
+    try:
+        return dagfile.graph_request(data, project_id=project_id)
+    except InvalidArgument as exc:
+        raise CliError("INVALID_ARGUMENT", exc.message) from None
 
 
 async def dag(conn: Connection, args: argparse.Namespace) -> int:
