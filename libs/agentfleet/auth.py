@@ -1,8 +1,10 @@
 """Bearer tokens: creation, hashing, lookup, and the principal of the current request.
 
 A token belongs to one project (roles ``admin`` or ``member``) or is a service token
-(``service``, no project) that services present to each other. Only the SHA-256 of a token
-is stored; the token itself is shown once, when it is created.
+(``service``, no project) that one service presents to the others. A service token names
+its service, and :data:`SERVICE_METHODS` lists the only RPCs that service may call: it may
+call them for any project, and nothing else, never an admin method. Only the SHA-256 of a
+token is stored; the token itself is shown once, when it is created.
 """
 
 from __future__ import annotations
@@ -10,18 +12,42 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 import asyncpg
 
+from agentfleet.config import SERVICE_NAMES
 from agentfleet.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
 Role = Literal["admin", "member", "service"]
 ROLES: tuple[Role, ...] = ("admin", "member", "service")
 TOKEN_PREFIX = "af_"
+V = TypeVar("V")
+
+# The one table of what each service identity may call on the others (full method names):
+# exactly the RPCs its code calls, for any project. Anything else is PERMISSION_DENIED.
+SERVICE_METHODS: Mapping[str, frozenset[str]] = {
+    "executor": frozenset(
+        {
+            "/agentfleet.v1.ToolPoolService/ResolveTools",
+            "/agentfleet.v1.ToolPoolService/CallTool",
+        }
+    ),
+    "dispatcher": frozenset(
+        {
+            "/agentfleet.v1.ExecutorService/TriggerRun",
+            "/agentfleet.v1.ExecutorService/CancelRun",
+            "/agentfleet.v1.ExecutorService/ResumeRun",
+        }
+    ),
+    "toolpool": frozenset(),
+    "history": frozenset(),
+}
+assert sorted(SERVICE_METHODS) == sorted(SERVICE_NAMES)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -32,15 +58,30 @@ class Principal:
     project_id: str | None
     """The token's project; None for service tokens and when auth is off."""
     role: Role
+    service: str | None = None
+    """The service a ``service`` token belongs to (executor, dispatcher, ...); else None."""
 
     def check_project(self, project_id: str) -> None:
         """Raises PermissionDenied unless this principal may act on ``project_id``."""
         if self.project_id is not None and self.project_id != project_id:
             raise PermissionDenied(f"this token belongs to another project, not {project_id!r}")
 
+    def check_method(self, method: str, *, admin_only: bool) -> None:
+        """Raises PermissionDenied unless this principal may call ``method`` (full name).
 
-# Auth off (the local demo): every caller may act on every project.
-UNRESTRICTED = Principal(token_id=None, project_id=None, role="service")
+        A service token may call only its service's methods in :data:`SERVICE_METHODS`; an
+        admin method needs an admin token (of the request's project, see check_project).
+        """
+        short = method.rsplit("/", 1)[-1]
+        if self.role == "service":
+            if method not in SERVICE_METHODS.get(self.service or "", frozenset()):
+                raise PermissionDenied(f"the {self.service} service's token may not call {short}")
+        elif admin_only and self.role != "admin":
+            raise PermissionDenied(f"{short} needs an admin token")
+
+
+# Auth off (the local demo): every caller is an admin of every project.
+UNRESTRICTED = Principal(token_id=None, project_id=None, role="admin")
 
 current_principal: ContextVar[Principal] = ContextVar("current_principal", default=UNRESTRICTED)
 
@@ -73,6 +114,13 @@ class CreatedToken:
     token_id: str
     project_id: str | None
     role: Role
+    service: str | None = None
+
+
+class TokenLookup(Protocol):
+    async def find_active(self, token_hash: str) -> Principal | None:
+        """The principal of an unrevoked token with this hash, or None."""
+        ...
 
 
 class TokenStore:
@@ -81,12 +129,23 @@ class TokenStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, *, project_id: str | None, role: Role, name: str = "") -> CreatedToken:
-        """Creates a token and returns it in clear, the only time it is available."""
+    async def create(
+        self, *, project_id: str | None, role: Role, name: str = "", service: str | None = None
+    ) -> CreatedToken:
+        """Creates a token and returns it in clear, the only time it is available.
+
+        A ``service`` token names its ``service`` (one of SERVICE_NAMES); others name none.
+        """
         if role not in ROLES:
             raise InvalidArgument.for_field("role", f"must be one of {', '.join(ROLES)}")
         if role == "service" and project_id is not None:
             raise InvalidArgument.for_field("project_id", "service tokens belong to no project")
+        if role == "service" and service not in SERVICE_NAMES:
+            raise InvalidArgument.for_field(
+                "service", f"a service token must name one of {', '.join(SERVICE_NAMES)}"
+            )
+        if role != "service" and service is not None:
+            raise InvalidArgument.for_field("service", "only service tokens name a service")
         if role != "service" and not project_id:
             raise InvalidArgument.for_field(
                 "project_id",
@@ -96,25 +155,33 @@ class TokenStore:
             )
         token = generate_token()
         token_id = await self._pool.fetchval(
-            """INSERT INTO kb.api_tokens (token_hash, project_id, role, name)
-               VALUES ($1, $2, $3, $4) RETURNING id::text""",
+            """INSERT INTO kb.api_tokens (token_hash, project_id, role, name, service)
+               VALUES ($1, $2, $3, $4, $5) RETURNING id::text""",
             hash_token(token),
             project_id,
             role,
             name,
+            service,
         )
-        return CreatedToken(token=token, token_id=token_id, project_id=project_id, role=role)
+        return CreatedToken(
+            token=token, token_id=token_id, project_id=project_id, role=role, service=service
+        )
 
     async def find_active(self, token_hash: str) -> Principal | None:
         """The principal of an unrevoked token with this hash, or None."""
         row = await self._pool.fetchrow(
-            """SELECT id::text, project_id, role FROM kb.api_tokens
+            """SELECT id::text, project_id, role, service FROM kb.api_tokens
                WHERE token_hash = $1 AND revoked_at IS NULL""",
             token_hash,
         )
         if row is None:
             return None
-        return Principal(token_id=row["id"], project_id=row["project_id"], role=row["role"])
+        return Principal(
+            token_id=row["id"],
+            project_id=row["project_id"],
+            role=row["role"],
+            service=row["service"],
+        )
 
     async def revoke(self, token_id: str) -> bool:
         """Revokes a token; returns whether an active token was revoked."""
@@ -137,38 +204,79 @@ class TokenAuthenticator:
     The cache keeps the database off the hot path of every RPC (a hit costs one SHA-256 and
     a dict lookup); its TTL bounds how long a revoked token keeps working:
     :data:`REVOCATION_DELAY_S` by default, 0 for exact checks on every call.
+
+    Both caches are LRUs. Refusals go to their own, smaller one, so a flood of random
+    tokens only evicts other refusals and never pushes a valid hot token out.
     """
 
     def __init__(
         self,
-        store: TokenStore,
+        store: TokenLookup,
         *,
         ttl_s: float = REVOCATION_DELAY_S,
         max_entries: int = 10_000,
+        max_refusals: int = 1_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._ttl_s = ttl_s
-        self._max_entries = max_entries
         self._clock = clock
-        self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._accepted: _VerdictCache[Principal] = _VerdictCache(max_entries)
+        self._refused: _VerdictCache[None] = _VerdictCache(max_refusals)
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
             raise Unauthenticated("missing bearer token: send 'authorization: Bearer <token>'")
         digest = hash_token(token)
         now = self._clock()
-        cached = self._cache.get(digest)
-        if cached is not None and cached[0] > now:
-            principal = cached[1]
-        else:
-            principal = await self._store.find_active(digest)
-            if len(self._cache) >= self._max_entries:
-                self._cache.clear()
-            self._cache[digest] = (now + self._ttl_s, principal)
-        if principal is None:
+        principal = self._accepted.get(digest, now)
+        if principal is not None:
+            return principal
+        if self._refused.has(digest, now):
             raise Unauthenticated("invalid or revoked token")
+        principal = await self._store.find_active(digest)
+        expires = now + self._ttl_s
+        if principal is None:
+            self._accepted.discard(digest)
+            self._refused.put(digest, None, expires)
+            raise Unauthenticated("invalid or revoked token")
+        self._refused.discard(digest)
+        self._accepted.put(digest, principal, expires)
         return principal
+
+
+class _VerdictCache(Generic[V]):
+    """A bounded LRU of verdicts by token hash, each valid until its expiry time."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
+
+    def get(self, digest: str, now: float) -> V | None:
+        entry = self._entries.get(digest)
+        if entry is None or entry[0] <= now:
+            return None
+        self._entries.move_to_end(digest)
+        return entry[1]
+
+    def has(self, digest: str, now: float) -> bool:
+        entry = self._entries.get(digest)
+        if entry is None or entry[0] <= now:
+            return False
+        self._entries.move_to_end(digest)
+        return True
+
+    def put(self, digest: str, value: V, expires: float) -> None:
+        self._entries[digest] = (expires, value)
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+
+    def discard(self, digest: str) -> None:
+        self._entries.pop(digest, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def bearer_token(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

@@ -54,6 +54,13 @@ class EchoHistory(history_pb2_grpc.HistoryServiceServicer):
             yield common_pb2.RunEvent(run_id=request.run_id, seq=seq)
 
 
+class EchoToolPool(toolpool_pb2_grpc.ToolPoolServiceServicer):
+    """Answers ResolveTools with no tools, whoever asks (the interceptor decides who may)."""
+
+    async def ResolveTools(self, request, context):  # type: ignore[no-untyped-def]
+        return toolpool_pb2.ResolveToolsResponse()
+
+
 @dataclass
 class EchoServer:
     server: RunningServer
@@ -77,7 +84,8 @@ async def echo(db_pool: asyncpg.Pool) -> AsyncIterator[EchoServer]:
                 "HistoryService",
                 EchoHistory(),
                 admin_methods=["GetRunTree"],
-            )
+            ),
+            Registration.of(toolpool_pb2, toolpool_pb2_grpc, "ToolPoolService", EchoToolPool()),
         ],
         # No caching, so a revocation is seen by the very next call.
         authenticator=TokenAuthenticator(tokens, ttl_s=0),
@@ -138,14 +146,31 @@ async def test_a_project_token_fills_in_an_empty_project(echo: EchoServer) -> No
 
 
 async def test_a_service_token_reaches_any_project_but_must_name_one(echo: EchoServer) -> None:
-    created = await echo.tokens.create(project_id=None, role="service")
-    for project in ("alpha", "beta"):
-        reply = await _get_run(echo.address, created.token, project)
-        assert reply.run.project_id == project
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await _get_run(echo.address, created.token, "")
+    created = await echo.tokens.create(project_id=None, role="service", service="executor")
+    async with open_channel(echo.address, token=created.token) as channel:
+        toolpool = toolpool_pb2_grpc.ToolPoolServiceStub(channel)
+        for project in ("alpha", "beta"):
+            await toolpool.ResolveTools(toolpool_pb2.ResolveToolsRequest(project_id=project))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await toolpool.ResolveTools(toolpool_pb2.ResolveToolsRequest(project_id=""))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "project_id: is required"
+
+
+async def test_a_service_token_calls_only_its_services_methods(echo: EchoServer) -> None:
+    executor = await echo.tokens.create(project_id=None, role="service", service="executor")
+    dispatcher = await echo.tokens.create(project_id=None, role="service", service="dispatcher")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await _get_run(echo.address, executor.token, "alpha")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details() == "the executor service's token may not call GetRun"
+    async with open_channel(echo.address, token=dispatcher.token) as channel:
+        toolpool = toolpool_pb2_grpc.ToolPoolServiceStub(channel)
+        request = toolpool_pb2.ResolveToolsRequest(project_id="alpha")
+        assert await _code_of(toolpool.ResolveTools(request)) == grpc.StatusCode.PERMISSION_DENIED
+        history = history_pb2_grpc.HistoryServiceStub(channel)
+        tree = history_pb2.GetRunTreeRequest(project_id="alpha", run_id="r")
+        assert await _code_of(history.GetRunTree(tree)) == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_admin_methods_refuse_member_tokens(echo: EchoServer) -> None:

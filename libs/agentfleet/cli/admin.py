@@ -8,11 +8,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agentfleet import migrate
+from agentfleet import db, migrate
 from agentfleet.auth import TokenStore
 from agentfleet.config import Settings
 from agentfleet.db import create_pool
-from agentfleet.embedded_pg import resolve_database_url
+from agentfleet.embedded_pg import EmbeddedPostgres, resolve_database_url
+from agentfleet.errors import FailedPrecondition
 
 console = Console()
 # Notes go to stderr so `TOKEN=$(agentfleet token create ...)` captures the token alone.
@@ -57,10 +58,41 @@ async def _current_version(database_url: str, directory: Path | None) -> int:
 async def run_token(settings: Settings, args: argparse.Namespace) -> int:
     database_url, embedded = await resolve_database_url(settings)
     try:
+        await _require_schema(database_url, settings, embedded)
         return await _token(database_url, args)
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+async def _require_schema(
+    database_url: str, settings: Settings, embedded: EmbeddedPostgres | None
+) -> None:
+    """FAILED_PRECONDITION naming the database and what to do, when its schema is missing
+    or behind (say, a command run from another folder found a fresh embedded database)."""
+    newest = max(
+        (m.version for m in migrate.discover_migrations(settings.migrations_dir)), default=0
+    )
+    conn = await db.connect(database_url)
+    try:
+        version = 0
+        if await conn.fetchval("SELECT to_regclass('kb.schema_migrations') IS NOT NULL"):
+            version = await conn.fetchval(
+                "SELECT coalesce(max(version), 0) FROM kb.schema_migrations"
+            )
+    finally:
+        await conn.close()
+    if version >= newest:
+        return
+    where = (
+        f"the embedded PostgreSQL in {embedded.data_dir} (AGENTFLEET_DATA_DIR={settings.data_dir})"
+        if embedded is not None
+        else f"DATABASE_URL {db.redact(database_url)}"
+    )
+    raise FailedPrecondition(
+        f"{where} is at schema version {version}, not {newest}: run `agentfleet migrate` "
+        "there, or point AGENTFLEET_DATA_DIR (or DATABASE_URL) at the database of your stack"
+    )
 
 
 async def _token(database_url: str, args: argparse.Namespace) -> int:
@@ -68,8 +100,12 @@ async def _token(database_url: str, args: argparse.Namespace) -> int:
     try:
         store = TokenStore(pool)
         if args.token_command == "create":
-            created = await store.create(project_id=args.project, role=args.role, name=args.name)
+            created = await store.create(
+                project_id=args.project, role=args.role, name=args.name, service=args.service
+            )
             scope = f"project {created.project_id}" if created.project_id else "all projects"
+            if created.service:
+                scope = f"the {created.service} service's methods, {scope}"
             notes.print(
                 f"[dim]token {created.token_id} ({created.role}, {scope}); "
                 "it is shown only once:[/dim]",
