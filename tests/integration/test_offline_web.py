@@ -16,7 +16,7 @@ async def test_search_and_fetch_over_stdio() -> None:
         command=sys.executable,
         args=(str(SERVER),),
     )
-    pool = McpClientPool()
+    pool = McpClientPool(stdio_allowlist=((sys.executable, str(SERVER)),))
     try:
         tools = {t.name for t in await pool.list_tools(config, {})}
         assert tools == {"web_search", "web_fetch"}

@@ -20,6 +20,7 @@ from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.manifest import McpServerSpec
@@ -59,7 +60,10 @@ async def registry(db_pool: asyncpg.Pool) -> AsyncIterator[Registry]:
                 registry_pb2,
                 registry_pb2_grpc,
                 "AgentRegistryService",
-                AgentRegistryServicer(ProductRegistry(db_pool, definitions), definitions),
+                AgentRegistryServicer(
+                    ProductRegistry(db_pool, definitions, stdio_allowlist=TEST_STDIO_COMMANDS),
+                    definitions,
+                ),
                 admin_methods=ADMIN_METHODS,
             )
         ],

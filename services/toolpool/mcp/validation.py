@@ -1,7 +1,8 @@
 """Checks of an MCP server configuration before it is stored; pure, no I/O.
 
 Every violation is collected, so one answer lists everything to fix; each names its field
-(``mcp_server.url``, ``mcp_server.env[KEY]``, ...).
+(``mcp_server.url``, ``mcp_server.env[KEY]``, ...). Whether a stdio server may run at all is
+the operator's allowlist (:func:`check_stdio_allowed`, PERMISSION_DENIED), checked after.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.mcp_stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
 
+from .egress import EgressPolicy
 from .interpolate import SECRET_NAME, references
 from .models import TRANSPORTS, McpServerConfig
 
@@ -37,6 +40,42 @@ def validate_server(config: McpServerConfig) -> None:
     violations = server_violations(config)
     if violations:
         raise InvalidArgument.for_fields(violations)
+
+
+def check_stdio_allowed(config: McpServerConfig, allowlist: StdioAllowlist) -> None:
+    """Whether ``config`` may be started now: :class:`PermissionDenied` when it is a stdio
+    server whose command line is not on the operator's allowlist (see
+    :mod:`agentfleet.mcp_stdio`), :class:`InvalidArgument` when its ``env`` sets a loader or
+    interpreter variable. Run on save, on test, and each time the toolpool starts one (the
+    allowlist may have shrunk, or the row predate the checks, since it was saved).
+    """
+    if config.transport != "stdio":
+        return
+    require_allowed_stdio(config.command, config.args, allowlist)
+    violations = loader_env_violations(config.env, "mcp_server.env")
+    if violations:
+        raise InvalidArgument.for_fields(violations)
+
+
+def check_url_destination(config: McpServerConfig, egress: EgressPolicy) -> None:
+    """:class:`InvalidArgument` naming ``mcp_server.url`` when an HTTP server's URL host is
+    a literal address, ``localhost`` or a metadata name the egress policy refuses.
+
+    Names are not resolved here: they are checked where the connection is made, at every
+    connect (:mod:`~services.toolpool.mcp.egress`). A host with a ``${NAME}`` in it can
+    only be judged once filled, at connect time too.
+    """
+    if config.transport == "stdio" or not config.url:
+        return
+    try:
+        host = urlsplit(config.url).hostname
+    except ValueError:
+        return  # malformed: reported by server_violations
+    if not host or "${" in host:
+        return
+    reason = egress.literal_refusal(host)
+    if reason is not None:
+        raise InvalidArgument.for_field("mcp_server.url", f"refused destination: {reason}")
 
 
 def server_violations(config: McpServerConfig) -> list[FieldViolation]:
@@ -91,6 +130,8 @@ def _check_stdio(config: McpServerConfig, bad: _Bad) -> None:
                 "name must be letters, digits and '_', not starting with a digit",
             )
         _check_value(f"mcp_server.env[{key}]", value, bad)
+    for violation in loader_env_violations(config.env, "mcp_server.env"):
+        bad(violation.field, violation.description)
 
 
 def _check_http(config: McpServerConfig, bad: _Bad) -> None:
