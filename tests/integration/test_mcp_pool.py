@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentfleet.db import Listener
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from services.toolpool.mcp import (
     McpCallResult,
     McpClientPool,
@@ -26,10 +28,13 @@ from services.toolpool.mcp import (
     McpUnavailableError,
     MissingSecretError,
 )
+from services.toolpool.mcp.egress import EgressPolicy
 
 from .mcp_test_servers import HttpServer, children, free_port, stdio_config, wait_until
 
 STDIO_MARK = "--transport stdio"
+# A stdio server that starts and never answers: allowed for this module's pool only.
+SILENT = (sys.executable, "-c", "import sys; sys.stdin.read()")
 HTTP_TRANSPORTS = ["sse", "streamable_http"]
 
 
@@ -53,7 +58,13 @@ def http_servers(booting_http_servers: dict[str, HttpServer]) -> dict[str, HttpS
 
 @pytest_asyncio.fixture
 async def pool() -> AsyncIterator[McpClientPool]:
-    pool = McpClientPool(failure_threshold=2, cool_down_s=0.3)
+    pool = McpClientPool(
+        failure_threshold=2,
+        cool_down_s=0.3,
+        stdio_allowlist=(*TEST_STDIO_COMMANDS, SILENT),
+        # The test servers listen on loopback, which the egress guard refuses by default.
+        egress=EgressPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),)),
+    )
     try:
         yield pool
     finally:
@@ -264,8 +275,8 @@ async def test_connect_timeout_gives_up_and_leaves_no_process(pool: McpClientPoo
         project_id="proj-mcp",
         name="silent",
         transport="stdio",
-        command=sys.executable,
-        args=("-c", "import sys; sys.stdin.read()"),
+        command=SILENT[0],
+        args=SILENT[1:],
         connect_timeout_s=0.3,
     )
     result = await pool.call_tool(silent, {}, "echo", {"text": "x"})

@@ -10,7 +10,10 @@ import pytest
 
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
+from agentfleet.secrets_crypto import SecretsKeyring
 from services.toolpool.mcp import CHANGES_CHANNEL, McpServerConfig, McpServerStore, SecretStore
+
+KEYRING = SecretsKeyring([("test-1", bytes(range(32)))])
 
 STDIO = McpServerConfig(
     project_id="proj-a",
@@ -108,7 +111,7 @@ async def test_product_must_belong_to_the_project(db_pool: asyncpg.Pool) -> None
 
 
 async def test_secrets_never_come_back_except_through_resolve(db_pool: asyncpg.Pool) -> None:
-    secrets = SecretStore(db_pool)
+    secrets = SecretStore(db_pool, KEYRING)
     info, created = await secrets.set("proj-a", "TOKEN", "s3cret-value")
     assert created
     assert info.name == "TOKEN"
@@ -140,7 +143,7 @@ async def test_bad_secret_names_the_field(
     db_pool: asyncpg.Pool, name: str, value: str, field: str
 ) -> None:
     with pytest.raises(InvalidArgument) as caught:
-        await SecretStore(db_pool).set("proj-a", name, value)
+        await SecretStore(db_pool, KEYRING).set("proj-a", name, value)
     assert [v.field for v in caught.value.violations] == [field]
     assert await count(db_pool, "project_secrets") == 0
 
@@ -149,7 +152,7 @@ async def test_changes_notify_the_project(db_pool: asyncpg.Pool, database_url: s
     queue: asyncio.Queue = asyncio.Queue()
     async with Listener(database_url) as listener:
         await listener.subscribe(CHANGES_CHANNEL, queue)
-        store, secrets = McpServerStore(db_pool), SecretStore(db_pool)
+        store, secrets = McpServerStore(db_pool), SecretStore(db_pool, KEYRING)
         await store.upsert(STDIO)
         await secrets.set("proj-a", "TOKEN", "v")
         await store.delete("proj-a", "files")

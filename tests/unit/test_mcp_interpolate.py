@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from urllib.parse import quote, quote_plus
+
 import pytest
 
 from agentfleet.errors import InvalidArgument
 from services.toolpool.mcp import McpServerConfig, MissingSecretError, interpolate, resolve_server
-from services.toolpool.mcp.interpolate import references
+from services.toolpool.mcp.interpolate import ProjectSecrets, references
+from services.toolpool.mcp.redaction import redact_structure, redactor
 
 
 def test_replaces_references_and_keeps_other_text() -> None:
@@ -113,3 +118,54 @@ def test_plain_python_runs_on_the_toolpools_interpreter() -> None:
     assert stdio_command("python3") == sys.executable
     assert stdio_command("/usr/bin/python3") == "/usr/bin/python3"
     assert stdio_command("mcp-server-time") == "mcp-server-time"
+
+
+def test_a_secret_that_does_not_decrypt_is_reported_as_such() -> None:
+    config = McpServerConfig(
+        project_id="p", name="api", transport="sse", url="https://x.test/${A}?k=${B}"
+    )
+    secrets = ProjectSecrets({}, undecryptable={"B": "key 'old' is not configured"})
+    with pytest.raises(MissingSecretError) as caught:
+        resolve_server(config, secrets)
+    assert caught.value.message == (
+        "project secret not set: ${A} in mcp_server.url; project secret cannot be decrypted: "
+        "${B} in mcp_server.url (key 'old' is not configured)"
+    )
+
+
+NASTY = 'p@ss wörd/"quoted" 100%+\\x'
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        NASTY,
+        quote(NASTY),
+        quote(NASTY, safe=""),
+        quote_plus(NASTY),
+        quote(NASTY, safe="").lower(),
+        quote(quote(NASTY, safe=""), safe=""),
+        json.dumps(NASTY)[1:-1],
+        json.dumps(NASTY, ensure_ascii=False)[1:-1],
+        repr(NASTY)[1:-1],
+        base64.b64encode(NASTY.encode()).decode(),
+        base64.urlsafe_b64encode(NASTY.encode()).decode().rstrip("="),
+        # What an HTTP client does to a query: some characters encoded, others not.
+        NASTY.replace(" ", "%20").replace('"', "%22").replace("ö", "%C3%B6"),
+    ],
+)
+def test_redaction_removes_every_form_of_a_secret(form: str) -> None:
+    redact = redactor({"PASSWORD": NASTY, "OTHER": "unrelated-value"})
+    text = redact(f"cannot connect to https://api.test/?p={form}&x=1: refused")
+    assert text == "cannot connect to https://api.test/?p=***&x=1: refused"
+
+
+def test_redaction_leaves_short_values_and_other_text_alone() -> None:
+    redact = redactor({"PIN": "123", "TOKEN": "tok-123456"})
+    assert redact("port 123, token tok-123456") == "port 123, token ***"
+    assert redactor({})("nothing to hide") == "nothing to hide"
+    nested = {"content": [{"type": "text", "text": "echo: tok-123456"}], "n": 1}
+    assert redact_structure(nested, redact) == {
+        "content": [{"type": "text", "text": "echo: ***"}],
+        "n": 1,
+    }

@@ -28,7 +28,12 @@ from .models import (
 )
 from .pool import McpClientPool
 from .store import CHANGES_CHANNEL, McpServerStore, SecretStore
-from .validation import server_violations, validate_server
+from .validation import (
+    check_stdio_allowed,
+    check_url_destination,
+    server_violations,
+    validate_server,
+)
 
 __all__ = [
     "CHANGES_CHANNEL",
@@ -50,6 +55,8 @@ __all__ = [
     "SecretInfo",
     "SecretStore",
     "Transport",
+    "check_stdio_allowed",
+    "check_url_destination",
     "interpolate",
     "map_call_result",
     "references",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import math
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +34,9 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate
 
+from agentfleet.mcp_jail import launcher_argv
+
+from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
 
@@ -70,6 +74,7 @@ class McpConnection:
         connect_timeout_s: float,
         errlog: TextIO | None = None,
         redact: Callable[[str], str] = lambda text: text,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.key = key
         """(project_id, server name)."""
@@ -80,6 +85,8 @@ class McpConnection:
         self._errlog = errlog
         self.redact = redact
         """Removes secret values from a text (error messages)."""
+        self._egress = egress if egress is not None else EgressPolicy()
+        """Where the HTTP transports may connect (default: public addresses only)."""
         self._ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         # Nobody may be waiting when connecting fails (e.g. closed meanwhile): consume it.
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -203,10 +210,12 @@ class McpConnection:
         resolved = self.resolved
         if resolved.transport == "stdio":
             assert resolved.command is not None
+            # Through the launcher: no fd beyond stdio, no capability, no new privileges.
+            # The SDK gives the child only its minimal variables (PATH, HOME, ...) plus
+            # ``env``: nothing of this process's environment (database URL, tokens, keys).
+            launcher, *launcher_args = launcher_argv(stdio_command(resolved.command), resolved.args)
             params = StdioServerParameters(
-                command=stdio_command(resolved.command or ""),
-                args=list(resolved.args),
-                env=dict(resolved.env),
+                command=launcher, args=launcher_args, env=dict(resolved.env)
             )
             return stdio_client(params, errlog=self._errlog or sys.stderr)
         assert resolved.url is not None
@@ -215,19 +224,21 @@ class McpConnection:
                 resolved.url,
                 headers=dict(resolved.headers),
                 timeout=self._connect_timeout_s,
-                httpx_client_factory=_traced_http_client,
+                httpx_client_factory=functools.partial(_traced_http_client, egress=self._egress),
             )
-        return _streamable_http(resolved.url, resolved.headers, self._connect_timeout_s)
+        return _streamable_http(
+            resolved.url, resolved.headers, self._connect_timeout_s, self._egress
+        )
 
 
 @contextlib.asynccontextmanager
 async def _streamable_http(
-    url: str, headers: dict[str, str], connect_timeout_s: float
+    url: str, headers: dict[str, str], connect_timeout_s: float, egress: EgressPolicy
 ) -> AsyncIterator[tuple[Any, Any]]:
     # The per-call limit bounds reads; an httpx read timeout would cut long calls short.
     timeout = httpx2.Timeout(connect_timeout_s, read=None)
     async with (
-        _traced_http_client(headers=dict(headers), timeout=timeout) as client,
+        _traced_http_client(headers=dict(headers), timeout=timeout, egress=egress) as client,
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
@@ -243,13 +254,19 @@ def _traced_http_client(
     headers: dict[str, str] | None = None,
     timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
+    *,
+    egress: EgressPolicy,
 ) -> httpx2.AsyncClient:
-    """An HTTP client that adds W3C ``traceparent`` to every request it sends."""
+    """An HTTP client that adds W3C ``traceparent`` to every request it sends and connects
+    only where ``egress`` allows, at every connect (redirects included); no proxy from the
+    environment."""
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0),
         auth=auth,
         event_hooks={"request": [_inject_trace_context]},
+        transport=guarded_transport(egress),
+        trust_env=False,
     )
 
 
@@ -323,6 +340,9 @@ def innermost(exc: BaseException) -> BaseException:
 
 def describe(exc: BaseException) -> str:
     leaf = innermost(exc)
+    refused = refusal_of(leaf)
+    if refused is not None:
+        return str(refused)
     text = str(leaf)
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 

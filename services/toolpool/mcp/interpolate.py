@@ -18,6 +18,18 @@ from agentfleet.errors import InvalidArgument
 from .errors import MissingSecretError
 from .models import McpServerConfig, Transport
 
+
+class ProjectSecrets(dict[str, str]):
+    """A project's secret values by name, and the secrets that exist but did not decrypt."""
+
+    def __init__(
+        self, values: Mapping[str, str] = {}, *, undecryptable: Mapping[str, str] = {}
+    ) -> None:
+        super().__init__(values)
+        self.undecryptable = dict(undecryptable)
+        """Name -> why it does not decrypt (no value in it)."""
+
+
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 # One alternative per token, tried left to right: escape, well-formed reference, a "${"
@@ -50,8 +62,12 @@ def interpolate(text: str, secrets: Mapping[str, str], *, field: str) -> str:
     """
     missing = [(name, field) for name in references(text, field=field) if name not in secrets]
     if missing:
-        raise MissingSecretError(missing)
+        raise MissingSecretError(missing, undecryptable=_undecryptable(secrets))
     return _substitute(text, secrets)
+
+
+def _undecryptable(secrets: Mapping[str, str]) -> Mapping[str, str]:
+    return secrets.undecryptable if isinstance(secrets, ProjectSecrets) else {}
 
 
 def _substitute(text: str, secrets: Mapping[str, str]) -> str:
@@ -106,7 +122,7 @@ def resolve_server(config: McpServerConfig, secrets: Mapping[str, str]) -> Resol
         if name not in secrets
     ]
     if missing:
-        raise MissingSecretError(missing)
+        raise MissingSecretError(missing, undecryptable=_undecryptable(secrets))
     return ResolvedServer(
         transport=config.transport,
         command=config.command,

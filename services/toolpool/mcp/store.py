@@ -11,14 +11,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
+import structlog
 
 from agentfleet import db
-from agentfleet.errors import FieldViolation, InvalidArgument, NotFound
+from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.secrets_crypto import SealedSecret, SecretsKeyMissing, SecretsKeyring
 
-from .interpolate import SECRET_NAME
+from .interpolate import SECRET_NAME, ProjectSecrets
 from .models import McpServerConfig, SecretInfo
 from .validation import validate_server
+
+log = structlog.get_logger(__name__)
 
 CHANGES_CHANNEL = "agentfleet_mcp_servers"
 MAX_SECRET_CHARS = 16384
@@ -150,10 +154,16 @@ class McpServerStore:
 
 
 class SecretStore:
-    """The project's secrets. Values go in and, through :meth:`resolve` only, to the pool."""
+    """The project's secrets. Values go in and, through :meth:`resolve` only, to the pool.
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    Values are stored sealed (:mod:`agentfleet.secrets_crypto`); without a keyring nothing
+    can be set (:class:`SecretsKeyMissing`), and only rows written before encryption (plain,
+    until ``agentfleet secrets rotate-key`` seals them) can be read.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, keyring: SecretsKeyring | None = None) -> None:
         self._pool = pool
+        self._keyring = keyring
 
     async def set(self, project_id: str, name: str, value: str) -> tuple[SecretInfo, bool]:
         """Creates or replaces secret ``name``; returns it (no value) and whether it was created."""
@@ -174,16 +184,25 @@ class SecretStore:
             )
         if violations:
             raise InvalidArgument.for_fields(violations)
+        if self._keyring is None:
+            raise SecretsKeyMissing()
+        sealed = self._keyring.seal(project_id, name, value)
         async with db.transaction(self._pool) as conn:
             row = await conn.fetchrow(
-                """INSERT INTO kb.project_secrets AS s (project_id, name, value)
-                   VALUES ($1, $2, $3)
+                """INSERT INTO kb.project_secrets AS s
+                       (project_id, name, value, ciphertext, nonce, wrapped_key, key_id)
+                   VALUES ($1, $2, NULL, $3, $4, $5, $6)
                    ON CONFLICT (project_id, name) DO UPDATE
-                       SET value = EXCLUDED.value, updated_at = now()
+                       SET value = NULL, ciphertext = EXCLUDED.ciphertext,
+                           nonce = EXCLUDED.nonce, wrapped_key = EXCLUDED.wrapped_key,
+                           key_id = EXCLUDED.key_id, updated_at = now()
                    RETURNING s.name, s.created_at, s.updated_at, (s.xmax = 0) AS created""",
                 project_id,
                 name,
-                value,
+                sealed.ciphertext,
+                sealed.nonce,
+                sealed.wrapped_key,
+                sealed.key_id,
             )
             # Sessions opened with the old value must go: replicas reconnect with the new one.
             await db.notify(conn, CHANGES_CHANNEL, project_id)
@@ -223,15 +242,34 @@ class SecretStore:
                 raise NotFound(f"secret {name!r} not found")
             await db.notify(conn, CHANGES_CHANNEL, project_id)
 
-    async def resolve(self, project_id: str) -> dict[str, str]:
+    async def resolve(self, project_id: str) -> ProjectSecrets:
         """Every secret of the project with its value, for interpolation only.
+
+        A secret that does not decrypt (its key is gone, the row was altered or copied from
+        another project) is left out and named in ``undecryptable``, so a server using it
+        fails with that reason and the others still work.
 
         Internal: the result must never be returned by an RPC, logged or put in a span.
         """
         rows = await self._pool.fetch(
-            "SELECT name, value FROM kb.project_secrets WHERE project_id = $1", project_id
+            """SELECT name, value, ciphertext, nonce, wrapped_key, key_id
+               FROM kb.project_secrets WHERE project_id = $1""",
+            project_id,
         )
-        return {r["name"]: r["value"] for r in rows}
+        values: dict[str, str] = {}
+        undecryptable: dict[str, str] = {}
+        for row in rows:
+            if row["value"] is not None:
+                values[row["name"]] = row["value"]  # written before encryption
+                continue
+            try:
+                if self._keyring is None:
+                    raise SecretsKeyMissing()
+                values[row["name"]] = self._keyring.open(project_id, row["name"], _sealed(row))
+            except FailedPrecondition as exc:
+                undecryptable[row["name"]] = exc.message
+                log.warning("secret_undecryptable", project_id=project_id, reason=exc.message)
+        return ProjectSecrets(values, undecryptable=undecryptable)
 
 
 def _server(row: Mapping[str, Any]) -> McpServerConfig:
@@ -253,6 +291,15 @@ def _server(row: Mapping[str, Any]) -> McpServerConfig:
         product_name=row["product_name"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+    )
+
+
+def _sealed(row: Mapping[str, Any]) -> SealedSecret:
+    return SealedSecret(
+        ciphertext=row["ciphertext"],
+        nonce=row["nonce"],
+        wrapped_key=row["wrapped_key"],
+        key_id=row["key_id"],
     )
 
 
