@@ -12,15 +12,30 @@ from google.genai import types
 
 from agentfleet.errors import FailedPrecondition
 from services.executor.definitions import ModelConfig
+from services.executor.manifest import schema_violations
 from services.executor.persistence import CallResult, PlannedCall
 from services.executor.tool_gateway import ResolvedTool, ToolOutcome
 
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+EXTRA_SCHEMA = "#/$defs/model_extra"
+"""The one allowlist of ``model.extra`` (generation settings only), in manifest.schema.json."""
 
 
 def generation_config(model: ModelConfig) -> types.GenerateContentConfig:
-    """The definition's generation settings; :class:`FailedPrecondition` if ``extra`` is not
-    a valid GenerateContentConfig."""
+    """The definition's generation settings.
+
+    ``extra`` is checked again here against the allowlist (``$defs/model_extra`` of the
+    manifest schema), since a row written before the rule, or straight into the database,
+    never went through UpsertAgentDefinition: :class:`FailedPrecondition` naming the first
+    bad field, before anything is sent.
+    """
+    violations = schema_violations(model.extra, "model.extra", definition=EXTRA_SCHEMA)
+    if violations:
+        first = violations[0]
+        raise FailedPrecondition(
+            f"{first.field}: {first.description}; the run is refused and nothing was sent "
+            "to the model (fix the agent definition)"
+        )
     values: dict[str, Any] = dict(model.extra)
     if model.temperature is not None:
         values["temperature"] = model.temperature

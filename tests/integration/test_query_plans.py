@@ -21,6 +21,7 @@ from agentfleet.testing.database import DatabaseFactory
 from services.dispatcher import transitions
 from services.dispatcher.dag import NewTask
 from services.dispatcher.store import GraphStore
+from services.executor import claim_sql
 
 RUNS = 40_000
 
@@ -142,19 +143,34 @@ def _assert_uses(nodes: list[dict[str, Any]], table: str, index: str) -> None:
     assert all(n["Node Type"] not in ("Sort", "Incremental Sort") for n in nodes), described
 
 
-async def test_claim_query_uses_the_queued_index(history: asyncpg.Pool) -> None:
+async def test_claim_walks_the_queue_by_project_on_its_index(history: asyncpg.Pool) -> None:
+    """The real claim statement (expired leases, then queued runs round robin across
+    projects): every read of agent_runs goes through an index, the queue's own for the
+    projects and their queued runs. Its only Sort orders the few candidates it picked."""
+    nodes = await _plan(history, claim_sql.CLAIM_ANY, "worker-2", 30.0, 8, 64)
+    described = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes]
+    scans = [n for n in nodes if n.get("Relation Name") == "agent_runs"]
+    assert scans, described
+    assert all(n["Node Type"] != "Seq Scan" for n in scans), described
+    indexes = {n.get("Index Name") for n in scans}
+    assert {"agent_runs_queued_project_idx", "agent_runs_running_lease_idx"} <= indexes, described
+    assert "agent_runs_queued_idx" not in indexes, described
+
+
+async def test_queued_cap_count_uses_the_queue_index(history: asyncpg.Pool) -> None:
+    """TriggerRun's insert counts the project's queued top-level runs, at most the cap."""
     nodes = await _plan(
         history,
         """
-        SELECT id FROM kb.agent_runs
-        WHERE status = 'queued'
-        ORDER BY created_at, id
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
+        SELECT count(*) FROM (
+            SELECT 1 FROM kb.agent_runs
+            WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+            LIMIT $2::integer) queued
         """,
-        4,
+        "demo",
+        1000,
     )
-    _assert_uses(nodes, "agent_runs", "agent_runs_queued_idx")
+    _assert_uses(nodes, "agent_runs", "agent_runs_queued_project_idx")
 
 
 async def test_expired_lease_query_uses_the_lease_index(history: asyncpg.Pool) -> None:

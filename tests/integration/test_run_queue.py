@@ -14,6 +14,7 @@ import pytest
 from agentfleet import events
 from agentfleet.db import Listener, transaction
 from agentfleet.errors import NotFound
+from services.executor.claim_sql import CLAIM
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
@@ -162,14 +163,11 @@ async def test_one_claim_takes_expired_runs_first_then_queued_ones(
     assert [r["lease_owner"] for r in rows] == ["me"] * 4
 
 
-async def test_claim_uses_the_partial_queued_index(db_pool: asyncpg.Pool) -> None:
+async def test_claim_uses_the_per_project_queued_index(db_pool: asyncpg.Pool) -> None:
     async with transaction(db_pool) as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")
-        plan = await conn.fetchval(
-            "EXPLAIN (FORMAT JSON) SELECT id FROM kb.agent_runs WHERE status = 'queued' "
-            "ORDER BY created_at, id LIMIT 3 FOR UPDATE SKIP LOCKED"
-        )
-    assert "agent_runs_queued_idx" in json.dumps(plan)
+        plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + CLAIM, "me", 30.0, 3, 64)
+    assert "agent_runs_queued_project_idx" in json.dumps(plan)
 
 
 async def test_heartbeat_renews_only_own_leases_and_reports_cancel(db_pool: asyncpg.Pool) -> None:

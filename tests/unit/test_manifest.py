@@ -242,6 +242,46 @@ def test_upsert_definitions_are_checked_with_the_same_rules_and_proto_field_name
     assert definition_violations(AgentDefinition(name="good")) == []
 
 
+def test_model_extra_allows_generation_settings_only() -> None:
+    settings = {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "top_k": 40.0,  # Struct numbers are doubles
+        "max_output_tokens": 512,
+        "stop_sequences": ["END"],
+        "presence_penalty": -0.5,
+        "frequency_penalty": 0.5,
+        "seed": 7,
+        "safety_settings": [
+            {"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"}
+        ],
+        "thinking_config": {"include_thoughts": False, "thinking_budget": 0},
+    }
+    good = agent("g", model={"name": "m", "extra": settings})
+    assert parse_manifest({"name": "p", "version": "1", "agents": [good]}).agents[0].model.extra
+    bad_extra = {
+        "http_options": {"base_url": "http://169.254.169.254"},
+        "candidate_count": 8,
+        "top_p": 1.5,
+        "stop_sequences": ["a"] * 6,
+        "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "LOUD"}],
+        "thinking_config": {"thinking_budget": 10**9, "headers": {}},
+    }
+    bad = agent("b", model={"name": "m", "extra": bad_extra})
+    found = violations({"name": "p", "version": "1", "agents": [bad]})
+    extra = "manifest.agents[0].model.extra"
+    assert set(found) == {
+        f"{extra}.http_options",
+        f"{extra}.candidate_count",
+        f"{extra}.top_p",
+        f"{extra}.stop_sequences",
+        f"{extra}.safety_settings[0].threshold",
+        f"{extra}.thinking_config.thinking_budget",
+        f"{extra}.thinking_config.headers",
+    }
+    assert "not an allowed generation setting" in found[f"{extra}.http_options"]
+
+
 def test_parsing_does_not_mutate_the_document() -> None:
     document = example()
     before = copy.deepcopy(document)

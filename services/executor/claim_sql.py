@@ -1,0 +1,121 @@
+"""The run claim statements of :class:`services.executor.queue.RunQueue` (DESIGN §4): which
+queued runs a worker with free slots takes, fairly across projects, and the crash recovery of
+expired leases in the same round trip. SQL only; the queue runs them."""
+
+from __future__ import annotations
+
+# Fairness (issue #15): one project's backlog never hides another's queued runs. The claim
+# walks the queue project by project on agent_runs_queued_project_idx: `projects` finds each
+# project with queued runs (a loose index scan, one probe per project), and each project
+# offers its oldest queued runs, numbered in its own order (`turn`); the claim takes turn 1
+# of every project (oldest first), then turn 2, ... -- round robin. The cost is a few index
+# probes per project with queued runs plus up to $3 rows from each (projects are made by
+# the operator, not by tenants).
+#
+# A project may have at most $4 top-level runs running, so its top-level offer is cut to
+# the slots it has left; children (depth > 0) are exempt, since their parents hold slots
+# while waiting for them. The running counts are not locked: concurrent claims may pass a
+# cap by a few runs.
+#
+# MATERIALIZED: the locking SELECT runs exactly once. As a plain subquery the planner may
+# rescan it (a nested loop's inner side), and each rescan skips to other rows: one claim
+# for one run could then take several. SKIP LOCKED lets concurrent claimers take disjoint
+# runs instead of queueing on one row.
+# Threads (issue #19): two runs of one thread never execute at once, and they run in the
+# order they were queued. A queued run of a thread is offered only when its thread has no
+# older queued run and none running or waiting: one probe of agent_runs_thread_active_idx.
+_THREAD_FREE = """
+          AND (q.thread_id IS NULL OR NOT EXISTS (
+              SELECT 1 FROM kb.agent_runs t
+              WHERE t.project_id = q.project_id AND t.thread_id = q.thread_id
+                AND t.status IN ('queued', 'running', 'waiting')
+                AND (t.status <> 'queued' OR (t.created_at, t.id) < (q.created_at, q.id))))"""
+
+_CANDIDATES = f"""
+projects AS (
+    (SELECT project_id FROM kb.agent_runs
+     WHERE status = 'queued'
+     ORDER BY project_id
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.project_id FROM kb.agent_runs q
+            WHERE q.status = 'queued' AND q.project_id > p.project_id
+            ORDER BY q.project_id
+            LIMIT 1)
+    FROM projects p
+    WHERE p.project_id IS NOT NULL
+), candidates AS MATERIALIZED (
+    SELECT offer.id, offer.created_at,
+           row_number() OVER (PARTITION BY p.project_id
+                              ORDER BY offer.created_at, offer.id) AS turn
+    FROM projects p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM kb.agent_runs r
+        WHERE r.project_id = p.project_id AND r.status = 'running' AND r.depth = 0
+    ) running
+    CROSS JOIN LATERAL (
+        (SELECT q.id, q.created_at FROM kb.agent_runs q
+         WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth = 0{_THREAD_FREE}
+         ORDER BY q.created_at, q.id
+         LIMIT least($3, greatest(0, $4 - running.n)))
+        UNION ALL
+        (SELECT q.id, q.created_at FROM kb.agent_runs q
+         WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth > 0{_THREAD_FREE}
+         ORDER BY q.created_at, q.id
+         LIMIT $3)
+    ) offer
+    WHERE p.project_id IS NOT NULL
+)"""
+
+
+def _claimable(limit: str) -> str:
+    return f"""claimable AS MATERIALIZED (
+    SELECT q.id FROM candidates c JOIN kb.agent_runs q ON q.id = c.id
+    WHERE q.status = 'queued'
+    ORDER BY c.turn, c.created_at, c.id
+    LIMIT {limit}
+    FOR UPDATE OF q SKIP LOCKED
+)"""
+
+
+_START_CLAIMED = """
+UPDATE kb.agent_runs r
+SET status = 'running',
+    started_at = coalesce(r.started_at, now()),
+    lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2::double precision)
+FROM claimable
+WHERE r.id = claimable.id"""
+
+CLAIM = f"""
+WITH RECURSIVE {_CANDIDATES}, {_claimable("$3")}
+{_START_CLAIMED}
+RETURNING r.*
+"""
+
+# What a worker with free slots runs, in one round trip. First crash recovery (DESIGN §4):
+# running runs whose lease expired -- their worker died, or shut down and released them, or
+# ResumeRun handed them over; `expired` walks agent_runs_running_lease_idx and
+# previous_owner tells a resume from a recovery. Then, in the slots left, queued runs
+# (CLAIM's rows, same fairness), previous_owner NULL. The two UPDATEs touch disjoint rows
+# (running vs queued); one statement, one snapshot.
+CLAIM_ANY = f"""
+WITH RECURSIVE expired AS MATERIALIZED (
+    SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
+    WHERE status = 'running' AND lease_expires_at <= now()
+    ORDER BY lease_expires_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), {_CANDIDATES}, {_claimable("greatest(0, $3 - (SELECT count(*) FROM expired))")},
+taken_over AS (
+    UPDATE kb.agent_runs r
+    SET lease_owner = $1,
+        lease_expires_at = now() + make_interval(secs => $2::double precision)
+    FROM expired
+    WHERE r.id = expired.id
+    RETURNING r.*, expired.previous_owner
+), claimed AS ({_START_CLAIMED}
+    RETURNING r.*, NULL::text AS previous_owner
+)
+SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
+"""
