@@ -5,7 +5,14 @@ properties) that they renew; a task whose lease expired is adopted by another di
 
 Availability is ``pending`` + ``ready`` (a hint kept by whoever changes a blocker, served by
 a partial index) re-checked against the blockers in the claim itself, so a stale hint can
-never dispatch a blocked task.
+never dispatch a blocked task, and a retry's ``not_before`` (backoff) has passed.
+
+One claim statement serves every project, so no stored value may make it raise: every
+property it reads goes through the guarded casts of ``agentfleet.graph.task_properties``.
+A claimed task whose graph_id, max_retries, timeout_s or assigned_agent is malformed, or
+whose graph is not a task graph of its own project, ends ``failed`` in that same statement
+with an error naming the property; a malformed priority is reset to the default by
+:func:`classify_new` and skipped by the claim until then.
 """
 
 from __future__ import annotations
@@ -15,8 +22,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
+import structlog
 
 from agentfleet.graph import BLOCKS, SPEC_TASK, GraphObject
+from agentfleet.graph.task_properties import (
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    is_uuid,
+    sql_int,
+    sql_number,
+    sql_uuid,
+    task_problem_sql,
+)
 from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.prompt import BlockerResult
 from services.dispatcher.queries import (
@@ -27,6 +44,26 @@ from services.dispatcher.queries import (
 )
 
 __all__ = ["Claimed", "adopt_expired", "claim_available", "classify_new", "release", "renew"]
+
+log = structlog.get_logger(__name__)
+
+# jsonb orders objects, arrays and booleans above every number and strings and null below:
+# these bounds select exactly the priorities that are not numbers in range, on the claim
+# index's own expression (so the check is an index range, not a scan).
+_BAD_PRIORITY = f"""coalesce((t.properties -> 'priority') > '{PRIORITY_MAX}'::jsonb
+                 OR (t.properties -> 'priority') < '{PRIORITY_MIN}'::jsonb, false)"""
+_MAX_PARALLEL = "coalesce({}, 0)".format(sql_int("g.properties -> 'max_parallel'", 0, 2**31 - 1))
+_LEASE_EXPIRES = sql_number("properties -> 'lease_expires'", 0, 1e12)
+
+
+def _unless_malformed(problem: str, claim: str) -> str:
+    """SQL: the properties to merge into the task aliased t: ``claim`` when ``problem``
+    (a message or NULL) is NULL, else those that end the task failed with it ($4: now)."""
+    return f"""coalesce(
+        (SELECT jsonb_build_object('status', 'failed', 'ready', false, 'error_message',
+                                   'malformed task: ' || bad.m, 'complete_time', $4::text)
+         FROM (SELECT {problem} AS m) AS bad WHERE bad.m IS NOT NULL),
+        {claim})"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,33 +77,53 @@ class Claimed:
 
 
 async def classify_new(conn: asyncpg.Connection | asyncpg.Pool) -> int:
-    """Gives tasks written without a ``ready`` hint (``create_subtasks``) one."""
-    result = await conn.execute(
+    """Gives tasks written without a ``ready`` hint (``create_subtasks``) one, and resets an
+    available task's malformed priority (not a number from -1000 to 1000) to the default 0,
+    keeping the stored value as ``malformed_priority``. Returns how many tasks it changed."""
+    row = await conn.fetchrow(
         f"""
-        UPDATE kb.graph_objects t
-        SET properties = t.properties || jsonb_build_object('ready', NOT {UNFINISHED_BLOCKER},
-                                                            'attempts', 0),
-            version = t.version + 1, updated_at = now()
-        WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending' AND NOT (t.properties ? 'ready')
-          AND t.properties ? 'graph_id'
+        WITH classified AS (
+            UPDATE kb.graph_objects t
+            SET properties = t.properties || jsonb_build_object(
+                    'ready', NOT {UNFINISHED_BLOCKER}, 'attempts', 0),
+                version = t.version + 1, updated_at = now()
+            WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending' AND NOT (t.properties ? 'ready')
+              AND t.properties ? 'graph_id'
+            RETURNING 1
+        ), normalised AS (
+            UPDATE kb.graph_objects t
+            SET properties = t.properties || jsonb_build_object(
+                    'priority', 0, 'malformed_priority', t.properties -> 'priority'),
+                version = t.version + 1, updated_at = now()
+            WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
+              AND (t.properties ->> 'ready') = 'true' AND {_BAD_PRIORITY}
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM classified) + (SELECT count(*) FROM normalised) AS n
         """
     )
-    return int(result.split()[-1])
+    assert row is not None  # the statement always returns its one row
+    return int(row["n"])
 
 
 _CANDIDATES = f"""
-    SELECT t.id, t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
+    SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
     WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
-      AND (t.properties ->> 'ready') = 'true' AND NOT {UNFINISHED_BLOCKER}"""
+      AND (t.properties ->> 'ready') = 'true' AND NOT {_BAD_PRIORITY}
+      AND coalesce({sql_number("t.properties -> 'not_before'", 0, 1e12)}, 0)
+          <= extract(epoch FROM now())
+      AND NOT {UNFINISHED_BLOCKER}"""
 _ORDER = "ORDER BY (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id"
-_CLAIM_SET = """
-    SET properties = t.properties || jsonb_build_object(
+_CLAIMING = f"""jsonb_build_object(
             'status', 'in_progress', 'ready', false, 'lease_owner', $2::text,
             'lease_expires', extract(epoch FROM now()) + $3::float8,
             'session_id', gen_random_uuid()::text,
             'previous_session_id', t.properties -> 'session_id',
-            'attempts', coalesce((t.properties ->> 'attempts')::int, 0) + 1,
-            'start_time', coalesce(t.properties ->> 'start_time', $4::text)),
+            'attempts', coalesce({sql_int("t.properties -> 'attempts'", 0, 2**31 - 2)}, 0) + 1,
+            'start_time', coalesce(t.properties ->> 'start_time', $4::text))"""
+_CLAIM_SET = f"""
+    SET properties = t.properties
+          || {_unless_malformed(task_problem_sql("t", TASK_GRAPH), _CLAIMING)},
         version = t.version + 1, updated_at = now()"""
 # The completed blockers of the claimed task aliased cl, as the prompt wants them.
 _BLOCKERS = f"""
@@ -91,8 +148,9 @@ _CLAIM = f"""
         LIMIT $1
         FOR UPDATE OF t SKIP LOCKED
     ), limited AS MATERIALIZED (
-        SELECT c.id FROM candidates c JOIN kb.graph_objects g ON g.id = c.graph_id::uuid
-        WHERE g.type = '{TASK_GRAPH}' AND coalesce((g.properties ->> 'max_parallel')::int, 0) > 0
+        SELECT c.id FROM candidates c
+        JOIN kb.graph_objects g ON g.project_id = c.project_id AND g.id = {sql_uuid("c.graph_id")}
+        WHERE g.type = '{TASK_GRAPH}' AND {_MAX_PARALLEL} > 0
     ), claimed AS (
         UPDATE kb.graph_objects t {_CLAIM_SET}
         FROM candidates c
@@ -100,7 +158,8 @@ _CLAIM = f"""
         RETURNING {T_COLUMNS}
     ), notified AS MATERIALIZED (
         SELECT count(pg_notify('{CHANGES_CHANNEL}', g)) AS n
-        FROM (SELECT DISTINCT properties ->> 'graph_id' FROM claimed) AS x (g)
+        FROM (SELECT DISTINCT {sql_uuid("properties ->> 'graph_id'")}::text FROM claimed) AS x (g)
+        WHERE g IS NOT NULL
     )
     SELECT {_CL_COLUMNS}, {_BLOCKERS}, l.ids AS limited_ids
     FROM (SELECT array_agg(id) AS ids FROM limited) AS l CROSS JOIN notified
@@ -115,13 +174,31 @@ async def claim_available(
     if limit <= 0:
         return []
     rows = await conn.fetch(_CLAIM, limit, owner, lease_s, iso_now())
-    claimed = [_claimed(row) for row in rows if row["id"] is not None]
+    claimed = _started([row for row in rows if row["id"] is not None])
     limited = rows[0]["limited_ids"] if rows else None
     if limited and limit > len(claimed):
         claimed += await _claim_limited(
             conn, limited, owner=owner, lease_s=lease_s, limit=limit - len(claimed)
         )
     return claimed
+
+
+def _started(rows: Sequence[asyncpg.Record]) -> list[Claimed]:
+    """The claimed rows to start (not those the claim ended failed)."""
+    return [_claimed(row) for row in rows if _still_in_progress(row)]
+
+
+def _still_in_progress(row: asyncpg.Record) -> bool:
+    """False (and logged) for a task the statement ended failed as malformed."""
+    if row["status"] == "in_progress":
+        return True
+    log.warning(
+        "malformed task failed",
+        task=str(row["id"]),
+        project=row["project_id"],
+        error=row["properties"].get("error_message"),
+    )
+    return False
 
 
 def _claimed(row: asyncpg.Record) -> Claimed:
@@ -172,7 +249,7 @@ async def _claim_limited(
             lease_s,
             iso_now(),
         )
-        claimed = [_claimed(row) for row in updated]
+        claimed = _started(updated)
         await notify_changes(conn, [str(c.task.properties["graph_id"]) for c in claimed])
     return claimed
 
@@ -182,14 +259,16 @@ async def _within_graph_limits(
 ) -> list[uuid.UUID]:
     """The candidates their graphs' max_parallel admits. Limited graphs are locked (SKIP
     LOCKED: a graph being changed or claimed by another dispatcher waits for the next round)."""
+    # A graph id changed to garbage since the candidates were read waits for the next
+    # round, where the claim statement fails its task.
+    rows = [row for row in rows if is_uuid(row["graph_id"])]
     graph_ids = sorted({row["graph_id"] for row in rows})
     graphs = await conn.fetch(
         f"""
-        SELECT id::text AS id, coalesce((properties ->> 'max_parallel')::int, 0) AS max_parallel
-        FROM kb.graph_objects
-        WHERE id = ANY($1::uuid[]) AND type = '{TASK_GRAPH}'
-          AND coalesce((properties ->> 'max_parallel')::int, 0) > 0
-        ORDER BY id
+        SELECT g.id::text AS id, {_MAX_PARALLEL} AS max_parallel
+        FROM kb.graph_objects g
+        WHERE g.id = ANY($1::uuid[]) AND g.type = '{TASK_GRAPH}' AND {_MAX_PARALLEL} > 0
+        ORDER BY g.id
         FOR UPDATE SKIP LOCKED
         """,
         graph_ids,
@@ -197,9 +276,9 @@ async def _within_graph_limits(
     limited = {g["id"]: g["max_parallel"] for g in graphs}
     skipped = await conn.fetch(
         f"""
-        SELECT id::text AS id FROM kb.graph_objects
-        WHERE id = ANY($1::uuid[]) AND type = '{TASK_GRAPH}'
-          AND coalesce((properties ->> 'max_parallel')::int, 0) > 0 AND NOT (id = ANY($2::uuid[]))
+        SELECT g.id::text AS id FROM kb.graph_objects g
+        WHERE g.id = ANY($1::uuid[]) AND g.type = '{TASK_GRAPH}'
+          AND {_MAX_PARALLEL} > 0 AND NOT (g.id = ANY($2::uuid[]))
         """,
         graph_ids,
         list(limited),
@@ -232,17 +311,24 @@ async def _within_graph_limits(
 
 # MATERIALIZED: locked once, exactly LIMIT rows (an IN (subquery) may be re-planned as a
 # join that runs the locking subquery again), as the executor's run claim does.
+# An adopted task is started again from its stored session: one whose session_id (or any
+# property the claim checks) is malformed ends failed instead ($4: now).
+_ADOPT_PROBLEM = f"""CASE WHEN {sql_uuid("t.properties ->> 'session_id'")} IS NULL
+    THEN 'session_id: ' || coalesce(t.properties ->> 'session_id', 'missing') || ' is not an id'
+    ELSE {task_problem_sql("t", TASK_GRAPH)} END"""
+_ADOPTING = """jsonb_build_object(
+    'lease_owner', $1::text, 'lease_expires', extract(epoch FROM now()) + $2::float8)"""
 _ADOPT = f"""
         WITH expired AS MATERIALIZED (
             SELECT id FROM kb.graph_objects
             WHERE type = '{SPEC_TASK}' AND status = 'in_progress'
-              AND (properties ->> 'lease_expires')::float8 < extract(epoch FROM now())
+              AND coalesce({_LEASE_EXPIRES}, 0) < extract(epoch FROM now())
             ORDER BY id LIMIT $3
             FOR UPDATE SKIP LOCKED
         )
         UPDATE kb.graph_objects t
-        SET properties = t.properties || jsonb_build_object(
-                'lease_owner', $1::text, 'lease_expires', extract(epoch FROM now()) + $2::float8),
+        SET properties = (t.properties - 'lease_owner' - 'lease_expires')
+              || {_unless_malformed(_ADOPT_PROBLEM, _ADOPTING)},
             version = t.version + 1, updated_at = now()
         FROM expired
         WHERE t.id = expired.id AND t.status = 'in_progress'
@@ -256,8 +342,8 @@ async def adopt_expired(
     """Takes over in-progress tasks whose dispatcher stopped renewing their lease."""
     if limit <= 0:
         return []
-    rows = await conn.fetch(_ADOPT, owner, lease_s, limit)
-    return [GraphObject.from_row(row) for row in rows]
+    rows = await conn.fetch(_ADOPT, owner, lease_s, limit, iso_now())
+    return [GraphObject.from_row(row) for row in rows if _still_in_progress(row)]
 
 
 async def renew(pool: asyncpg.Pool, *, owner: str, lease_s: float, task_ids: Sequence[str]) -> int:

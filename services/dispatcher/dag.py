@@ -13,6 +13,13 @@ from typing import Any
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import find_cycle
+from agentfleet.graph.task_properties import (
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    MAX_TIMEOUT_S,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+)
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -27,9 +34,6 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 MAX_TASKS_PER_GRAPH = 10_000
 MAX_TITLE_CHARS = 500
 MAX_DESCRIPTION_CHARS = 100_000
-MAX_RETRIES_LIMIT = 10
-MAX_TIMEOUT_S = 24 * 3600
-DEFAULT_MAX_RETRIES = 2
 
 
 @dataclass(kw_only=True, slots=True)
@@ -123,6 +127,10 @@ def _task_problems(i: int, task: NewTask) -> list[FieldViolation]:
     if len(task.description) > MAX_DESCRIPTION_CHARS:
         problems.append(
             FieldViolation(f"{where}.description", f"at most {MAX_DESCRIPTION_CHARS} characters")
+        )
+    if not PRIORITY_MIN <= task.priority <= PRIORITY_MAX:
+        problems.append(
+            FieldViolation(f"{where}.priority", f"must be {PRIORITY_MIN} to {PRIORITY_MAX}")
         )
     if not 0 <= task.max_retries <= MAX_RETRIES_LIMIT:
         problems.append(FieldViolation(f"{where}.max_retries", f"must be 0 to {MAX_RETRIES_LIMIT}"))

@@ -10,11 +10,29 @@ from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
-from agentfleet.graph import GraphObject
+from agentfleet.graph import (
+    FOLLOWS_UP,
+    HAS_SESSION,
+    INFORMED_BY,
+    SESSION,
+    TASK_GRAPH,
+    GraphObject,
+)
+from agentfleet.graph.task_properties import (
+    task_max_retries,
+    task_priority,
+    task_timeout_s,
+    whole_number,
+)
 from agentfleet.v1 import dispatcher_pb2
 
+# TASK_GRAPH, SESSION and the session edge types are the reserved names of
+# agentfleet.graph.reserved, re-exported for the dispatcher's modules.
 __all__ = [
+    "FOLLOWS_UP",
     "GRAPH_STATUS",
+    "HAS_SESSION",
+    "INFORMED_BY",
     "SESSION",
     "TASK_GRAPH",
     "TASK_STATUS",
@@ -27,11 +45,6 @@ __all__ = [
     "ts",
 ]
 
-TASK_GRAPH = "TaskGraph"
-SESSION = "Session"
-HAS_SESSION = "has_session"
-FOLLOWS_UP = "follows_up"
-INFORMED_BY = "informed_by"
 
 TASK_STATUS = {
     "pending": dispatcher_pb2.TASK_STATUS_PENDING,
@@ -141,13 +154,14 @@ def task_to_proto(view: TaskView) -> dispatcher_pb2.Task:
         title=str(p.get("title", "")),
         description=str(p.get("description", "")),
         assigned_agent=str(p.get("assigned_agent") or ""),
-        tags=[str(t) for t in p.get("tags", [])],
-        priority=int(p.get("priority", 0) or 0),
-        max_retries=int(p.get("max_retries", 2)),
+        tags=[str(t) for t in p.get("tags") or [] if isinstance(p.get("tags"), list)],
+        priority=task_priority(p),
+        max_retries=task_max_retries(p),
     )
-    if p.get("timeout_s"):
-        spec.timeout.CopyFrom(duration_pb2.Duration(seconds=int(p["timeout_s"])))
-    if p.get("context"):
+    timeout_s = task_timeout_s(p)
+    if timeout_s:
+        spec.timeout.CopyFrom(duration_pb2.Duration(seconds=int(timeout_s)))
+    if isinstance(p.get("context"), dict) and p["context"]:
         extra = struct_pb2.Struct()
         extra.update(p["context"])
         spec.properties.CopyFrom(extra)
@@ -157,7 +171,7 @@ def task_to_proto(view: TaskView) -> dispatcher_pb2.Task:
         task_graph_id=str(p.get("graph_id", "")),
         spec=spec,
         status=TASK_STATUS.get(status, dispatcher_pb2.TASK_STATUS_UNSPECIFIED),
-        attempts=int(p.get("attempts", 0)),
+        attempts=_count(p.get("attempts")),
         last_run_id=str(p.get("run_id") or ""),
         summary=str(p.get("summary") or "") if status == "completed" else "",
         error_message=str(p.get("error_message") or ""),
@@ -184,7 +198,7 @@ def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
         id=obj.id,
         task_id=str(p.get("task_id", "")),
         task_key=str(p.get("task_key", "")),
-        attempt=int(p.get("attempt", 0)),
+        attempt=_count(p.get("attempt")),
         run_id=str(p.get("run_id") or ""),
         agent_name=str(p.get("agent_name", "")),
         chosen_by=SELECTION.get(str(p.get("chosen_by")), 0),
@@ -195,13 +209,19 @@ def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
         evaluation=str(p.get("evaluation") or ""),
         follows_up_session_id=str(p.get("follows_up_session_id") or ""),
         informed_by_session_ids=[str(s) for s in p.get("informed_by", [])],
-        resume_count=int(p.get("resume_count", 0)),
+        resume_count=_count(p.get("resume_count")),
     )
     session.create_time.CopyFrom(ts(obj.created_at))
     stamp = ts(p.get("complete_time"))
     if stamp is not None:
         session.complete_time.CopyFrom(stamp)
     return session
+
+
+def _count(value: object) -> int:
+    """A counter property (attempts, resume_count) as written by the dispatcher; 0 when a
+    stored value is not a non-negative whole number."""
+    return whole_number(value, 0, 2**31 - 1) or 0
 
 
 def jsonable(value: Any) -> Any:

@@ -9,6 +9,7 @@ import asyncpg
 
 from agentfleet.errors import FailedPrecondition, NotFound
 from agentfleet.graph import SPEC_TASK, GraphObject, parse_id
+from agentfleet.graph.task_properties import sql_int, sql_uuid, whole_number
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token
 from services.dispatcher.models import HAS_SESSION, TASK_GRAPH, TaskView, iso_now
 from services.dispatcher.queries import (
@@ -24,6 +25,8 @@ from services.dispatcher.store import GraphStore, GraphView
 __all__ = ["cancel_graph", "list_graphs", "list_sessions", "retry_task"]
 
 _SCAN_BATCH = 200
+_ATTEMPT = "coalesce({}, 0)".format(sql_int("t.properties -> 'attempt'", 0, 2**31 - 1))
+"""A session's attempt number (0 when a stored value is malformed: never a failed read)."""
 
 
 async def list_graphs(
@@ -116,7 +119,7 @@ async def cancel_graph(
         SELECT s.properties ->> 'run_id' AS run_id
         FROM kb.graph_objects t
         JOIN kb.graph_objects s
-          ON s.project_id = t.project_id AND s.id = (t.properties ->> 'session_id')::uuid
+          ON s.project_id = t.project_id AND s.id = {sql_uuid("t.properties ->> 'session_id'")}
         WHERE t.project_id = $1 AND t.type = '{SPEC_TASK}' AND t.status = 'in_progress'
           AND t.properties ->> 'graph_id' = $2 AND s.properties ? 'run_id'
         """,
@@ -136,10 +139,11 @@ async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback
     async with pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
             f"""
-            SELECT t.status, g.status AS graph_status, t.properties ->> 'graph_id' AS graph_id
+            SELECT t.status, g.status AS graph_status, g.id IS NOT NULL AS graph_found,
+                   t.properties ->> 'graph_id' AS graph_id
             FROM kb.graph_objects t
             LEFT JOIN kb.graph_objects g ON g.project_id = t.project_id
-              AND g.id = (t.properties ->> 'graph_id')::uuid
+              AND g.id = {sql_uuid("t.properties ->> 'graph_id'")} AND g.type = '{TASK_GRAPH}'
             WHERE t.project_id = $1 AND t.id = $2 AND t.type = '{SPEC_TASK}'
             FOR UPDATE OF t
             """,
@@ -148,6 +152,10 @@ async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback
         )
         if row is None:
             raise NotFound(f"task {task_id} not found in project {project_id}")
+        if not row["graph_found"]:
+            raise FailedPrecondition(
+                f"task {task_id}: its graph_id is not a task graph of project {project_id}"
+            )
         if row["graph_status"] == "cancelled":
             raise FailedPrecondition(f"task {task_id}: its task graph is cancelled")
         if row["status"] not in ("failed", "paused", "cancelled"):
@@ -158,7 +166,7 @@ async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback
         await conn.execute(
             f"""
             UPDATE kb.graph_objects t
-            SET properties = (t.properties - 'complete_time')
+            SET properties = (t.properties - 'complete_time' - 'not_before')
                   || jsonb_build_object('status', 'pending', 'ready', NOT {UNFINISHED_BLOCKER},
                                         'feedback', $3::text),
                 version = t.version + 1, updated_at = now()
@@ -199,8 +207,8 @@ async def list_sessions(
         SELECT {T_COLUMNS} FROM kb.graph_relationships r
         JOIN kb.graph_objects t ON t.id = r.dst_id
         WHERE r.project_id = $1 AND r.src_id = $2 AND r.type = '{HAS_SESSION}'
-          AND ($3::int IS NULL OR ((t.properties ->> 'attempt')::int, t.id) > ($3, $4::uuid))
-        ORDER BY (t.properties ->> 'attempt')::int, t.id
+          AND ($3::int IS NULL OR ({_ATTEMPT}, t.id) > ($3, $4::uuid))
+        ORDER BY {_ATTEMPT}, t.id
         LIMIT $5
         """,
         project_id,
@@ -214,5 +222,9 @@ async def list_sessions(
     if len(objects) > size:
         objects = objects[:size]
         last = objects[-1]
-        token = encode_page_token([int(last.properties.get("attempt", 0)), last.id], filters)
+        token = encode_page_token([_count(last.properties.get("attempt")), last.id], filters)
     return objects, token
+
+
+def _count(value: object) -> int:
+    return whole_number(value, 0, 2**31 - 1) or 0

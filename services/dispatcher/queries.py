@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from agentfleet.graph import BLOCKS, SPEC_TASK, GraphObject
+from agentfleet.graph.task_properties import task_priority
 from services.dispatcher.models import Counts, TaskView
 
 __all__ = [
@@ -145,7 +146,7 @@ def topological(tasks: Sequence[TaskView]) -> list[TaskView]:
                 dependents[blocker].append(task.key)
 
     def rank(key: str) -> tuple[int, str]:
-        return (-int(by_key[key].object.properties.get("priority", 0) or 0), key)
+        return (-task_priority(by_key[key].object.properties), key)
 
     ready = [rank(k) for k, d in indegree.items() if d == 0]
     heapq.heapify(ready)

@@ -1,5 +1,9 @@
 """Agent selection (DESIGN §9): assigned_agent -> tag rules -> optional LLM choice -> the
-project's default agent. Every answer says how and why (recorded on the Session)."""
+project's default agent. Every answer says how and why (recorded on the Session).
+
+A task made by ``create_subtasks`` carries ``allowed_agents`` (the creating run's
+``config.subtask_agents``): every step chooses among those agents only, so an agent cannot
+hand work to a more privileged one through the dispatcher."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import asyncpg
 import structlog
 from google.genai import types
 
+from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns
 from agentfleet.llm import ModelClient
 from services.dispatcher.sessions import Choice
 
@@ -151,10 +156,18 @@ class Selector:
     ) -> Choice:
         """The agent for the task; ``agents`` when the caller already read them."""
         assigned = str(task.get("assigned_agent") or "")
+        allowed = allowed_agent_patterns(task)
+        if assigned and allowed is not None and not agent_allowed(assigned, allowed):
+            raise NoAgent(
+                f"assigned_agent {assigned!r} is not one the task's creator may assign "
+                f"(allowed: {', '.join(allowed) or 'none'})"
+            )
         if assigned:
             agents = []
         elif agents is None:
             agents = await self.agents(project_id)
+        if allowed is not None:
+            agents = [a for a in agents if agent_allowed(a.name, allowed)]
         result = choose_by_rules(
             assigned_agent=assigned, tags=[str(t) for t in task.get("tags", [])], agents=agents
         )
@@ -176,6 +189,17 @@ class Selector:
                 reason=f"tags matched {names} equally; first by name",
             )
         default = next((a for a in agents if a.is_default), None)
+        if default is None and allowed is not None and len(agents) == 1:
+            return Choice(
+                agent_name=agents[0].name,
+                chosen_by="default_agent",
+                reason="the only agent the task's creator may assign",
+            )
+        if default is None and allowed is not None:
+            raise NoAgent(
+                f"no agent for the task: no assigned_agent and no agent the task's creator may "
+                f"assign ({', '.join(allowed) or 'none'}) matches its tags or is the default"
+            )
         if default is None:
             raise NoAgent(
                 f"no agent for the task: no assigned_agent, no agent's tags match "

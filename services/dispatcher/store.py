@@ -21,6 +21,7 @@ from agentfleet.errors import (
 from agentfleet.graph import (
     BLOCKS,
     SPEC_TASK,
+    TASK_GRAPH_ADDITION,
     GraphObject,
     GraphRepository,
     NewObject,
@@ -48,7 +49,7 @@ from services.dispatcher.queries import (
 
 __all__ = ["GraphStore", "GraphView", "task_properties"]
 
-ADDITION = "TaskGraphAddition"
+ADDITION = TASK_GRAPH_ADDITION
 """Marker object of an AddTasks request_id (key ``<graph id>/<request id>``)."""
 
 

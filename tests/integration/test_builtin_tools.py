@@ -12,15 +12,35 @@ import asyncpg
 import pytest
 
 from agentfleet.errors import NotFound
-from agentfleet.graph import lock_task_dag
+from agentfleet.graph import TASK_GRAPH, GraphRepository, lock_task_dag
+from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 
 P, OTHER = "proj-a", "proj-b"
+SUBTASK_AGENTS = ["web-browser", "research-assistant"]
+
+
+async def agent_run(pool: asyncpg.Pool, project_id: str, **fields: Any) -> str:
+    """A running run of a "planner" agent (defined with ``fields``); its id."""
+    upserted = await DefinitionRepository(pool).upsert(
+        project_id,
+        AgentDefinition(
+            name="planner", system_prompt="plan", model=ModelConfig(name="m"), **fields
+        ),
+    )
+    return await pool.fetchval(
+        "INSERT INTO kb.agent_runs (project_id, agent_definition_id, agent_name, status) "
+        "VALUES ($1, $2, 'planner', 'running') RETURNING id::text",
+        project_id,
+        upserted.definition.id,
+    )
 
 
 @pytest.fixture
-def ctx(db_pool: asyncpg.Pool) -> ToolContext:
-    return ToolContext(project_id=P, run_id=str(uuid.uuid4()), pool=db_pool)
+async def ctx(db_pool: asyncpg.Pool) -> ToolContext:
+    """Calls made by a run whose definition may create tasks for SUBTASK_AGENTS."""
+    run_id = await agent_run(db_pool, P, config={"subtask_agents": SUBTASK_AGENTS})
+    return ToolContext(project_id=P, run_id=run_id, pool=db_pool)
 
 
 @pytest.fixture
@@ -210,6 +230,7 @@ async def test_create_subtasks_builds_the_dag(ctx: ToolContext, db_pool: asyncpg
         "retry_count": 0,
         "tags": [],
         "created_by_run_id": ctx.run_id,
+        "allowed_agents": SUBTASK_AGENTS,
         "graph_id": result["graph_id"],
     }
     pending = await call(ctx, "list_entities", type="SpecTask", filters={"status": "pending"})
@@ -255,8 +276,10 @@ async def test_create_subtasks_cycle_through_existing_tasks(
     after = (await _count(db_pool, "graph_objects"), await _count(db_pool, "graph_relationships"))
     assert after == before
 
-    # The same through create_relationship.
-    assert "cycle" in await refused(ctx, "create_relationship", type="blocks", src_id=y, dst_id=x)
+    # create_relationship cannot write blocks edges at all (tests/security covers the rest).
+    assert "reserved" in await refused(
+        ctx, "create_relationship", type="blocks", src_id=y, dst_id=x
+    )
     # An acyclic addition next to them is fine.
     ok = await call(
         ctx, "create_subtasks", tasks=[{"key": "z", "title": "Z", "blocked_by": [x], "blocks": [y]}]
@@ -267,7 +290,10 @@ async def test_create_subtasks_cycle_through_existing_tasks(
 async def test_create_subtasks_joins_the_graph_of_the_runs_task(
     ctx: ToolContext, db_pool: asyncpg.Pool
 ) -> None:
-    graph = await entity(ctx, "TaskGraph", title="research")
+    graph = await GraphRepository(db_pool).create_object(
+        P, type=TASK_GRAPH, properties={"title": "research", "status": "active"}
+    )
+    graph = graph.to_json()
     parent = await call(
         ctx,
         "create_subtasks",
@@ -276,10 +302,12 @@ async def test_create_subtasks_joins_the_graph_of_the_runs_task(
     )
     assert parent["graph_id"] == graph["id"]
     run_id = await db_pool.fetchval(
-        "INSERT INTO kb.agent_runs (project_id, agent_name, task_id) VALUES ($1, 'r', $2) "
+        "INSERT INTO kb.agent_runs (project_id, agent_definition_id, agent_name, task_id) "
+        "SELECT $1, agent_definition_id, agent_name, $2 FROM kb.agent_runs WHERE id = $3 "
         "RETURNING id::text",
         P,
         uuid.UUID(parent["tasks"][0]["id"]),
+        uuid.UUID(ctx.run_id),
     )
     run_ctx = ToolContext(project_id=P, run_id=run_id, pool=db_pool)
 
@@ -302,19 +330,24 @@ async def test_concurrent_blocks_edges_never_close_a_cycle(
     made = await call(ctx, "create_subtasks", tasks=[{"key": k, "title": k} for k in "ab"])
     a, b = (t["id"] for t in made["tasks"])
     # Hold the project's DAG lock so both writers are provably in flight at once, each
-    # having to wait for it before its cycle check.
+    # having to wait for it before its cycle check. a -> n1 -> b and b -> n2 -> a are each
+    # acyclic; together they close a cycle.
     async with db_pool.acquire() as holder, holder.transaction():
         await lock_task_dag(holder, P)
         calls = [
             asyncio.ensure_future(
-                call(ctx, "create_relationship", type="blocks", src_id=src, dst_id=dst)
+                call(
+                    ctx,
+                    "create_subtasks",
+                    tasks=[{"key": key, "title": key, "blocked_by": [src], "blocks": [dst]}],
+                )
             )
-            for src, dst in ((a, b), (b, a))
+            for key, src, dst in (("n1", a, b), ("n2", b, a))
         ]
         await _wait_for_lock_waiters(db_pool, 2)
     results = await asyncio.gather(*calls, return_exceptions=True)
     assert sorted(type(r).__name__ for r in results) == ["ToolError", "dict"]
-    assert await _count(db_pool, "graph_relationships") == 1
+    assert await _count(db_pool, "graph_relationships") == 2
 
 
 async def _wait_for_lock_waiters(pool: asyncpg.Pool, count: int, timeout_s: float = 10) -> None:

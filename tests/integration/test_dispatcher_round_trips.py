@@ -156,7 +156,7 @@ async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) 
     await pool.execute("ANALYZE kb.graph_objects")
     async with pool.acquire() as conn:
         claim = await _plan(conn, claims._CLAIM, 8, "owner", 30.0, "2026-01-01T00:00:00Z")
-        adopt = await _plan(conn, claims._ADOPT, "owner", 30.0, 8)
+        adopt = await _plan(conn, claims._ADOPT, "owner", 30.0, 8, "2026-01-01T00:00:00Z")
     assert "graph_objects_ready_spectasks_idx" in claim, claim
     assert "graph_objects_inprogress_spectasks_idx" in adopt, adopt
     for plan in (claim, adopt):

@@ -124,7 +124,9 @@ def planner(request: StubRequest) -> Reply:
 async def test_subtasks_of_a_run_without_a_task_get_a_graph_and_are_dispatched(
     dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
-    await define(db_pool, "planner", tools=["create_subtasks"])
+    await define(
+        db_pool, "planner", tools=["create_subtasks"], config={"subtask_agents": ["worker"]}
+    )
     await define(db_pool, "worker", is_default=True)
     gemini_stub.add_script(Script(name="planner", match_system="You are planner.", policy=planner))
     gemini_stub.add_script(

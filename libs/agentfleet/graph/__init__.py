@@ -15,9 +15,21 @@ from agentfleet.graph.models import (
 )
 from agentfleet.graph.reads import MAX_TRAVERSAL_DEPTH, MAX_TRAVERSAL_NODES, RRF_K
 from agentfleet.graph.repository import GraphRepository, NewObject
-from agentfleet.graph.tasks import (
+from agentfleet.graph.reserved import (
     BLOCKS,
+    FOLLOWS_UP,
+    HAS_SESSION,
+    INFORMED_BY,
+    RESERVED_OBJECT_TYPES,
+    RESERVED_RELATIONSHIP_TYPES,
+    SESSION,
     SPEC_TASK,
+    TASK_GRAPH,
+    TASK_GRAPH_ADDITION,
+    reserved_object_refusal,
+    reserved_relationship_refusal,
+)
+from agentfleet.graph.tasks import (
     TASKS_ADDED_CHANNEL,
     blocks_edges,
     cycle_with_new_edges,
@@ -29,11 +41,19 @@ from agentfleet.graph.tasks import (
 
 __all__ = [
     "BLOCKS",
+    "FOLLOWS_UP",
+    "HAS_SESSION",
+    "INFORMED_BY",
     "MAX_TRAVERSAL_DEPTH",
     "MAX_TRAVERSAL_NODES",
+    "RESERVED_OBJECT_TYPES",
+    "RESERVED_RELATIONSHIP_TYPES",
     "RRF_K",
+    "SESSION",
     "SPEC_TASK",
     "TASKS_ADDED_CHANNEL",
+    "TASK_GRAPH",
+    "TASK_GRAPH_ADDITION",
     "Direction",
     "GraphObject",
     "GraphRepository",
@@ -51,5 +71,7 @@ __all__ = [
     "lock_task_dag",
     "notify_tasks_added",
     "parse_id",
+    "reserved_object_refusal",
+    "reserved_relationship_refusal",
     "task_keys_taken",
 ]

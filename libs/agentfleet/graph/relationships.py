@@ -114,6 +114,18 @@ class GraphRelationships:
             )
         return [Relationship.from_row(row) for row in rows]
 
+    async def get_relationship(self, project_id: str, relationship_id: str) -> Relationship:
+        """One relationship by id; :class:`NotFound` if the project has none with it."""
+        row = await self._db.fetchrow(
+            f"SELECT {RELATIONSHIP_COLUMNS} FROM kb.graph_relationships "
+            "WHERE project_id = $1 AND id = $2",
+            project_id,
+            parse_id(relationship_id),
+        )
+        if row is None:
+            raise NotFound(f"relationship {relationship_id} not found")
+        return Relationship.from_row(row)
+
     async def delete_relationship(self, project_id: str, relationship_id: str) -> Relationship:
         """Deletes one relationship by id; :class:`NotFound` if there is none."""
         row = await self._db.fetchrow(

@@ -16,6 +16,7 @@ import asyncpg
 from agentfleet.errors import InvalidArgument
 from agentfleet.graph._common import parse_id
 from agentfleet.graph.dag import find_cycle
+from agentfleet.graph.reserved import BLOCKS, SPEC_TASK
 
 __all__ = [
     "BLOCKS",
@@ -29,10 +30,6 @@ __all__ = [
     "task_keys_taken",
 ]
 
-SPEC_TASK = "SpecTask"
-"""Object type of a dispatchable task."""
-BLOCKS = "blocks"
-"""Relationship type ``blocker -> blocked``: the blocked task waits for the blocker."""
 TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
 """NOTIFY channel (payload: project id) sent at commit when tasks were added."""
 

@@ -1,9 +1,13 @@
-"""Built-in tools over graph objects ("entities"): create, get, update, delete, list."""
+"""Built-in tools over graph objects ("entities"): create, get, update, delete, list.
+
+The dispatcher's types (``agentfleet.graph.reserved``) can be read but never written here:
+tasks come from create_subtasks, which applies the calling agent's limits."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agentfleet.graph import reserved_object_refusal
 from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError
 from services.toolpool.builtin.schema_parts import (
     MAX_NAME,
@@ -18,11 +22,23 @@ from services.toolpool.builtin.schema_parts import (
 
 __all__ = ["ENTITY_TOOLS"]
 
-ENTITY_TYPE = string("Entity type, e.g. Document, Person, SpecTask.", max_length=MAX_NAME)
+ENTITY_TYPE = string("Entity type, e.g. Document, Person.", max_length=MAX_NAME)
 VERSION = integer("Version you last read (get_entity).", minimum=1, maximum=2**31 - 1)
 
 
+async def _refuse_reserved(ctx: ToolContext, object_id: str, action: str) -> None:
+    """ToolError when the object is of a reserved type (a type never changes, so the check
+    before the write holds for the write)."""
+    stored = await ctx.repository.get_object(ctx.project_id, object_id)
+    refusal = reserved_object_refusal(stored.type, action)
+    if refusal is not None:
+        raise ToolError(refusal)
+
+
 async def create_entity(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    refusal = reserved_object_refusal(args["type"], "create")
+    if refusal is not None:
+        raise ToolError(refusal)
     entity = await ctx.repository.create_object(
         ctx.project_id,
         type=args["type"],
@@ -42,6 +58,7 @@ async def update_entity(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     removals = args.get("remove_properties", [])
     if not changes and not removals:
         raise ToolError("invalid arguments: properties: give properties or remove_properties")
+    await _refuse_reserved(ctx, args["id"], "update")
     entity = await ctx.repository.update_object(
         ctx.project_id,
         args["id"],
@@ -53,6 +70,7 @@ async def update_entity(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
 
 
 async def delete_entity(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    await _refuse_reserved(ctx, args["id"], "delete")
     await ctx.repository.delete_object(
         ctx.project_id, args["id"], expected_version=args.get("expected_version")
     )

@@ -1,15 +1,16 @@
-"""Built-in tools over relationships: create, delete, get_related, graph_traverse."""
+"""Built-in tools over relationships: create, delete, get_related, graph_traverse.
+
+The dispatcher's relationship types (``blocks``, ``has_session``, ...) can be followed but
+never written here: create_subtasks orders tasks, under the DAG lock and cycle check."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agentfleet.graph import (
-    BLOCKS,
     MAX_TRAVERSAL_DEPTH,
     MAX_TRAVERSAL_NODES,
-    cycle_with_new_edges,
-    lock_task_dag,
+    reserved_relationship_refusal,
 )
 from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError
 from services.toolpool.builtin.schema_parts import (
@@ -26,31 +27,27 @@ from services.toolpool.builtin.schema_parts import (
 
 __all__ = ["RELATIONSHIP_TOOLS"]
 
-RELATIONSHIP_TYPE = string(
-    "Relationship type, e.g. cites, part_of, blocks (blocker -> blocked task).", max_length=MAX_NAME
-)
+RELATIONSHIP_TYPE = string("Relationship type, e.g. cites, part_of.", max_length=MAX_NAME)
 DIRECTION = enum(
     "out: edges from the entity; in: edges to it; both (default out).", ["out", "in", "both"]
 )
 
 
+def _refuse_reserved(relationship_type: str, action: str) -> None:
+    refusal = reserved_relationship_refusal(relationship_type, action)
+    if refusal is not None:
+        raise ToolError(refusal)
+
+
 async def create_relationship(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    kind, src, dst = args["type"], args["src_id"], args["dst_id"]
-    async with ctx.repository.transaction() as tx:
-        if kind == BLOCKS:
-            # The dispatcher relies on `blocks` forming a DAG, whoever writes the edge.
-            conn = tx.connection
-            assert conn is not None
-            await lock_task_dag(conn, ctx.project_id)
-            cycle = await cycle_with_new_edges(conn, ctx.project_id, [(src, dst)])
-            if cycle is not None:
-                raise ToolError(
-                    f"a {BLOCKS} relationship from {src} to {dst} would close a cycle: "
-                    + " -> ".join([*cycle, cycle[0]])
-                )
-        relationship, created = await tx.create_relationship(
-            ctx.project_id, type=kind, src_id=src, dst_id=dst, properties=args.get("properties")
-        )
+    _refuse_reserved(args["type"], "create")
+    relationship, created = await ctx.repository.create_relationship(
+        ctx.project_id,
+        type=args["type"],
+        src_id=args["src_id"],
+        dst_id=args["dst_id"],
+        properties=args.get("properties"),
+    )
     return {"relationship": relationship.to_json(), "created": created}
 
 
@@ -58,11 +55,15 @@ async def delete_relationship(ctx: ToolContext, args: dict[str, Any]) -> dict[st
     if "id" in args:
         if any(k in args for k in ("type", "src_id", "dst_id")):
             raise ToolError("invalid arguments: id: give either id or type, src_id and dst_id")
+        # A relationship's type never changes: checked before, it holds for the delete.
+        stored = await ctx.repository.get_relationship(ctx.project_id, args["id"])
+        _refuse_reserved(stored.type, "delete")
         deleted = await ctx.repository.delete_relationship(ctx.project_id, args["id"])
     else:
         missing = [k for k in ("type", "src_id", "dst_id") if k not in args]
         if missing:
             raise ToolError(f"invalid arguments: {missing[0]}: is required when id is not given")
+        _refuse_reserved(args["type"], "delete")
         deleted = await ctx.repository.delete_relationship_between(
             ctx.project_id, type=args["type"], src_id=args["src_id"], dst_id=args["dst_id"]
         )
@@ -112,8 +113,7 @@ RELATIONSHIP_TOOLS = [
     BuiltinTool(
         name="create_relationship",
         description="Links two entities with a typed, directed relationship src -> dst. "
-        "Creating one that exists returns it (created: false). A blocks relationship may not "
-        "close a cycle.",
+        "Creating one that exists returns it (created: false).",
         schema=obj(
             {
                 "type": RELATIONSHIP_TYPE,

@@ -10,6 +10,14 @@ task graph: created by its first such call (title "subtasks of run <id>", label
 and the dispatcher, which only walks graphs, runs them; the graph id in the result lets the
 caller (or a user) watch, cancel or grow them like any graph. Tasks are never added to a
 cancelled graph (they would never run).
+
+Tasks run with the limits of the agent that made them. The calling run's definition (read
+from the run, never from arguments) must declare ``config.subtask_agents``, the agent names
+or globs its tasks may run with: assigned agents outside it are refused, and each task
+records it as ``allowed_agents`` so the dispatcher chooses an unassigned task's agent among
+those only. Each task records the run as ``created_by_run_id``; the executor starts the
+task's run one level below it (depth, steps and token budget no larger than its creator's),
+so a run at the depth cap (2) cannot create tasks at all.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from agentfleet.errors import NotFound
 from agentfleet.graph import (
     BLOCKS,
     SPEC_TASK,
+    TASK_GRAPH,
     GraphObject,
     GraphRepository,
     NewObject,
@@ -32,6 +41,13 @@ from agentfleet.graph import (
     parse_id,
     task_keys_taken,
 )
+from agentfleet.graph.task_properties import (
+    ALLOWED_AGENTS,
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+)
 from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError
 from services.toolpool.builtin.schema_parts import (
     MAX_TEXT,
@@ -41,14 +57,15 @@ from services.toolpool.builtin.schema_parts import (
     object_id,
     string,
 )
+from services.toolpool.builtin.subtask_limits import (
+    check_assigned_agents,
+    subtask_agents_of_caller,
+)
 
 __all__ = ["SUBTASK_TOOLS"]
 
 MAX_SUBTASKS = 50
-DEFAULT_MAX_RETRIES = 2
 SYNTHESIS_KEY = "synthesize"
-TASK_GRAPH = "TaskGraph"
-"""Type of the task graph objects the dispatcher walks (``services.dispatcher.models``)."""
 KEY_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 
@@ -73,6 +90,8 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
     async with ctx.repository.transaction() as tx:
         conn = tx.connection
         assert conn is not None
+        allowed = await subtask_agents_of_caller(conn, ctx)
+        check_assigned_agents([(path, task) for path, task in plan.tasks], allowed)
         await lock_task_dag(conn, ctx.project_id)
         existing = await _existing_tasks(tx, ctx.project_id, plan)
         graph_id = await _graph_id(tx, ctx, args, plan, existing)
@@ -90,7 +109,7 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
                 NewObject(
                     id=uuid.UUID(plan.ids[task["key"]]),
                     type=SPEC_TASK,
-                    properties=_task_properties(task, graph_id, ctx.run_id),
+                    properties=_task_properties(task, graph_id, ctx.run_id, allowed),
                 )
                 for _, task in plan.tasks
             ],
@@ -244,17 +263,22 @@ async def _graph_of_calling_run(tx: GraphRepository, ctx: ToolContext) -> str:
     return str(graph_id)
 
 
-def _task_properties(task: dict[str, Any], graph_id: str, run_id: str) -> dict[str, Any]:
+def _task_properties(
+    task: dict[str, Any], graph_id: str, run_id: str, allowed: list[str]
+) -> dict[str, Any]:
+    """What is stored: the arguments' fields (validated by the schema), and what only the
+    server sets: the creating run and the agents the task may run with."""
     properties: dict[str, Any] = {
         "key": task["key"],
         "title": task["title"],
         "description": task.get("description", ""),
         "status": "pending",
-        "priority": task.get("priority", 0),
-        "max_retries": task.get("max_retries", DEFAULT_MAX_RETRIES),
+        "priority": int(task.get("priority", 0)),
+        "max_retries": int(task.get("max_retries", DEFAULT_MAX_RETRIES)),
         "retry_count": 0,
         "tags": task.get("tags", []),
         "created_by_run_id": run_id,
+        ALLOWED_AGENTS: list(allowed),
     }
     if task.get("assigned_agent"):
         properties["assigned_agent"] = task["assigned_agent"]
@@ -271,12 +295,21 @@ def _task_schema(*, with_links: bool, key_required: bool, description: str) -> d
         ),
         "title": string("Short title; the first line of the agent's prompt.", max_length=500),
         "description": string("What to do, in full.", max_length=MAX_TEXT),
-        "assigned_agent": string("Agent to run it; omitted = the dispatcher chooses."),
+        "assigned_agent": string(
+            "Agent to run it, one your definition allows; omitted = the dispatcher chooses "
+            "among those."
+        ),
         "tags": array("Tags for agent selection.", string("Tag."), max_items=20),
         "priority": integer(
-            "Higher runs first among available tasks (default 0).", minimum=-1000, maximum=1000
+            "Higher runs first among available tasks (default 0).",
+            minimum=PRIORITY_MIN,
+            maximum=PRIORITY_MAX,
         ),
-        "max_retries": integer("Retries after a failure (default 2).", minimum=0, maximum=10),
+        "max_retries": integer(
+            f"Retries after a failure (default {DEFAULT_MAX_RETRIES}).",
+            minimum=0,
+            maximum=MAX_RETRIES_LIMIT,
+        ),
     }
     if with_links:
         properties["blocked_by"] = array(
