@@ -1,15 +1,24 @@
-"""What every benchmark needs: a fresh migrated database, and figures printed the same way."""
+"""What every benchmark needs: a fresh migrated database, and figures printed the same way.
+
+Every temporary folder a benchmark makes comes from :func:`temporary_folder` (deleted when
+its block ends) or :func:`scratch_folder` (deleted when the process ends), whichever way it
+ends: normally, on an error, or on Ctrl-C. A benchmark stopped from
+outside (run_all's time limit) is interrupted with :func:`interrupt`, so it gets that chance.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
 import secrets
 import shutil
+import signal
 import statistics
+import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from agentfleet import db
@@ -33,15 +42,51 @@ async def bench_database(name: str = "bench") -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             await admin.close()
         return
-    folder = Path(tempfile.mkdtemp(prefix="agentfleet-bench-"))
-    server = EmbeddedPostgres(folder / "pg", durable=False)
+    with temporary_folder("agentfleet-bench-") as folder:
+        server = EmbeddedPostgres(folder / "pg", durable=False)
+        try:
+            url = await server.start(database=name)
+            await migrate_up(url)
+            yield url
+        finally:
+            # remove(), not just stop(): as root the cluster may live outside ``folder``.
+            server.remove()
+
+
+@contextmanager
+def temporary_folder(prefix: str) -> Iterator[Path]:
+    """A new folder under the system temporary folder, deleted with all it holds when the
+    block ends, whichever way: normally, by an exception, by Ctrl-C (KeyboardInterrupt, or
+    the cancellation ``asyncio.run`` turns it into)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        url = await server.start(database=name)
-        await migrate_up(url)
-        yield url
+        yield folder
     finally:
-        server.stop(force=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A new folder under the system temporary folder, deleted when this process ends:
+    normally, by an uncaught exception, or by Ctrl-C (the interpreter's exit runs
+    ``atexit``). For folders that live as long as the benchmark, such as its services' logs."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def interrupt(
+    process: subprocess.Popen[str], *, grace_s: float, send: bool = True
+) -> tuple[str, str]:
+    """Stops a benchmark process the way Ctrl-C would (SIGINT, unless ``send`` is False
+    because it got the Ctrl-C itself), so it deletes its temporary folders; kills it only if
+    it is still running after ``grace_s``. Returns what it printed."""
+    if send and process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    try:
+        return process.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.communicate()
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

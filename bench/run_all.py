@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.metadata as md
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from _common import machine  # noqa: E402
+from _common import interrupt, machine, temporary_folder  # noqa: E402
 from _parse import Parsed, parse_output  # noqa: E402
 from _results import area_section, headlines, peer_section, summarize_peers  # noqa: E402
 
@@ -42,6 +41,8 @@ from agentfleet.embedded_pg import EmbeddedPostgres  # noqa: E402
 PEERS_PY = HERE / ".peers-venv" / "bin" / "python"
 OWN = {"run_all.py", "watch_fanout.py"}
 HEAVY = {"history_pagination.py", "dispatch.py"}  # skipped by --quick: 1M rows, 10k tasks
+CLEANUP_GRACE_S = 30.0
+"""How long an interrupted benchmark gets to stop its servers and delete its folders."""
 
 
 def loadavg() -> str:
@@ -53,14 +54,20 @@ def loadavg() -> str:
 
 def run(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str, float]:
     began = time.perf_counter()
+    process = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
     try:
-        done = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT
-        )
-        status = "ok" if done.returncode == 0 else f"FAILED (exit {done.returncode})"
-        text = done.stdout + ("" if done.returncode == 0 else "\n" + done.stderr[-3000:])
-    except subprocess.TimeoutExpired as exc:
-        status, text = f"TIMED OUT after {timeout_s:.0f} s", (exc.stdout or b"").decode()  # type: ignore[union-attr]
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stdout, _ = interrupt(process, grace_s=CLEANUP_GRACE_S)
+        return f"TIMED OUT after {timeout_s:.0f} s", stdout, time.perf_counter() - began
+    except KeyboardInterrupt:
+        # The terminal sent the Ctrl-C to the child too: let it clean up before leaving.
+        interrupt(process, grace_s=CLEANUP_GRACE_S, send=False)
+        raise
+    status = "ok" if process.returncode == 0 else f"FAILED (exit {process.returncode})"
+    text = stdout + ("" if process.returncode == 0 else "\n" + stderr[-3000:])
     return status, text, time.perf_counter() - began
 
 
@@ -212,17 +219,20 @@ def main() -> None:
 
     start_load, began_all = loadavg(), time.perf_counter()
     print(f"load average at start: {start_load}; machine: {machine()}", flush=True)
-    folder = Path(tempfile.mkdtemp(prefix="agentfleet-bench-all-"))
+    cleanup = contextlib.ExitStack()
+    folder = cleanup.enter_context(temporary_folder("agentfleet-bench-all-"))
     server = EmbeddedPostgres(folder / "pg", durable=False)
-    url = asyncio.run(server.start(database=None))
-    env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    out_dir = folder / "out"
-    out_dir.mkdir()
+    # Last in, first out: the server's cluster goes before its folder.
+    cleanup.callback(server.remove)
     timings: list[tuple[str, float, str]] = []
     parsed: dict[str, Parsed] = {}
     sections: list[str] = []
     log: list[str] = []
     try:
+        url = asyncio.run(server.start(database=None))
+        env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+        out_dir = folder / "out"
+        out_dir.mkdir()
         found = versions(url)
         only = {s for s in args.only.split(",") if s}
         skip = {s for s in args.skip.split(",") if s} | (HEAVY if quick and not only else set())
@@ -278,8 +288,7 @@ def main() -> None:
             )
             print(text.strip(), flush=True)
     finally:
-        server.stop(force=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        cleanup.close()
     end_load, total = loadavg(), time.perf_counter() - began_all
     doc = [
         "# Benchmark results",

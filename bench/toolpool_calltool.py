@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ import grpc
 from google.protobuf import struct_pb2
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import bench_database, machine, report
+from _common import bench_database, machine, report, scratch_folder
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
@@ -118,7 +117,7 @@ async def prepare(url: str) -> tuple[str, str, str]:
             "VALUES ($1, 'Note', '{\"title\": \"benchmark\"}') RETURNING id::text",
             PROJECT,
         )
-        token = await TokenStore(pool).create(project_id=None, role="service")
+        token = await TokenStore(pool).create(project_id=None, role="service", service="executor")
         return run_id, entity, token.token
     finally:
         await pool.close()
@@ -128,7 +127,7 @@ async def main() -> None:
     async with bench_database("calltool") as url:
         run_id, entity, token = await prepare(url)
         floor = await measure_floor(token)
-        logs = Path(tempfile.mkdtemp(prefix="agentfleet-bench-logs-"))
+        logs = scratch_folder("agentfleet-bench-logs-")
         stack = await start_process_stack(
             database_url=url,
             log_dir=logs,

@@ -17,7 +17,6 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from agentfleet.clients import open_channel
 from agentfleet.testing.factories import insert_run
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import history_pb2, history_pb2_grpc
-from bench._common import bench_database, machine, percentile, report
+from bench._common import bench_database, machine, percentile, report, scratch_folder
 
 PROJECT = "bench"
 CHANNELS = 8
@@ -41,12 +40,19 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
     run = await insert_run(pool, project_id=PROJECT, agent_name="watched", status="running")
     run_id, root = str(run["id"]), str(run["root_run_id"])
     token = (await TokenStore(pool).create(project_id=PROJECT, role="member")).token
-    service = (await TokenStore(pool).create(project_id=None, role="service")).token
+    service = (
+        await TokenStore(pool).create(project_id=None, role="service", service="history")
+    ).token
     stack = await start_process_stack(
         database_url=url,
-        log_dir=Path(tempfile.mkdtemp(prefix="agentfleet-bench-watch-")),
+        log_dir=scratch_folder("agentfleet-bench-watch-"),
         names=("history",),
-        environ={"AGENTFLEET_SERVICE_TOKEN": service, "AGENTFLEET_LOG_LEVEL": "warning"},
+        environ={
+            "AGENTFLEET_SERVICE_TOKEN": service,
+            "AGENTFLEET_LOG_LEVEL": "warning",
+            # Every watcher uses one token: lift the per-token stream limit.
+            "AGENTFLEET_MAX_STREAMS_PER_TOKEN": "100000",
+        },
     )
     channels = [open_channel(stack.addresses["history"], token=token) for _ in range(CHANNELS)]
     total = args.events + 1

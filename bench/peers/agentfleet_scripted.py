@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from bench._common import bench_database
+from bench._common import bench_database, scratch_folder
 from services.executor.definitions import (
     AgentDefinition,
     DefinitionRepository,
@@ -134,9 +133,11 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
         Script(name="child", match_system="[fan-child]", policy=lambda r: Reply(text="ok"))
     )
     pool = await db.create_pool(url, min_size=1, max_size=2)
-    service = (await TokenStore(pool).create(project_id=None, role="service")).token
+    service = (
+        await TokenStore(pool).create(project_id=None, role="service", service="executor")
+    ).token
     await pool.close()
-    logs = Path(tempfile.mkdtemp(prefix="agentfleet-bench-peer-"))
+    logs = scratch_folder("agentfleet-bench-peer-")
     stack = await start_process_stack(
         database_url=url,
         log_dir=logs,

@@ -109,4 +109,6 @@ async def test_bad_token_requests_fail_with_one_line(
 async def test_a_malformed_database_url_is_one_line() -> None:
     code, _, err = await agentfleet("postgresql://x:99999/db", "migrate", "status")
     assert code == 2
-    assert err.strip().startswith("agentfleet: configuration error: DATABASE_URL: ")
+    assert err.strip().startswith(
+        "agentfleet: INVALID_ARGUMENT: configuration error: DATABASE_URL: "
+    )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agentfleet import embedded_pg_root
+from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.services import free_port
 
 SERVICES = {
@@ -53,6 +55,8 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
     env.pop("GOOGLE_API_KEY", None)
+    # tmp_path's folders are private (0700): up must not open them, even as root.
+    modes_before = {folder: folder.stat().st_mode for folder in [tmp_path, *tmp_path.parents]}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -82,11 +86,16 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
             assert code == 0, err
             assert json.loads(out) == {"status": "SERVING"}
 
-        # The embedded database keeps its data under the data folder, for the next start.
-        assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
+        # The embedded database keeps its data for the next start: under the data folder,
+        # or (as root, out of its server user's reach) in the home recorded there.
+        home = embedded_pg_root.home_of(tmp_path / "data" / "postgres")
+        cluster = home / "data" if home else tmp_path / "data" / "postgres"
+        assert (cluster / "PG_VERSION").exists()
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
         rest, _ = await asyncio.wait_for(process.communicate(), 60)
+        await asyncio.to_thread(EmbeddedPostgres(tmp_path / "data" / "postgres").remove)
     assert process.returncode == 0, rest.decode()
     assert "stopped" in rest.decode()
+    assert {folder: folder.stat().st_mode for folder in modes_before} == modes_before

@@ -19,6 +19,7 @@ from agentfleet.gemini_stub.codec import (
     script_to_json,
     scripts_from_json,
 )
+from agentfleet.gemini_stub.offline_model import offline_script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.gemini_stub.script import (
     Call,
@@ -42,6 +43,7 @@ __all__ = [
     "ScriptFormatError",
     "StubRequest",
     "Usage",
+    "offline_script",
     "reply_from_json",
     "reply_to_json",
     "script_from_json",

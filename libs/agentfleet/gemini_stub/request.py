@@ -56,11 +56,24 @@ class StubRequest:
     @property
     def tool_names(self) -> list[str]:
         """Names of every function declared to the model, in order."""
-        names: list[str] = []
+        return [declaration.get("name", "") for declaration in self.function_declarations()]
+
+    def function_declarations(self) -> list[dict[str, Any]]:
+        """Every function declared to the model (name, description, schema), in order."""
+        found: list[dict[str, Any]] = []
         for tool in self.body.get("tools") or []:
             declarations = tool.get("functionDeclarations") or tool.get("function_declarations")
-            names.extend(d.get("name", "") for d in declarations or [])
-        return names
+            found.extend(d for d in declarations or [] if isinstance(d, dict))
+        return found
+
+    def first_user_text(self) -> str | None:
+        """Text of the oldest user turn that has any text: the task of the conversation."""
+        for content in self.contents:
+            if content.get("role", "user") == "user":
+                text = "".join(_texts(content))
+                if text:
+                    return text
+        return None
 
     @property
     def generation_config(self) -> dict[str, Any]:

@@ -97,7 +97,8 @@ async def admin_database_url() -> AsyncIterator[str]:
     try:
         yield await server.start(database=None)
     finally:
-        server.stop(force=True)
+        # As root the cluster may live in a folder made for it outside ``folder``.
+        server.remove()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,0 +1,120 @@
+"""The embedded PostgreSQL run as root from private (0700) folders: it works, and no
+permission of any folder that existed before changes.
+
+The server runs as ``embedded_postgres``, which cannot traverse a 0700 folder of root's. A
+checkout's venv under such a folder is simulated honestly by reaching the package's
+``pginstall`` through a symbolic link inside a 0700 folder: every path the server user would
+follow to it crosses that folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentfleet import db, embedded_pg_root
+from agentfleet.embedded_pg import EmbeddedPostgres, _package_pginstall
+from agentfleet.testing.database import TEST_DATABASE_URL_ENV
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the server user only comes into play when run as root"
+)
+
+
+def _private_folder(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True)
+    path.chmod(0o700)
+    return path
+
+
+def _modes_of_parents(*paths: Path) -> dict[Path, int]:
+    """The mode of every existing folder on the way to each path (and of the path)."""
+    modes: dict[Path, int] = {}
+    for path in paths:
+        for folder in [path, *path.parents]:
+            if folder.exists():
+                modes[folder] = folder.stat().st_mode
+    return modes
+
+
+async def _query_and_stop(server: EmbeddedPostgres, statement: str) -> object:
+    url = await server.start()
+    try:
+        conn = await db.connect(url)
+        try:
+            return await conn.fetchval(statement)
+        finally:
+            await conn.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "throwaway"])
+async def test_root_runs_the_server_from_private_folders_and_loosens_nothing(
+    tmp_path: Path, durable: bool
+) -> None:
+    checkout = _private_folder(tmp_path / "home" / "private-checkout")
+    venv = _private_folder(checkout / "venv")
+    real_pginstall = _package_pginstall()
+    (venv / "pginstall").symlink_to(real_pginstall, target_is_directory=True)
+    data_dir = checkout / "data" / "postgres"
+    before = _modes_of_parents(
+        data_dir, venv / "pginstall", real_pginstall / "bin" / "postgres", real_pginstall / "lib"
+    )
+    assert not embedded_pg_root.user_can("embedded_postgres", "-x", str(venv / "pginstall"))
+
+    server = EmbeddedPostgres(data_dir, durable=durable, pginstall=venv / "pginstall")
+    try:
+        await _query_and_stop(server, "CREATE TABLE kept (id int)")
+        # The cluster lives in a folder made for it, recorded in the data folder.
+        assert server.cluster_dir != data_dir
+        assert embedded_pg_root.home_of(data_dir) == server.cluster_dir.parent
+        assert (server.cluster_dir / "PG_VERSION").exists()
+
+        # A later start finds the same cluster through the record.
+        again = EmbeddedPostgres(data_dir, durable=durable, pginstall=venv / "pginstall")
+        assert await _query_and_stop(again, "SELECT to_regclass('kept')::text") == "kept"
+        assert again.cluster_dir == server.cluster_dir
+
+        after = _modes_of_parents(*before)
+        changed = {str(p): (oct(m), oct(after[p])) for p, m in before.items() if after[p] != m}
+        assert changed == {}
+    finally:
+        home = embedded_pg_root.home_of(data_dir)
+        server.remove()
+    assert home is not None
+    assert not home.exists()
+    assert not data_dir.exists()
+
+
+async def test_a_throwaway_home_whose_data_folder_is_gone_is_collected(tmp_path: Path) -> None:
+    gone = _private_folder(tmp_path / "deleted-by-its-test")
+    left_behind = EmbeddedPostgres(gone / "pg", durable=False)
+    await _query_and_stop(left_behind, "SELECT 1")
+    home = embedded_pg_root.home_of(gone / "pg")
+    assert home is not None
+    assert home.exists()
+    (gone / "pg" / embedded_pg_root.HOME_RECORD).unlink()  # As if its folder were deleted.
+
+    server = EmbeddedPostgres(_private_folder(tmp_path / "next") / "pg", durable=False)
+    try:
+        await _query_and_stop(server, "SELECT 1")
+        assert not home.exists()
+    finally:
+        server.remove()
+
+
+async def test_the_test_suites_own_server_lives_outside_its_private_folder(
+    admin_database_url: str,
+) -> None:
+    if os.environ.get(TEST_DATABASE_URL_ENV):
+        pytest.skip("the session uses a shared server, not an embedded one")
+    # The session's server was started in a 0700 temporary folder (agentfleet.testing).
+    conn = await db.connect(admin_database_url)
+    try:
+        data_directory = await conn.fetchval("SHOW data_directory")
+    finally:
+        await conn.close()
+    assert embedded_pg_root.user_can("embedded_postgres", "-w", data_directory)
