@@ -1,7 +1,8 @@
-"""Model calls against the real stub server (issue #4): with no proxy variable and no
-``.netrc``, a call makes no thread hand-off (aiohttp's per-request environment lookups are
-off); with a proxy variable set, the SDK's environment-trusting session is left as it is.
-And a stub made for benchmarks keeps no requests."""
+"""Model calls against the real stub server (issues #4, #17): with no proxy variable and no
+``.netrc``, a call makes no thread hand-off (the model client's own aiohttp session, handed
+to google-genai through ``HttpOptions(aiohttp_client=...)``, does not trust the
+environment); with a proxy variable set, the session trusts it, as the SDK's would. And a
+stub made for benchmarks keeps no requests."""
 
 from __future__ import annotations
 

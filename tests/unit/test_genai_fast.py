@@ -1,145 +1,129 @@
-"""The cheap generate_content path sends what google-genai itself sends, and parses alike.
-
-Both paths end in ``BaseApiClient.async_request``; it is replaced here by a recorder that
-answers a canned body, so the comparison covers the path, the request dict and the options
-for the Gemini API and Vertex AI conversions of the pinned google-genai.
+"""The fast generate path's self-check (issue #17): it passes on the pinned google-genai for
+both backends (the fast path's URL, body and parsed answer equal the SDK's own), names a
+private name an upgrade removed, refuses a fast path whose body differs, and lists every
+private name the fast path's modules use. Plus the per-content cache and the switch setting.
 """
 
 from __future__ import annotations
 
+import ast
 import gc
+import inspect
 import json
 from typing import Any
 
 import pytest
 from google import genai
-from google.genai import types
-from google.genai.types import HttpResponse as SdkHttpResponse
+from google.genai import models, types
+from google.genai._api_client import HttpResponse
 
+from agentfleet.config import ConfigError, load_settings
+from agentfleet.llm import genai_fast, genai_response, genai_transport
 from agentfleet.llm.genai_fast import FastGenerate
-
-ANSWER = {
-    "candidates": [
-        {
-            "content": {
-                "role": "model",
-                "parts": [
-                    {"text": "thinking", "thought": True, "thoughtSignature": "AP9zaWc="},
-                    {"functionCall": {"name": "echo", "args": {"text": "hi"}, "id": "c9"}},
-                ],
-            },
-            "finishReason": "STOP",
-            "index": 0,
-        }
-    ],
-    "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 3, "totalTokenCount": 10},
-    "modelVersion": "stub",
-    "responseId": "r1",
-}
+from agentfleet.llm.genai_selfcheck import (
+    INSTANCE_NAMES,
+    PRIVATE_NAMES,
+    SAMPLE_ANSWER,
+    check_fast_path,
+    missing_names,
+    sample_contents,
+)
 
 
-def _conversation() -> list[types.Content]:
-    return [
-        types.Content(role="user", parts=[types.Part(text="go")]),
-        types.Content(
-            role="model",
-            parts=[
-                types.Part(text="t", thought=True, thought_signature=b"\x00\xffsig"),
-                types.Part(
-                    function_call=types.FunctionCall(name="echo", args={"a": [1, 2]}, id="c1")
-                ),
-            ],
-        ),
-        types.Content(
-            role="user",
-            parts=[
-                types.Part(
-                    function_response=types.FunctionResponse(
-                        id="c1", name="echo", response={"output": {"a": [1, 2]}}
-                    )
-                )
-            ],
-        ),
-    ]
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini", "vertex"])
+def test_self_check_passes_on_the_pinned_google_genai(vertex: bool) -> None:
+    assert missing_names() == []
+    assert check_fast_path(vertex=vertex) is None
 
 
-def _record(client: genai.Client) -> list[tuple[str, dict[str, Any], Any]]:
-    sent: list[tuple[str, dict[str, Any], Any]] = []
-    api = client.aio.models._api_client
-
-    async def async_request(
-        method: str, path: str, request_dict: dict[str, Any], http_options: Any = None
-    ) -> SdkHttpResponse:
-        # A JSON round trip: what would go on the wire.
-        sent.append((path, json.loads(json.dumps(request_dict)), http_options))
-        return SdkHttpResponse(headers={}, body=json.dumps(ANSWER))
-
-    api.async_request = async_request  # type: ignore[method-assign]
-    return sent
+def test_self_check_names_a_private_name_an_upgrade_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(models, "_GenerateContentResponse_from_vertex")
+    reason = check_fast_path(vertex=False)
+    assert reason is not None
+    assert "google.genai.models._GenerateContentResponse_from_vertex" in reason
 
 
-CLIENTS = {
-    "gemini": lambda: genai.Client(api_key="k", http_options={"base_url": "http://x"}),
-    "vertex": lambda: genai.Client(vertexai=True, project="p", location="us-central1"),
-}
+def test_self_check_refuses_a_fast_path_whose_body_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    build = FastGenerate.request_body
+
+    def without_system_instruction(self: FastGenerate, head: Any, contents: Any) -> Any:
+        body, _ = build(self, head, contents)
+        body.pop("systemInstruction")
+        prefix = genai_transport.body_prefix({k: v for k, v in body.items() if k != "contents"})
+        wires = [json.dumps(c).encode() for c in body["contents"]]
+        return body, genai_transport.encode_body(prefix, wires)
+
+    monkeypatch.setattr(FastGenerate, "request_body", without_system_instruction)
+    reason = check_fast_path(vertex=False)
+    assert reason is not None
+    assert "request body differs" in reason
 
 
-@pytest.mark.parametrize("backend", sorted(CLIENTS))
-async def test_fast_path_sends_and_parses_like_the_sdk(backend: str) -> None:
-    client = CLIENTS[backend]()
-    sent = _record(client)
-    tools = [
-        types.Tool(
-            function_declarations=[
-                types.FunctionDeclaration(
-                    name="echo",
-                    description="echoes",
-                    parameters_json_schema={"type": "object", "properties": {}},
-                )
-            ]
-        )
-    ]
-    config = types.GenerateContentConfig(temperature=0.2, max_output_tokens=64)
-    fast = FastGenerate(client)
-    head = fast.head_for(model="stub", system_instruction="be brief", tools=tools, config=config)
-    contents = _conversation()
-    assert fast.supports(head, contents)
-
-    expected = await client.aio.models.generate_content(
-        model="stub", contents=contents, config=head.config
-    )
-    got = await fast.generate(head, contents)
-    got_again = await fast.generate(head, contents)  # from the per-content cache
-
-    assert sent[1] == sent[0]
-    assert sent[2] == sent[0]
-    assert sent[0][1]["contents"][1]["parts"][0]["thoughtSignature"] == "AP9zaWc="
-    assert got.model_dump(exclude={"sdk_http_response"}) == expected.model_dump(
-        exclude={"sdk_http_response"}
-    )
-    assert got_again.candidates == expected.candidates
+def _private_names_used(module: Any) -> set[str]:
+    """Attributes with a leading underscore read on anything but ``self``, and every name
+    read from google-genai's internal modules."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value.id if isinstance(node.value, ast.Name) else None
+        if owner in ("models", "_common", "_extra_utils") or (
+            node.attr.startswith("_") and owner != "self"
+        ):
+            used.add(node.attr)
+    return used
 
 
-async def test_head_is_built_once_per_turn_and_contents_are_forgotten() -> None:
-    client = CLIENTS["gemini"]()
-    _record(client)
+def test_every_private_name_the_fast_path_uses_is_checked() -> None:
+    checked = {name.rsplit(".", 1)[-1] for name in (*PRIVATE_NAMES, *INSTANCE_NAMES)}
+    ours = {"_content", "_post", "_build_head", "_new_head", "_plan", "_field"}
+    for module in (genai_fast, genai_transport, genai_response):
+        assert _private_names_used(module) - ours <= checked, module.__name__
+
+
+class Wire:
+    """Stands in for the one HTTP call (``_async_request_once``): answers the sample."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def __call__(self, http_request: Any, stream: bool = False, **_: Any) -> HttpResponse:
+        self.sent.append(http_request.data)
+        return HttpResponse(headers={}, response_stream=[json.dumps(SAMPLE_ANSWER)])
+
+
+async def test_contents_are_converted_once_and_forgotten_with_them() -> None:
+    client = genai.Client(api_key="k", http_options={"base_url": "http://127.0.0.1:9"})
+    wire = Wire()
+    client.aio.models._api_client._async_request_once = wire  # type: ignore[method-assign]
     fast = FastGenerate(client)
     config = types.GenerateContentConfig()
     first = fast.head_for(model="m", system_instruction=None, tools=[], config=config)
     assert fast.head_for(model="m", system_instruction=None, tools=[], config=config) is first
-    other = fast.head_for(model="m", system_instruction="s", tools=[], config=config)
-    assert other is not first
-    contents = _conversation()
+    contents = sample_contents()
+    await fast.generate(first, contents)
     await fast.generate(first, contents)
     assert len(fast._contents) == 3
+    assert wire.sent[0] == wire.sent[1]
     del contents
     gc.collect()
     assert fast._contents == {}
 
 
 def test_unusual_requests_take_the_sdk_path() -> None:
-    client = CLIENTS["gemini"]()
-    fast = FastGenerate(client)
+    fast = FastGenerate(genai.Client(api_key="k", http_options={"base_url": "http://x"}))
     head = fast.head_for(model="m", system_instruction=None, tools=[], config=None)
     assert not fast.supports(head, [])
     assert not fast.supports(head, [{"role": "user", "parts": [{"text": "x"}]}])  # type: ignore[list-item]
+
+
+def test_the_switch_setting() -> None:
+    assert load_settings({}).genai_fast_path is True
+    assert load_settings({"AGENTFLEET_GENAI_FAST_PATH": "off"}).genai_fast_path is False
+    assert load_settings({"AGENTFLEET_GENAI_FAST_PATH": "ON"}).genai_fast_path is True
+    with pytest.raises(ConfigError, match="AGENTFLEET_GENAI_FAST_PATH"):
+        load_settings({"AGENTFLEET_GENAI_FAST_PATH": "fast"})

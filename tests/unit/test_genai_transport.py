@@ -1,10 +1,11 @@
-"""The transport shortcuts of the fast generate path (issue #4): the body goes out as bytes
+"""The transport of the fast generate path (issues #4, #17): the body goes out as bytes
 assembled from contents encoded once, the same JSON as the SDK's own body (and the same
-bytes ``json.dumps`` makes of the fast path's dict), a single-attempt client calls its
-request once without tenacity, and a retrying client keeps tenacity.
+bytes ``json.dumps`` makes of the fast path's dict); a single-attempt client sends once
+through its own ``_async_request_once``, without tenacity and without any google-genai
+object changed; a retrying client keeps tenacity's retries.
 
-``BaseApiClient._async_request_once`` (the one HTTP call) is replaced by a recorder that
-answers a canned body, so the SDK's whole path above it runs for real.
+``BaseApiClient._async_request_once`` (the one HTTP call) is replaced here, in the tests
+only, by a recorder that answers a canned body, so the SDK's whole path above it runs.
 """
 
 from __future__ import annotations
@@ -21,13 +22,7 @@ from google.genai._api_client import HttpResponse
 from agentfleet.config import load_settings
 from agentfleet.llm import build_genai_client
 from agentfleet.llm.genai_fast import FastGenerate
-from agentfleet.llm.genai_transport import (
-    EncodedBody,
-    body_prefix,
-    drop_retry_wrapper,
-    encode_body,
-    send_once,
-)
+from agentfleet.llm.genai_transport import body_prefix, encode_body
 
 ANSWER = {
     "candidates": [
@@ -92,17 +87,6 @@ def test_encoded_body_is_what_json_dumps_makes(fields: dict[str, Any]) -> None:
     assert encoded == json.dumps(sent).encode()
 
 
-async def test_send_once_sends_an_encoded_body_as_its_bytes() -> None:
-    wire = Wire()
-
-    class Request:
-        data: Any = EncodedBody({"contents": []}, b'{"contents": []}')
-
-    await send_once(wire, Request())
-    await send_once(wire, type("Plain", (), {"data": {"x": 1}})())
-    assert wire.sent == [b'{"contents": []}', {"x": 1}]
-
-
 async def test_fast_path_sends_the_sdks_body_pre_encoded() -> None:
     client = _client()
     wire = Wire()
@@ -135,26 +119,36 @@ async def test_fast_path_sends_the_sdks_body_pre_encoded() -> None:
     assert cached_body == fast_body
 
 
-async def test_a_single_attempt_client_calls_once_without_tenacity() -> None:
+async def test_a_single_attempt_client_sends_once_without_tenacity() -> None:
     client = _client()
     api = client.aio.models._api_client
+    retry_wrapper = api._async_retry
     wire = Wire(status=503)
     api._async_request_once = wire  # type: ignore[method-assign]
-    FastGenerate(client)
-    assert api._async_retry is send_once
+    fast = FastGenerate(client)
+    head = fast.head_for(model="stub", system_instruction=None, tools=[], config=None)
     with pytest.raises(errors.APIError) as raised:
-        await client.aio.models.generate_content(model="stub", contents="hi")
+        await fast.generate(head, _conversation())
     assert raised.value.code == 503
+    # One call, with the pre-encoded bytes: tenacity's path would have passed the dict.
     assert len(wire.sent) == 1
+    assert isinstance(wire.sent[0], bytes)
+    assert api._async_retry is retry_wrapper
+    assert isinstance(retry_wrapper, tenacity.AsyncRetrying)
 
 
-def test_a_retrying_client_keeps_its_retries() -> None:
+async def test_a_retrying_client_keeps_its_retries() -> None:
     client = genai.Client(
         api_key="k",
         http_options=types.HttpOptions(
-            base_url="http://127.0.0.1:9", retry_options=types.HttpRetryOptions(attempts=3)
+            base_url="http://127.0.0.1:9",
+            retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.001, max_delay=0.01),
         ),
     )
-    api = client.aio.models._api_client
-    assert not drop_retry_wrapper(api)
-    assert isinstance(api._async_retry, tenacity.AsyncRetrying)
+    wire = Wire(status=503)
+    client.aio.models._api_client._async_request_once = wire  # type: ignore[method-assign]
+    fast = FastGenerate(client)
+    head = fast.head_for(model="stub", system_instruction=None, tools=[], config=None)
+    with pytest.raises(errors.APIError):
+        await fast.generate(head, _conversation())
+    assert len(wire.sent) == 3

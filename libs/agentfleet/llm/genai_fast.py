@@ -13,9 +13,11 @@ JSON text is assembled from each content's JSON, also encoded once, and the tran
 per-call waste is cut as :mod:`agentfleet.llm.genai_transport` describes.
 
 Relies on google-genai internals of the pinned version (``models._Content_to_mldev`` and
-friends); ``tests/unit/test_genai_fast.py`` compares the bodies with the SDK's own, so a
-version bump that changes them fails there rather than in production. Anything unusual (no
-contents, a content that is not a ``types.Content``, MCP tools) takes the SDK's public path.
+friends, all listed in :data:`agentfleet.llm.genai_selfcheck.PRIVATE_NAMES`): a model client
+uses this path only after :func:`agentfleet.llm.genai_selfcheck.check_fast_path` found every
+name and a sample body equal to the SDK's own, and while ``AGENTFLEET_GENAI_FAST_PATH`` is on.
+Anything unusual (no contents, a content that is not a ``types.Content``, MCP tools) takes
+the SDK's public path.
 """
 
 from __future__ import annotations
@@ -33,13 +35,7 @@ from google import genai
 from google.genai import _common, _extra_utils, models, types
 
 from agentfleet.llm.genai_response import prune_extra_fields
-from agentfleet.llm.genai_transport import (
-    EncodedBody,
-    body_prefix,
-    drop_retry_wrapper,
-    encode_body,
-    stop_trusting_env,
-)
+from agentfleet.llm.genai_transport import body_prefix, encode_body, post
 
 _HEAD_CACHE_SIZE = 256
 
@@ -73,8 +69,6 @@ class FastGenerate:
         self._client = client
         self._api = client.aio.models._api_client
         self._vertex = bool(self._api.vertexai)
-        # Without the SDK's retry wrapper nothing would send an EncodedBody's bytes.
-        self._sends_encoded = drop_retry_wrapper(self._api)
         self._contents: dict[int, tuple[weakref.ref[types.Content], _Wire]] = {}
         # By the ids of the objects a turn passes (a hit per step), each entry holding its
         # objects so the ids stay theirs; then by value, so a run whose turn was built from
@@ -117,15 +111,8 @@ class FastGenerate:
         tools: Sequence[types.Tool],
         config: types.GenerateContentConfig | None,
     ) -> RequestHead:
-        request_config = (config or types.GenerateContentConfig()).model_copy(
-            update={
-                "system_instruction": system_instruction,
-                "tools": list(tools) or None,
-                "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
-            },
-            deep=True,
-        )
-        return self._build_head(model, request_config, keep=(config, *tools))
+        built = request_config(system_instruction, tools, config)
+        return self._build_head(model, built, keep=(config, *tools))
 
     def supports(self, head: RequestHead, contents: Sequence[object]) -> bool:
         """True when the cheap path sends exactly what the SDK would."""
@@ -162,13 +149,27 @@ class FastGenerate:
     async def _post(
         self, head: RequestHead, contents: Sequence[types.Content]
     ) -> types.GenerateContentResponse:
-        await stop_trusting_env(self._api)
+        body, encoded = self.request_body(head, contents)
+        response = await post(self._api, head.path, body, encoded, head.http_options)
+        return self.parse(head, response)
+
+    def request_body(
+        self, head: RequestHead, contents: Sequence[types.Content]
+    ) -> tuple[dict[str, Any], bytes | None]:
+        """The request dict of a call, and its JSON text when this path may send that
+        (None: google-genai encodes the dict itself)."""
         wires = [self._content(c) for c in contents]
         body = dict(head.body)
         body["contents"] = [wire for wire, _ in wires]
-        if head.prefix is not None and self._sends_encoded:
-            body = EncodedBody(body, encode_body(head.prefix, [text for _, text in wires]))
-        response = await self._api.async_request("post", head.path, body, head.http_options)
+        if head.prefix is None:
+            return body, None
+        return body, encode_body(head.prefix, [text for _, text in wires])
+
+    def parse(
+        self, head: RequestHead, response: types.HttpResponse
+    ) -> types.GenerateContentResponse:
+        """The response object of an answer, exactly as ``AsyncModels._generate_content``
+        makes it."""
         response_dict = {} if not response.body else json.loads(response.body)
         parameters = head.parameters
         if self._vertex:
@@ -251,6 +252,23 @@ class FastGenerate:
             config=config,
             keep=keep,
         )
+
+
+def request_config(
+    system_instruction: str | None,
+    tools: Sequence[types.Tool],
+    config: types.GenerateContentConfig | None,
+) -> types.GenerateContentConfig:
+    """The config a call sends: ``config`` with the turn's system instruction and tools, and
+    google-genai's automatic function calling off (the executor runs every tool call)."""
+    return (config or types.GenerateContentConfig()).model_copy(
+        update={
+            "system_instruction": system_instruction,
+            "tools": list(tools) or None,
+            "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
+        },
+        deep=True,
+    )
 
 
 def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:

@@ -10,7 +10,9 @@ plan computed once per model class (the annotations of a built model do not chan
 
 Mirrors google-genai 3.4's ``_remove_extra_fields`` decision for decision;
 ``tests/unit/test_genai_response.py`` compares the two on answers with unknown fields at
-every level.
+every level, and the fast path's self-check (:mod:`agentfleet.llm.genai_selfcheck`) on a
+sample answer with unknown fields before any model client uses it. Worth about 0.04-0.14 ms
+of CPU per model call (``bench/genai_calls.py``, against the SDK's pruning).
 """
 
 from __future__ import annotations

@@ -1,51 +1,43 @@
-"""Per-request costs of google-genai's transport that our settings make pointless.
+"""How the fast path's requests travel, without changing any google-genai object.
 
-Three, each paid on every model call of every step:
+Two per-call costs of google-genai's transport are avoided, each measured by
+``bench/genai_calls.py``:
 
-- its HTTP retry wrapper: a ``tenacity.AsyncRetrying`` call even when the client makes a
-  single attempt (as :func:`agentfleet.llm.genai_client.build_genai_client` sets it up: our
-  :class:`~agentfleet.llm.client.RetryPolicy` is the only retry). :func:`send_once` stands
-  in for it on such a client: one call, its exception raised as is, which is what
-  ``stop_after_attempt(1)`` with ``reraise=True`` does;
-- the request body: ``json.dumps`` of the whole conversation, O(run length) per call.
-  :class:`EncodedBody` carries the JSON text assembled from contents encoded once (same
-  bytes as ``json.dumps`` of the dict), and :func:`send_once` sends it;
-- its aiohttp session trusts the environment, so each request looks up ``.netrc`` and the
-  proxy variables in worker threads: two thread hand-offs per call. When the environment
-  names no proxy and no ``.netrc`` exists (checked once per event loop),
-  :func:`stop_trusting_env` turns that off on the session; with either present, nothing
-  changes. Only a proxy or ``.netrc`` that appears while the process runs is missed.
+- its HTTP retry wrapper (a ``tenacity.AsyncRetrying`` call even for a single attempt) and
+  its ``json.dumps`` of the whole conversation on every call (O(run length)): when the client
+  makes a single attempt (as :func:`agentfleet.llm.genai_client.build_genai_client` sets it
+  up: our :class:`~agentfleet.llm.client.RetryPolicy` is the only retry), :func:`post` builds
+  the request with the client's own ``_build_request`` and sends it once with its own
+  ``_async_request_once``, the body as bytes assembled from contents encoded once (the same
+  bytes ``json.dumps`` makes). That is what the wrapper does with ``stop_after_attempt(1)``
+  and ``reraise=True``. A retrying client keeps its wrapper (:func:`post` calls
+  ``async_request``);
+- environment lookups: an aiohttp session that trusts the environment looks up ``.netrc``
+  and the proxy variables in worker threads on every request (two thread hand-offs per
+  call). :func:`new_session` makes the session we hand to google-genai through its public
+  ``HttpOptions(aiohttp_client=...)``, trusting the environment only when it configures a
+  proxy or a ``.netrc``.
 
-Like :mod:`agentfleet.llm.genai_fast`, this reaches into google-genai 3.4 and aiohttp 3.14
-internals (``BaseApiClient._async_retry``, ``_get_aiohttp_session``, the session's
-``_trust_env``); ``tests/unit/test_genai_transport.py`` checks each against the pinned
-versions, and every step falls back to the SDK's behaviour when its precondition fails.
+The private names used here are in :data:`agentfleet.llm.genai_selfcheck.PRIVATE_NAMES`;
+the self-check verifies them before the fast path is used.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.request
-import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import aiohttp
 from aiohttp import helpers as aiohttp_helpers
-from google.genai import _api_client
+from google.genai import _api_client, types
 
 _PROXY_SCHEMES = ("http", "https", "ws", "wss")
 """The proxy variables aiohttp reads (``aiohttp.helpers.proxies_from_env``)."""
 
-
-class EncodedBody(dict[str, Any]):
-    """A request dict that also carries its exact ``json.dumps`` encoding, as bytes."""
-
-    __slots__ = ("encoded",)
-
-    def __init__(self, fields: Mapping[str, Any], encoded: bytes) -> None:
-        super().__init__(fields)
-        self.encoded = encoded
+_READ_BUFFER_SIZE = 2**22
+"""As google-genai's own sessions (``_api_client.READ_BUFFER_SIZE``): room for large replies."""
 
 
 def body_prefix(fields: Mapping[str, Any]) -> bytes:
@@ -64,31 +56,35 @@ def encode_body(prefix: bytes, contents: Sequence[bytes]) -> bytes:
     return b"".join((prefix, b", ".join(contents), b"]}"))
 
 
-async def send_once(
-    send: Callable[..., Awaitable[Any]], http_request: Any, *args: Any, **kwargs: Any
-) -> Any:
-    """One attempt of ``send`` (``BaseApiClient._async_request_once``); an
-    :class:`EncodedBody` goes out as its bytes."""
-    body = http_request.data
-    if isinstance(body, EncodedBody):
-        http_request.data = body.encoded
-    return await send(http_request, *args, **kwargs)
-
-
-def makes_one_attempt(api: _api_client.BaseApiClient) -> bool:
-    """True when the client's HTTP retry options allow a single attempt (``retry_args``:
-    no options, or attempts 0 or 1)."""
+def makes_one_attempt(
+    api: _api_client.BaseApiClient, http_options: types.HttpOptions | None
+) -> bool:
+    """True when a request makes a single attempt: no per-request retry options, and the
+    client's allow one (``retry_args``: no options, or attempts 0 or 1)."""
+    if http_options is not None and http_options.retry_options is not None:
+        return False
     options = api._http_options.retry_options
     return options is None or options.attempts in (0, 1)
 
 
-def drop_retry_wrapper(api: _api_client.BaseApiClient) -> bool:
-    """Replaces the tenacity wrapper of a single-attempt client by :func:`send_once`;
-    False (and nothing changed) when the client retries."""
-    if not makes_one_attempt(api):
-        return False
-    api._async_retry = send_once  # type: ignore[assignment]
-    return True
+async def post(
+    api: _api_client.BaseApiClient,
+    path: str,
+    body: dict[str, Any],
+    encoded: bytes | None,
+    http_options: types.HttpOptions | None,
+) -> types.HttpResponse:
+    """POSTs ``body`` (sent as ``encoded`` when given: its exact JSON) and returns the
+    answer as ``BaseApiClient.async_request`` does."""
+    if not makes_one_attempt(api, http_options):
+        return await api.async_request("post", path, body, http_options)
+    request = api._build_request("post", path, body, http_options)
+    if encoded is not None:
+        # Our own request object: the SDK sends bytes as they are.
+        request.data = encoded
+    response = await api._async_request_once(request, False)
+    stream = response.response_stream
+    return types.HttpResponse(headers=response.headers, body=stream[0] if stream else "")
 
 
 def environment_configures_http() -> bool:
@@ -100,27 +96,12 @@ def environment_configures_http() -> bool:
     return aiohttp_helpers.netrc_from_env() is not None
 
 
-_CHECKED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakSet[Any]] = (
-    weakref.WeakKeyDictionary()
-)
-"""The API clients :func:`stop_trusting_env` already handled, per event loop."""
-
-
-async def stop_trusting_env(api: _api_client.BaseApiClient) -> None:
-    """Turns off environment lookups on the client's aiohttp session of this loop when the
-    environment configures nothing; once per client and loop (cheap afterwards)."""
-    loop = asyncio.get_running_loop()
-    seen = _CHECKED.setdefault(loop, weakref.WeakSet())
-    if api in seen:
-        return
-    seen.add(api)
-    if (
-        api._http_options.aiohttp_client is not None
-        or not api._use_aiohttp()
-        or api._use_google_auth_async()
-        or environment_configures_http()
-    ):
-        return
-    session = await api._get_aiohttp_session()
-    if getattr(session, "_trust_env", False):
-        session._trust_env = False
+def new_session() -> aiohttp.ClientSession:
+    """An aiohttp session for google-genai on the running loop, set up as the SDK sets up
+    its own (no connection cap, a 4 MiB read buffer), but trusting the environment only
+    when it configures something; the caller closes it."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        trust_env=environment_configures_http(),
+        read_bufsize=_READ_BUFFER_SIZE,
+    )

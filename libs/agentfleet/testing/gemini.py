@@ -13,7 +13,7 @@ import pytest
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.gemini_stub import GeminiStub
-from agentfleet.llm import GenaiModelClient, RetryPolicy, build_genai_client
+from agentfleet.llm import GenaiModelClient, RetryPolicy
 
 
 def stub_settings(stub: GeminiStub, settings: Settings | None = None) -> Settings:
@@ -29,9 +29,9 @@ def stub_settings(stub: GeminiStub, settings: Settings | None = None) -> Setting
 
 
 def model_client_for(stub: GeminiStub, *, retry: RetryPolicy | None = None) -> GenaiModelClient:
-    """A model client of its own (not the process-wide one) on ``stub``; ``aclose`` it."""
-    return GenaiModelClient(
-        build_genai_client(stub_settings(stub)), retry=retry or RetryPolicy.for_tests()
+    """A model client of its own on ``stub``, as services make it; ``aclose`` it."""
+    return GenaiModelClient.from_settings(
+        stub_settings(stub), retry=retry or RetryPolicy.for_tests()
     )
 
 
