@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 from opentelemetry import trace
 
+from agentfleet import metrics
 from agentfleet.errors import (
     AgentFleetError,
     FailedPrecondition,
@@ -174,6 +175,9 @@ class ToolPool:
             duration = time.monotonic() - started
             bounded = bound_result(result)
             span.set_attribute("agentfleet.tool.outcome", "error" if error else "ok")
+            metrics.record_tool_call(
+                tool=tool_name, source=spec.source_label, duration_s=duration, failed=bool(error)
+            )
         return ToolOutcome(
             result=bounded.result,
             is_error=error is not None,

@@ -1,22 +1,51 @@
-"""The kustomize overlays render, every object validates against the Kubernetes schemas,
-and the deployment rules hold: probes, resources, service accounts, HPAs on real
-Deployments, graceful termination, non-root pods, and network policies per caller."""
+"""The kustomize overlays render with the real kustomize (``kubectl kustomize``), every
+object validates against the Kubernetes schemas (the KEDA ScaledObjects against KEDA's), and
+the deployment rules hold: probes, resources, service accounts, one autoscaler per
+Deployment (KEDA on queue depth for executors and dispatchers, with the queries of
+:mod:`agentfleet.queue_depth`), graceful termination, non-root pods, network policies per
+caller, metrics ports, and each pod holding only the Secret keys it needs."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 
-from agentfleet.config import DEFAULT_PORTS, SERVICE_NAMES
+from agentfleet.config import DEFAULT_METRICS_PORTS, DEFAULT_PORTS, SERVICE_NAMES
+from agentfleet.queue_depth import DISPATCHER_LOAD_SQL, EXECUTOR_LOAD_SQL
 
 from .kustomize_render import KustomizeError, render
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ROOT / "deploy" / "k8s" / "overlays"
+COMPONENTS = ROOT / "deploy" / "k8s" / "components"
 K8S_VERSION = "1.33"
+KEDA_SCHEMA = json.loads(
+    (Path(__file__).parent / "schemas" / "keda_scaledobject_v1alpha1.json").read_text()
+)
+# What KEDA scales each service on: its query, and the setting a pod's worth of work is.
+SCALED = {
+    "executor": (EXECUTOR_LOAD_SQL, "AGENTFLEET_EXECUTOR_CONCURRENCY"),
+    "dispatcher": (DISPATCHER_LOAD_SQL, "AGENTFLEET_DISPATCHER_SLOTS"),
+}
+# The Secret keys each pod may hold: env keys of agentfleet-secrets, and service-token files.
+SECRET_ENV = {
+    "executor": {"DATABASE_URL", "GEMINI_API_KEY"},
+    "toolpool": {"DATABASE_URL"},
+    "dispatcher": {"DATABASE_URL"},
+    "history": {"DATABASE_URL"},
+}
+TOKEN_FILES = {
+    "executor": ["executor"],
+    "dispatcher": ["dispatcher"],
+    "toolpool": [],
+    "history": [],
+}
 NAMESPACES = {"dev": "agentfleet-dev", "prod": "agentfleet"}
 # Who may call each service, besides labelled clients (agentfleet.io/client=true).
 CALLERS = {
@@ -55,6 +84,10 @@ def test_every_rendered_object_validates_against_the_schemas(
 ) -> None:
     _name, objects = overlay
     for obj in objects:
+        if obj["apiVersion"].startswith("keda.sh/"):
+            assert obj["kind"] == "ScaledObject", obj["kind"]
+            jsonschema.Draft202012Validator(KEDA_SCHEMA).validate(obj)
+            continue
         # strict: an unknown or misspelt field fails too.
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -68,6 +101,26 @@ def test_the_validator_catches_a_bad_object() -> None:
     }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"scaleTargetRef": {"name": "x"}},  # no triggers
+        {"scaleTargetRef": {"name": "x"}, "triggers": [], "minReplicas": 2},  # HPA's field name
+        {"scaleTargetRef": {"name": "x"}, "triggers": [{"type": "postgresql", "metadata": 5}]},
+        {"scaleTargetRef": {}, "triggers": []},  # no target name
+    ],
+)
+def test_the_keda_schema_catches_a_bad_scaled_object(spec: dict[str, Any]) -> None:
+    broken = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "x"},
+        "spec": spec,
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(KEDA_SCHEMA).validate(broken)
 
 
 def test_everything_lands_in_the_overlay_namespace(overlay: tuple[str, list[Object]]) -> None:
@@ -96,21 +149,39 @@ def test_each_service_has_a_deployment_with_probes_resources_and_an_account(
         (container,) = pod["containers"]
         assert container["args"] == [service]
         port = DEFAULT_PORTS[service]
-        assert [p["containerPort"] for p in container["ports"]] == [port]
-        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-            assert container[probe]["grpc"] == {"port": port}, (service, probe)
+        metrics_port = DEFAULT_METRICS_PORTS[service]
+        assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
+            ("grpc", port),
+            ("metrics", metrics_port),
+        ]
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/port"] == str(metrics_port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        # Readiness follows the service's dependencies; liveness (and startup) only the process.
+        for probe, health in (
+            ("readinessProbe", "readiness"),
+            ("livenessProbe", "liveness"),
+            ("startupProbe", "liveness"),
+        ):
+            assert container[probe]["grpc"] == {"port": port, "service": health}, (service, probe)
         for bound in ("requests", "limits"):
             assert set(container["resources"][bound]) >= {"cpu", "memory"}, (service, bound)
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
-def test_each_service_gets_a_service_an_hpa_and_a_pdb(overlay: tuple[str, list[Object]]) -> None:
+def test_each_service_gets_a_service_one_autoscaler_and_a_pdb(
+    overlay: tuple[str, list[Object]],
+) -> None:
     _name, objects = overlay
     deployments = of_kind(objects, "Deployment")
     hpas = list(of_kind(objects, "HorizontalPodAutoscaler").values())
-    assert {h["spec"]["scaleTargetRef"]["name"] for h in hpas} == {
+    scaled = list(of_kind(objects, "ScaledObject").values())
+    targets = [h["spec"]["scaleTargetRef"]["name"] for h in hpas + scaled]
+    # One autoscaler per Deployment: KEDA's HPA would fight a second one.
+    assert sorted(targets) == sorted(
         d["metadata"]["name"] for d in agentfleet_deployments(objects).values()
-    }
+    )
+    assert {component(s) for s in scaled} == set(SCALED)
     for hpa in hpas:
         assert hpa["apiVersion"] == "autoscaling/v2"
         target = hpa["spec"]["scaleTargetRef"]
@@ -144,8 +215,13 @@ def test_network_policies_let_in_only_each_services_callers(
         policy = policies[f"agentfleet-{service}"]["spec"]
         assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == service
         assert policy["policyTypes"] == ["Ingress"]
-        (rule,) = policy["ingress"]
+        rule, monitoring = policy["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": DEFAULT_PORTS[service]}]
+        # Prometheus reaches the metrics port only, from a labelled monitoring namespace.
+        assert monitoring == {
+            "from": [{"namespaceSelector": {"matchLabels": {"agentfleet.io/monitoring": "true"}}}],
+            "ports": [{"protocol": "TCP", "port": DEFAULT_METRICS_PORTS[service]}],
+        }
         allowed = {
             s["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
             for s in rule["from"]
@@ -207,7 +283,94 @@ def test_prod_takes_the_database_url_from_its_own_secret() -> None:
         assert source == {"name": "agentfleet-database", "key": "url"}
 
 
-def test_the_renderer_refuses_what_it_does_not_implement(tmp_path: Path) -> None:
-    (tmp_path / "kustomization.yaml").write_text("resources: []\nimages: [{name: x}]\n")
-    with pytest.raises(KustomizeError, match="images"):
+def test_keda_scales_executors_and_dispatchers_on_the_queue_depth_queries(
+    overlay: tuple[str, list[Object]],
+) -> None:
+    _name, objects = overlay
+    config = of_kind(objects, "ConfigMap")["agentfleet-config"]["data"]
+    deployments = agentfleet_deployments(objects)
+    for scaled in of_kind(objects, "ScaledObject").values():
+        service = component(scaled)
+        query, per_pod = SCALED[service]
+        spec = scaled["spec"]
+        target = deployments[service]
+        assert spec["scaleTargetRef"]["name"] == target["metadata"]["name"]
+        (container,) = target["spec"]["template"]["spec"]["containers"]
+        assert spec["scaleTargetRef"]["envSourceContainerName"] == container["name"]
+        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        (trigger,) = spec["triggers"]
+        assert trigger["type"] == "postgresql"
+        # Word for word the statement the integration test runs against the schema.
+        assert trigger["metadata"]["query"] == query
+        assert trigger["metadata"]["targetQueryValue"] == config[per_pod]
+        # KEDA connects with the URL the scaled container itself uses.
+        env = {e["name"] for e in container["env"]}
+        assert trigger["metadata"]["connectionFromEnv"] in env
+
+
+def secret_sources(container: Object) -> tuple[dict[str, Any], list[Object]]:
+    """The container's env entries read from a Secret (name -> secretKeyRef), and its
+    envFrom entries."""
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    return refs, container.get("envFrom", [])
+
+
+def token_files(pod: Object) -> list[str]:
+    keys = []
+    for volume in pod.get("volumes", []):
+        if "secret" in volume:
+            keys += [item["key"] for item in volume["secret"]["items"]]
+    return keys
+
+
+def test_each_pod_holds_only_the_secret_keys_it_needs(overlay: tuple[str, list[Object]]) -> None:
+    _name, objects = overlay
+    for service, deployment in agentfleet_deployments(objects).items():
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        refs, env_from = secret_sources(container)
+        # Never a whole Secret: a key added to it later reaches no pod by accident.
+        assert all("secretRef" not in source for source in env_from), service
+        assert set(refs) == SECRET_ENV[service], service
+        assert container["env"][0]["name"] == "DATABASE_URL"
+        # Each service's own token only; the toolpool and the history call nobody.
+        assert token_files(pod) == TOKEN_FILES[service], service
+    job = of_kind(objects, "Job")["agentfleet-migrate"]["spec"]["template"]["spec"]
+    refs, env_from = secret_sources(job["containers"][0])
+    assert set(refs) == {"DATABASE_URL"}
+    assert all("secretRef" not in source for source in env_from)
+    assert token_files(job) == []
+
+
+def test_the_dispatcher_gets_the_model_key_only_with_its_llm_component(tmp_path: Path) -> None:
+    # kustomize takes relative paths only.
+    prod, llm = (
+        os.path.relpath(p, tmp_path) for p in (OVERLAYS / "prod", COMPONENTS / "dispatcher-llm")
+    )
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources: [{prod}]\n"
+        f"components: [{llm}]\n"
+    )
+    deployments = agentfleet_deployments(render(tmp_path))
+    (container,) = deployments["dispatcher"]["spec"]["template"]["spec"]["containers"]
+    refs, _ = secret_sources(container)
+    assert set(refs) == {"DATABASE_URL", "GEMINI_API_KEY"}
+    assert refs["DATABASE_URL"] == {"name": "agentfleet-database", "key": "url"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AGENTFLEET_DISPATCHER_SELECTOR_MODEL"]
+    assert env["AGENTFLEET_DISPATCHER_EVALUATOR_MODEL"]
+    for service in ("toolpool", "history"):
+        (other,) = deployments[service]["spec"]["template"]["spec"]["containers"]
+        assert "GEMINI_API_KEY" not in secret_sources(other)[0], service
+
+
+def test_kustomize_errors_name_the_problem(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    with pytest.raises(KustomizeError, match=r"missing\.yaml"):
         render(tmp_path)

@@ -1,0 +1,347 @@
+"""agentfleet's metrics: every instrument, named once, and the hooks that record them.
+
+Names and attributes follow the OpenTelemetry semantic conventions where they exist (GenAI:
+``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``; RPC:
+``rpc.server.call.duration``; database: ``db.client.connection.count``/``.max``); the rest
+are ``agentfleet.*``. The instruments live on the global meter: until
+:func:`agentfleet.metrics_export.start_metrics` installs a provider (service processes do,
+in-process test stacks do not) recording them costs next to nothing.
+
+Attributes stay bounded: agent, model, tool and MCP server names come from definitions and
+configuration, never from model output; project ids appear only on the sampled
+``agentfleet.runs.active`` gauge, capped at :data:`TOP_PROJECTS` (the rest are ``other``).
+
+Prometheus sees the OpenTelemetry names with dots as underscores, a unit suffix and
+``_total`` on counters: ``agentfleet.runs.finished`` is ``agentfleet_runs_finished_total``,
+``gen_ai.client.operation.duration`` is ``gen_ai_client_operation_duration_seconds_bucket``
+(``_sum``, ``_count``). :data:`INSTRUMENTS` lists every name; the dashboard test checks its
+queries against what a provider really exports.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Protocol, TypeVar
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+T = TypeVar("T")
+
+METER_NAME = "agentfleet"
+TOP_PROJECTS = 50
+"""Projects with the most active runs that get their own series; the rest add up as other."""
+GEMINI = "gcp.gemini"
+"""``gen_ai.provider.name`` of every model call (the executor talks to Gemini only)."""
+BREAKER_STATES = ("closed", "open", "half_open")
+TASK_STATES = ("blocked", "ready", "in_progress")
+
+_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_RUN_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# The GenAI conventions' advice for gen_ai.client.operation.duration and .token.usage.
+_MODEL_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96)
+_TOKEN_BUCKETS = tuple(4**n for n in range(14))
+
+
+class McpHealth(Protocol):
+    """What the MCP gauges read from a client pool (no I/O)."""
+
+    def health(self) -> tuple[list[str], int]:
+        """Each server's breaker state, and the number of live sessions."""
+        ...
+
+
+class _DbPool(Protocol):
+    def get_size(self) -> int: ...
+    def get_idle_size(self) -> int: ...
+    def get_max_size(self) -> int: ...
+
+
+class ObservedState:
+    """What the observable instruments report when scraped: samples written by the
+    sampler loop and the live objects (pools) registered by the services."""
+
+    def __init__(self) -> None:
+        self.active_runs: Mapping[tuple[str, str], int] = {}
+        self.tasks: Mapping[str, int] = {}
+        self.mcp_pools: weakref.WeakSet[McpHealth] = weakref.WeakSet()
+        self.db_pools: list[tuple[_DbPool, str]] = []
+        """The process's database pools (asyncpg pools take no weak reference)."""
+
+    def set_active_runs(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        """(project_id, status, runs) rows; projects past :data:`TOP_PROJECTS` become other."""
+        per_project: Counter[str] = Counter()
+        counts: Counter[tuple[str, str]] = Counter()
+        for project, status, runs in rows:
+            per_project[project] += runs
+            counts[(project, status)] += runs
+        top = {project for project, _ in per_project.most_common(TOP_PROJECTS)}
+        bounded: Counter[tuple[str, str]] = Counter()
+        for (project, status), runs in counts.items():
+            bounded[(project if project in top else "other", status)] += runs
+        # A series that just emptied reports 0 once, rather than its last count.
+        for key, runs in self.active_runs.items():
+            if runs and key not in bounded:
+                bounded[key] = 0
+        self.active_runs = dict(bounded)  # replaced whole: a scrape never sees half of it
+
+    def set_tasks(self, rows: Iterable[tuple[str, int]]) -> None:
+        """(state, tasks) rows; a state without rows reports 0."""
+        counts = dict.fromkeys(TASK_STATES, 0)
+        for state, tasks in rows:
+            counts[state] = counts.get(state, 0) + tasks
+        self.tasks = counts
+
+    def observe_active_runs(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for (project, status), runs in self.active_runs.items():
+            yield Observation(
+                runs, {"agentfleet.project_id": project, "agentfleet.run.status": status}
+            )
+
+    def observe_tasks(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for state, tasks in self.tasks.items():
+            yield Observation(tasks, {"agentfleet.task.state": state})
+
+    def observe_breakers(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if not self.mcp_pools:
+            return
+        states: Counter[str] = Counter()
+        for pool in list(self.mcp_pools):
+            states.update(pool.health()[0])
+        for state in BREAKER_STATES:
+            yield Observation(states[state], {"agentfleet.mcp.breaker.state": state})
+
+    def observe_mcp_sessions(self, _options: CallbackOptions) -> Iterable[Observation]:
+        pools = list(self.mcp_pools)
+        if pools:
+            yield Observation(sum(pool.health()[1] for pool in pools))
+
+    def observe_db_connections(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for pool, name in list(self.db_pools):
+            idle = pool.get_idle_size()
+            for state, count in (("idle", idle), ("used", pool.get_size() - idle)):
+                yield Observation(
+                    count,
+                    {"db.client.connection.pool.name": name, "db.client.connection.state": state},
+                )
+
+    def observe_db_max(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for pool, name in list(self.db_pools):
+            yield Observation(pool.get_max_size(), {"db.client.connection.pool.name": name})
+
+
+class Instruments:
+    """Every agentfleet instrument, created on ``meter`` (the global one, or a test's)."""
+
+    def __init__(self, meter: Meter, state: ObservedState) -> None:
+        self.state = state
+        self.runs_finished = meter.create_counter(
+            "agentfleet.runs.finished", unit="{run}", description="Runs that reached an end"
+        )
+        self.run_duration = meter.create_histogram(
+            "agentfleet.run.duration",
+            unit="s",
+            description="From a run's start to its end",
+            explicit_bucket_boundaries_advisory=_RUN_BUCKETS,
+        )
+        self.step_duration = meter.create_histogram(
+            "agentfleet.step.duration",
+            unit="s",
+            description="One agent step: the model call and the tool calls it asked for",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self.model_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Model calls, retries included; error.type set on failure",
+            explicit_bucket_boundaries_advisory=_MODEL_BUCKETS,
+        )
+        self.token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens per model call, by gen_ai.token.type (input, output)",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
+        self.tool_duration = meter.create_histogram(
+            "agentfleet.tool.call.duration",
+            unit="s",
+            description="Tool calls served by the toolpool, by tool and source",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self.dispatch_duration = meter.create_histogram(
+            "agentfleet.dispatch.duration",
+            unit="s",
+            description="From a task's claim to its run accepted by an executor",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self.rpc_duration = meter.create_histogram(
+            "rpc.server.call.duration",
+            unit="s",
+            description="Admitted gRPC calls, streams until their last message",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
+        self.watch_subscribers = meter.create_up_down_counter(
+            "agentfleet.watch.subscribers", unit="{stream}", description="Open WatchRun streams"
+        )
+        meter.create_observable_gauge(
+            "agentfleet.runs.active",
+            callbacks=[state.observe_active_runs],
+            unit="{run}",
+            description="Queued and running runs per project (sampled)",
+        )
+        meter.create_observable_gauge(
+            "agentfleet.tasks",
+            callbacks=[state.observe_tasks],
+            unit="{task}",
+            description="Task-graph tasks not finished, by blocked/ready/in_progress (sampled)",
+        )
+        meter.create_observable_gauge(
+            "agentfleet.mcp.breakers",
+            callbacks=[state.observe_breakers],
+            unit="{server}",
+            description="MCP servers by circuit breaker state",
+        )
+        meter.create_observable_gauge(
+            "agentfleet.mcp.sessions",
+            callbacks=[state.observe_mcp_sessions],
+            unit="{session}",
+            description="Live MCP client sessions",
+        )
+        meter.create_observable_up_down_counter(
+            "db.client.connection.count",
+            callbacks=[state.observe_db_connections],
+            unit="{connection}",
+            description="Database pool connections by state (idle, used)",
+        )
+        meter.create_observable_up_down_counter(
+            "db.client.connection.max",
+            callbacks=[state.observe_db_max],
+            unit="{connection}",
+            description="Database pool size limit",
+        )
+
+
+INSTRUMENTS = (
+    "agentfleet.runs.finished",
+    "agentfleet.run.duration",
+    "agentfleet.step.duration",
+    "gen_ai.client.operation.duration",
+    "gen_ai.client.token.usage",
+    "agentfleet.tool.call.duration",
+    "agentfleet.dispatch.duration",
+    "rpc.server.call.duration",
+    "agentfleet.watch.subscribers",
+    "agentfleet.runs.active",
+    "agentfleet.tasks",
+    "agentfleet.mcp.breakers",
+    "agentfleet.mcp.sessions",
+    "db.client.connection.count",
+    "db.client.connection.max",
+)
+"""The name of every instrument :class:`Instruments` creates."""
+
+_instruments = Instruments(metrics.get_meter(METER_NAME), ObservedState())
+
+
+# -- the hooks -----------------------------------------------------------------------
+
+
+def record_run_finished(*, agent: str, status: str, duration_ms: int | None) -> None:
+    """A run ended (executor loop); its duration when it has one."""
+    attributes = {"gen_ai.agent.name": agent, "agentfleet.run.status": status}
+    _instruments.runs_finished.add(1, attributes)
+    if duration_ms is not None:
+        _instruments.run_duration.record(duration_ms / 1000, attributes)
+
+
+@contextmanager
+def timed_step(agent: str) -> Iterator[None]:
+    """Times one step of ``agent``; a step that raises gets ``error.type``."""
+    started = time.monotonic()
+    attributes = {"gen_ai.agent.name": agent}
+    try:
+        yield
+    except BaseException as exc:
+        attributes["error.type"] = type(exc).__name__
+        raise
+    finally:
+        _instruments.step_duration.record(time.monotonic() - started, attributes)
+
+
+async def timed_model_call(call: Awaitable[T], *, model: str) -> T:
+    """Awaits one model call (retries included), recording its duration, its error type
+    when it fails and the tokens of its reply."""
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": GEMINI,
+        "gen_ai.request.model": model,
+    }
+    started = time.monotonic()
+    try:
+        reply = await call
+    except BaseException as exc:
+        attributes["error.type"] = type(exc).__name__
+        _instruments.model_duration.record(time.monotonic() - started, attributes)
+        raise
+    _instruments.model_duration.record(time.monotonic() - started, attributes)
+    usage = getattr(reply, "usage", None)
+    if usage is not None:
+        for kind, tokens in (("input", usage.prompt_tokens), ("output", usage.output_tokens)):
+            _instruments.token_usage.record(tokens, {**attributes, "gen_ai.token.type": kind})
+    return reply
+
+
+def record_tool_call(*, tool: str, source: str, duration_s: float, failed: bool) -> None:
+    """A tool call the toolpool served; ``source`` is builtin or mcp:<server>."""
+    attributes = {"gen_ai.tool.name": tool, "agentfleet.tool.source": source}
+    if failed:
+        attributes["error.type"] = "tool_error"
+    _instruments.tool_duration.record(duration_s, attributes)
+
+
+def dispatch_started() -> float:
+    """The clock reading :func:`record_dispatch` measures from."""
+    return time.monotonic()
+
+
+def record_dispatch(started: float) -> None:
+    """A claimed task's run was accepted by an executor."""
+    _instruments.dispatch_duration.record(time.monotonic() - started)
+
+
+def record_rpc(duration_s: float, attributes: Mapping[str, str]) -> None:
+    _instruments.rpc_duration.record(duration_s, attributes)
+
+
+@contextmanager
+def watch_subscriber() -> Iterator[None]:
+    """Counts one open WatchRun stream for as long as the block runs."""
+    _instruments.watch_subscribers.add(1)
+    try:
+        yield
+    finally:
+        _instruments.watch_subscribers.add(-1)
+
+
+def observe_mcp_pool(pool: McpHealth) -> None:
+    """Reports the breakers and sessions of ``pool`` while it lives."""
+    _instruments.state.mcp_pools.add(pool)
+
+
+def observe_db_pool(pool: _DbPool, name: str) -> None:
+    """Reports the connections of ``pool``, as pool ``name``, for the process's lifetime."""
+    _instruments.state.db_pools.append((pool, name))
+
+
+def set_active_runs(rows: Iterable[tuple[str, str, int]]) -> None:
+    """A new sample of (project_id, status, runs) for ``agentfleet.runs.active``."""
+    _instruments.state.set_active_runs(rows)
+
+
+def set_tasks(rows: Iterable[tuple[str, int]]) -> None:
+    """A new sample of (state, tasks) for ``agentfleet.tasks``."""
+    _instruments.state.set_tasks(rows)

@@ -1,0 +1,230 @@
+"""Where a service process's metrics go: one MeterProvider, a Prometheus ``/metrics``
+endpoint on the service's metrics port, OTLP export when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is
+set, the sampler that refreshes the queue gauges, and the gRPC interceptor that times RPCs.
+
+``/metrics`` is served from the service's own event loop (aiohttp), so the gauges' callbacks
+read the pools and samples in the thread that writes them. A metrics port already in use
+costs the endpoint, not the service: one warning names the setting to change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import grpc
+import structlog
+from aiohttp import web
+from opentelemetry import metrics as otel_metrics
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from agentfleet import metrics
+from agentfleet.config import Settings
+from agentfleet.grpc_streams import close_with_the_rpc
+from agentfleet.queue_depth import ACTIVE_RUNS_BY_PROJECT_SQL, TASKS_BY_STATE_SQL
+
+log = structlog.get_logger(__name__)
+
+_SAMPLES: dict[str, Callable[[asyncpg.Pool], Awaitable[None]]] = {}
+"""Per service, the sampler query that refreshes its queue gauges (registered below)."""
+
+
+def build_provider(settings: Settings, *, service: str) -> tuple[MeterProvider, CollectorRegistry]:
+    """A provider exporting to its own Prometheus registry, and by OTLP when configured."""
+    registry = CollectorRegistry(auto_describe=True)
+    readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
+    if settings.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    resource = Resource.create({"service.name": settings.otel_service_name or service})
+    return MeterProvider(resource=resource, metric_readers=readers), registry
+
+
+@dataclass(kw_only=True, slots=True)
+class MetricsExport:
+    """A process's running metrics: the provider, the endpoint and the sampler it owns."""
+
+    provider: MeterProvider
+    registry: CollectorRegistry
+    runner: web.AppRunner | None = None
+    sampler: asyncio.Task[None] | None = None
+    stopping: asyncio.Event
+
+    async def stop(self) -> None:
+        """Stops sampling and serving, then flushes the OTLP export; idempotent."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        if self.sampler is not None:
+            await self.sampler
+        if self.runner is not None:
+            await self.runner.cleanup()
+        self.provider.shutdown()
+
+
+async def start_metrics(name: str, settings: Settings, pool: asyncpg.Pool) -> MetricsExport:
+    """Installs the global meter provider of service ``name`` and starts its endpoint (on
+    ``AGENTFLEET_<NAME>_METRICS_PORT`` of the listen host; 0 = none) and its sampler."""
+    provider, registry = build_provider(settings, service=f"agentfleet-{name}")
+    otel_metrics.set_meter_provider(provider)
+    metrics.observe_db_pool(pool, name)
+    export = MetricsExport(provider=provider, registry=registry, stopping=asyncio.Event())
+    port = settings.metrics_ports.get(name, 0)
+    if port:
+        export.runner = await _serve_metrics(registry, settings.listen_host, port, name)
+    sample = _SAMPLES.get(name)
+    if sample is not None:
+        export.sampler = asyncio.create_task(
+            _sample_every(sample, pool, settings.metrics_sample_s, export.stopping)
+        )
+    return export
+
+
+async def _serve_metrics(
+    registry: CollectorRegistry, host: str, port: int, name: str
+) -> web.AppRunner | None:
+    async def scrape(_request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", scrape)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        log.warning(
+            "metrics endpoint not served",
+            address=f"{host}:{port}",
+            error=str(exc),
+            hint=f"set AGENTFLEET_{name.upper()}_METRICS_PORT to a free port (0 = off)",
+        )
+        return None
+    log.info("serving metrics", address=f"{host}:{port}", path="/metrics")
+    return runner
+
+
+async def _sample_every(
+    sample: Callable[[asyncpg.Pool], Awaitable[None]],
+    pool: asyncpg.Pool,
+    interval_s: float,
+    stopping: asyncio.Event,
+) -> None:
+    failing = False
+    while not stopping.is_set():
+        try:
+            await sample(pool)
+            failing = False
+        except (TimeoutError, asyncpg.PostgresError, OSError) as exc:
+            # One line per outage, not one per interval; info, as the service reports the
+            # database outage itself.
+            if not failing:
+                log.info("metrics_sample_failed", error=str(exc), gauges="keep their last values")
+            failing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), interval_s)
+
+
+async def sample_active_runs(pool: asyncpg.Pool) -> None:
+    rows = await pool.fetch(ACTIVE_RUNS_BY_PROJECT_SQL, timeout=10)
+    metrics.set_active_runs((r["project_id"], r["status"], r["runs"]) for r in rows)
+
+
+async def sample_tasks(pool: asyncpg.Pool) -> None:
+    rows = await pool.fetch(TASKS_BY_STATE_SQL, timeout=10)
+    metrics.set_tasks((r["state"], r["tasks"]) for r in rows)
+
+
+_SAMPLES.update(executor=sample_active_runs, dispatcher=sample_tasks)
+
+
+class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Records ``rpc.server.call.duration`` of every agentfleet RPC it is given (the
+    OpenTelemetry gRPC instrumentation records spans only). Installed innermost, it times
+    what the servicer does with admitted calls; health and reflection are left out."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method  # type: ignore[attr-defined]
+        if handler is None or handler.request_streaming or method.startswith("/grpc."):
+            return handler
+        attributes = {"rpc.system.name": "grpc", "rpc.method": method.lstrip("/")}
+        if not handler.response_streaming:
+            return grpc.unary_unary_rpc_method_handler(
+                _timed_unary(handler.unary_unary, attributes),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if asyncio.iscoroutinefunction(handler.unary_stream):
+            return handler  # writes with context.write: nothing to wrap around
+        return grpc.unary_stream_rpc_method_handler(
+            _timed_stream(handler.unary_stream, attributes),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def _status_of(exc: BaseException | None) -> str:
+    if exc is None:
+        return "OK"
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return "CANCELLED"
+    code = getattr(exc, "code", None)  # an AgentFleetError carries its gRPC code
+    return code.name if isinstance(code, grpc.StatusCode) else "INTERNAL"
+
+
+def _timed_unary(
+    behavior: Callable[..., Awaitable[Any]], attributes: dict[str, str]
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        started, failure = time.monotonic(), None
+        try:
+            return await behavior(request, context)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            status = {"rpc.response.status_code": _status_of(failure)}
+            metrics.record_rpc(time.monotonic() - started, {**attributes, **status})
+
+    return unary
+
+
+def _timed_stream(
+    behavior: Callable[..., AsyncIterator[Any]], attributes: dict[str, str]
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started, failure = time.monotonic(), None
+        try:
+            async with contextlib.aclosing(behavior(request, context)) as responses:
+                async for response in responses:
+                    yield response
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            status = {"rpc.response.status_code": _status_of(failure)}
+            metrics.record_rpc(time.monotonic() - started, {**attributes, **status})
+
+    def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        responses = serve(request, context)
+        close_with_the_rpc(responses)  # closed in the RPC's task (agentfleet.grpc_streams)
+        return responses
+
+    return stream
