@@ -1,5 +1,5 @@
 """The README's grpcurl tour, run as written against `agentfleet up --demo` (so the README
-cannot drift from the product)."""
+cannot drift from the product), and its TLS tour against services with mTLS on."""
 
 import asyncio
 import os
@@ -8,9 +8,12 @@ import signal
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
-from agentfleet.testing.services import free_port
+from agentfleet.testing.certificates import CertificateAuthority
+from agentfleet.testing.services import create_service_tokens, free_port, start_process_stack
+from agentfleet.tls import ClientTls
 
 ROOT = Path(__file__).parents[2]
 DEFAULT_PORTS = {"executor": 50051, "toolpool": 50052, "dispatcher": 50053, "history": 50054}
@@ -100,3 +103,80 @@ async def test_the_readme_tour_works_as_written(database_url: str, tmp_path: Pat
     assert '"created": true' in output
     assert '"ok": true' in output
     assert "time__get_current_time" in output
+
+
+def tls_tour_script() -> str:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- tls-tour:start -->", 1)[1].split("<!-- tls-tour:end -->", 1)[0]
+    return re.sub(r"^```\w*$", "", block, flags=re.MULTILINE)
+
+
+@pytest.mark.timeout(180)
+async def test_the_readme_tls_tour_works_as_written(
+    database_url: str, db_pool: asyncpg.Pool, tmp_path: Path, grpcurl: str
+) -> None:
+    """Services with mTLS on, and the README's TLS commands (grpcurl and the CLI) as written."""
+    ca = CertificateAuthority("tour")
+    ca_file = ca.write(tmp_path)
+    cert_file, key_file = ca.issue("service").write(tmp_path, "service")
+    client_cert, client_key = ca.issue("operator").write(tmp_path, "operator")
+    tls_env = {
+        "AGENTFLEET_TLS_CERT_FILE": str(cert_file),
+        "AGENTFLEET_TLS_KEY_FILE": str(key_file),
+        "AGENTFLEET_TLS_CLIENT_CA_FILE": str(ca_file),
+        "AGENTFLEET_TLS_CA_FILE": str(ca_file),
+        "AGENTFLEET_TLS_CLIENT_CERT_FILE": str(client_cert),
+        "AGENTFLEET_TLS_CLIENT_KEY_FILE": str(client_key),
+    }
+    names = ("toolpool", "history", "executor")
+    stack = await start_process_stack(
+        database_url=database_url,
+        log_dir=tmp_path / "logs",
+        names=names,
+        environ={
+            **tls_env,
+            **{f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in names},
+        },
+        service_tokens=await create_service_tokens(db_pool, names),
+        tls=ClientTls(ca_file=ca_file, cert_file=client_cert, key_file=client_key),
+    )
+    try:
+        script = tls_tour_script()
+        for name, address in stack.addresses.items():
+            script = script.replace(f"127.0.0.1:{DEFAULT_PORTS[name]}", address)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTFLEET_", "GEMINI"))}
+        env.update(tls_env)
+        env.update({f"AGENTFLEET_{n.upper()}_ADDR": a for n, a in stack.addresses.items()})
+        env["DATABASE_URL"] = database_url
+        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        tour = await asyncio.create_subprocess_exec(
+            "bash",
+            "-euo",
+            "pipefail",
+            "-c",
+            script,
+            env=env,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(tour.communicate(), 120)
+        output = out.decode()
+        assert tour.returncode == 0, output + err.decode()
+        # The same server in plain text, as a client that forgot TLS would try it.
+        plaintext = await asyncio.create_subprocess_exec(
+            grpcurl,
+            "-plaintext",
+            stack.addresses["executor"],
+            "list",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        await asyncio.wait_for(plaintext.communicate(), 60)
+        assert plaintext.returncode != 0
+    finally:
+        codes = await stack.stop(grace_s=10)
+    assert "agentfleet.v1.ExecutorService" in output
+    assert '"status": "SERVING"' in output
+    assert codes == dict.fromkeys(names, 0), codes

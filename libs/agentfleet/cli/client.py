@@ -2,7 +2,10 @@
 
 Addresses come from ``--executor-addr`` and friends, else the ``AGENTFLEET_<SERVICE>_ADDR``
 settings; the token from ``--token`` else ``AGENTFLEET_TOKEN``; the project from
-``--project`` else ``AGENTFLEET_PROJECT``.
+``--project`` else ``AGENTFLEET_PROJECT``; TLS files from ``--tls-ca-file``,
+``--tls-cert-file`` and ``--tls-key-file``, else ``AGENTFLEET_TLS_CA_FILE``,
+``AGENTFLEET_TLS_CLIENT_CERT_FILE`` and ``AGENTFLEET_TLS_CLIENT_KEY_FILE`` (a CA file turns
+TLS on; the certificate and key are for servers that require mTLS).
 
 Every stub handed out is wrapped so that a failed call raises :class:`CliError` with the
 canonical gRPC code and, for an unreachable service, the address that was tried.
@@ -13,12 +16,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
 
 from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, Settings
+from agentfleet.errors import InvalidArgument
+from agentfleet.tls import ClientTls, client_tls
 from agentfleet.v1 import (
     dispatcher_pb2_grpc,
     executor_pb2_grpc,
@@ -51,6 +57,24 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
             metavar="HOST:PORT",
             help=f"{name} address (default: $AGENTFLEET_{name.upper()}_ADDR)",
         )
+    group.add_argument(
+        "--tls-ca-file",
+        type=Path,
+        metavar="PEM",
+        help="use TLS, verifying the services with this CA (default: $AGENTFLEET_TLS_CA_FILE)",
+    )
+    group.add_argument(
+        "--tls-cert-file",
+        type=Path,
+        metavar="PEM",
+        help="client certificate for mTLS (default: $AGENTFLEET_TLS_CLIENT_CERT_FILE)",
+    )
+    group.add_argument(
+        "--tls-key-file",
+        type=Path,
+        metavar="PEM",
+        help="key of that certificate (default: $AGENTFLEET_TLS_CLIENT_KEY_FILE)",
+    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -60,6 +84,8 @@ class Connection:
     addresses: Mapping[str, str]
     token: str | None
     project_id: str | None
+    tls: ClientTls | None = None
+    """TLS files of the channels; None = plain text."""
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
     @property
@@ -73,7 +99,9 @@ class Connection:
 
     def _stub(self, service: str, stub_class: Callable[[grpc.aio.Channel], Any]) -> GuardedStub:
         if service not in self._channels:
-            self._channels[service] = open_channel(self.addresses[service], token=self.token)
+            self._channels[service] = open_channel(
+                self.addresses[service], token=self.token, tls=self.tls
+            )
         return GuardedStub(stub_class(self._channels[service]), service, self.addresses[service])
 
     def executor(self) -> Any:
@@ -107,7 +135,26 @@ def connection_from(args: argparse.Namespace, settings: Settings) -> Connection:
         addresses=addresses,
         token=getattr(args, "token", None) or settings.client_token,
         project_id=getattr(args, "project", None) or settings.client_project,
+        tls=_tls_from(args, settings),
     )
+
+
+def _tls_from(args: argparse.Namespace, settings: Settings) -> ClientTls | None:
+    """Each TLS flag overrides its setting; TLS is on when a CA file is known."""
+    from_settings = client_tls(settings) or ClientTls()
+    ca_file = getattr(args, "tls_ca_file", None) or from_settings.ca_file
+    cert_file = getattr(args, "tls_cert_file", None) or from_settings.cert_file
+    key_file = getattr(args, "tls_key_file", None) or from_settings.key_file
+    if ca_file is None and cert_file is None:
+        return None
+    if ca_file is None:
+        raise InvalidArgument.for_field("--tls-ca-file", "is needed with --tls-cert-file")
+    if (cert_file is None) != (key_file is None):
+        raise InvalidArgument.for_field("--tls-key-file", "goes with --tls-cert-file")
+    for flag, path in (("ca", ca_file), ("cert", cert_file), ("key", key_file)):
+        if path is not None and not path.is_file():
+            raise InvalidArgument.for_field(f"--tls-{flag}-file", f"{path} is not a file")
+    return ClientTls(ca_file=ca_file, cert_file=cert_file, key_file=key_file)
 
 
 def rpc_error(exc: grpc.aio.AioRpcError, service: str, address: str) -> CliError:
