@@ -20,6 +20,7 @@ import asyncpg
 import structlog
 
 from agentfleet.errors import Unavailable
+from agentfleet.reconnect import database_outage, quiet_pool_reconnects
 
 __all__ = [
     "Listener",
@@ -89,6 +90,7 @@ async def create_pool(
     The first ``min_size`` connections are opened now, so an unreachable server is reported
     here as :class:`Unavailable` rather than at the first query.
     """
+    quiet_pool_reconnects()
     try:
         pool = await asyncpg.create_pool(
             dsn,
@@ -324,13 +326,15 @@ class Listener:
                 try:
                     await self._connect_locked()
                 except Unavailable as exc:
-                    log.warning("listener_reconnect_failed", error=exc.message)
+                    # One warning per outage for the whole process, not one per attempt.
+                    database_outage.lost(exc, what="listen")
                 else:
                     if not self._lost.is_set():
                         break
             # close() cancels this task, so shutdown interrupts the backoff.
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff_s)
+        database_outage.back()
         log.info("listener_reconnected", channels=sorted(self._sinks))
         for callback in list(self._reconnect_callbacks):
             try:

@@ -29,6 +29,9 @@ class RunControl:
     resumed: bool = False
     """The run was claimed after ResumeRun (not after a crash): RUN_STARTED says so and the
     doom-loop count starts afresh."""
+    retry_outages: bool = False
+    """Set by the worker: an execution cut by an outage (:mod:`outages`) is left ``running``
+    for the worker to run again, instead of ending ``failed``."""
 
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

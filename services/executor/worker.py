@@ -8,12 +8,20 @@ too, should the NOTIFY be missed). Every run task is owned by one TaskGroup.
 Shutdown (the ``stopping`` event): stop claiming, let each run reach its next step boundary
 (``RunControl.draining``), and after ``drain_s`` cancel what is left; released runs keep
 status ``running`` with an expired lease, for crash recovery to take over.
+
+A PostgreSQL restart or failover (or the toolpool away) fails no run: the run's writes are
+retried (:class:`RunRecorder`), and an execution cut anyway (a read, or an outage longer
+than the writes wait) is run again by this worker from what it recorded, once the database
+answers -- for up to ``outage_s``, after which the run ends ``failed`` as usual. Claims and
+heartbeats failing meanwhile log one warning per outage, not a traceback each; a lease that
+expired during the outage is renewed by the next heartbeat if no other worker took it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 import uuid
@@ -23,7 +31,14 @@ from typing import Protocol
 import structlog
 
 from agentfleet.db import Listener, Notification
+from agentfleet.reconnect import (
+    DISCONNECT_RETRY_S,
+    database_outage,
+    is_disconnect,
+    retry_on_disconnect,
+)
 from services.executor.loop import RunControl
+from services.executor.outages import is_outage
 from services.executor.queue import (
     CANCEL_CHANNEL,
     QUEUED_CHANNEL,
@@ -74,6 +89,8 @@ class RunWorker:
     """Fallback claim interval when no NOTIFY arrives."""
     drain_s: float = 10.0
     """At shutdown, how long runs get to reach a step boundary before they are cancelled."""
+    outage_s: float = DISCONNECT_RETRY_S
+    """How long a run cut by an outage is run again before its failure is recorded."""
     _active: dict[str, _ActiveRun] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -119,8 +136,13 @@ class RunWorker:
                 if free > 0:
                     try:
                         claimed = await self._claim(free)
-                    except Exception:
-                        log.exception("claim_failed")
+                    except Exception as exc:
+                        if is_disconnect(exc):
+                            database_outage.lost(exc, what="claiming runs")
+                        else:
+                            log.exception("claim_failed")
+                    else:
+                        database_outage.back()
                 for run, resumed in claimed:
                     self._start(group, run, resumed=resumed)
                 if claimed and len(claimed) == free:
@@ -139,10 +161,17 @@ class RunWorker:
         """Runs to execute, at most ``free``: first those whose lease expired (crash
         recovery, released at shutdown, resumed), then queued ones. ``True`` = resumed."""
         claimed = await self.queue.claim(self.owner, self.lease_s, limit=free)
+        taken: list[tuple[RunRecord, bool]] = []
         for run, previous in claimed:
+            if run.id in self._active:
+                # Our own run, whose lease expired while the database was away: the claim
+                # renewed it; the execution under way goes on.
+                log.info("lease_renewed_after_outage", run_id=run.id)
+                continue
             if previous is not None:
                 log.info("run_taken_over", run_id=run.id, previous_owner=previous)
-        return [(run, previous == RESUME_LEASE_OWNER) for run, previous in claimed]
+            taken.append((run, previous == RESUME_LEASE_OWNER))
+        return taken
 
     def _start(self, group: asyncio.TaskGroup, run: RunRecord, *, resumed: bool = False) -> None:
         active = _ActiveRun(run=run, control=RunControl(resumed=resumed))
@@ -156,7 +185,7 @@ class RunWorker:
             # Cancelled before it began: the loop's first await ends the run cancelled.
             asyncio.current_task().cancel()  # type: ignore[union-attr]
         try:
-            await self.executor.execute(run, active.control)
+            await self._execute_through_outages(active)
         except asyncio.CancelledError:
             # Shutdown cut the run short: the run stays running for crash recovery.
             log.info("run_interrupted", run_id=run.id)
@@ -169,17 +198,67 @@ class RunWorker:
                 await asyncio.shield(self.queue.release([run.id], self.owner))
             self._wake.set()
 
+    async def _execute_through_outages(self, active: _ActiveRun) -> None:
+        """Executes the run; an execution cut by an outage runs again from what it recorded
+        once the database answers (its lease kept by the heartbeats), within ``outage_s``."""
+        control = active.control
+        deadline = asyncio.get_running_loop().time() + self.outage_s
+        backoff_s = 0.2
+        while True:
+            control.retry_outages = asyncio.get_running_loop().time() < deadline
+            try:
+                await self.executor.execute(active.run, control)
+                return
+            except Exception as exc:
+                if not (control.retry_outages and is_outage(exc)):
+                    raise
+                if is_disconnect(exc):
+                    database_outage.lost(exc, what="running a run")
+                else:
+                    log.info("run_waits_for_toolpool", run_id=active.run.id, error=str(exc))
+            # The toolpool answering UNAVAILABLE is not waited for below: back off a little.
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 2.0)
+            run = active.run
+            try:
+                current = await retry_on_disconnect(
+                    functools.partial(self.queue.get, run.project_id, run.id),
+                    what="reloading a run",
+                    budget_s=max(0.0, deadline - asyncio.get_running_loop().time()),
+                )
+            except Exception as exc:
+                if not is_disconnect(exc):
+                    raise
+                # Still away: the next execution records the failure.
+                continue
+            if current.status != "running" or current.lease_owner != self.owner:
+                log.info("run_moved_on_during_outage", run_id=run.id, status=current.status)
+                return
+            active.run = current
+            log.info("run_continued_after_outage", run_id=run.id)
+
     async def _heartbeat_loop(self, stopping: asyncio.Event) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             ids = list(self._active)
             try:
                 result = await self.queue.heartbeat(ids, self.owner, self.lease_s)
-            except Exception:
-                log.exception("heartbeat_failed", runs=len(ids))
+            except Exception as exc:
+                if is_disconnect(exc):
+                    database_outage.lost(exc, what="renewing leases")
+                else:
+                    log.exception("heartbeat_failed", runs=len(ids))
                 continue
-            for run_id in ids:
-                if run_id not in result.held and run_id in self._active:
+            lost = [i for i in ids if i not in result.held and i in self._active]
+            if lost:
+                try:
+                    lost = [i for i in lost if i not in await self.queue.ended(lost)]
+                except Exception as exc:
+                    if not is_disconnect(exc):
+                        log.exception("heartbeat_failed", runs=len(lost))
+                    continue  # decided at the next heartbeat
+            for run_id in lost:
+                if run_id in self._active:
                     log.warning("lease_lost", run_id=run_id)
                     self._cancel_task(run_id)
             for run_id in result.cancel_requested:

@@ -1,0 +1,131 @@
+"""What a run's write had already committed when its connection was lost (a PostgreSQL
+restart or failover between the commit and its reply), so that :class:`RunRecorder` retries
+it without applying it twice.
+
+Each write of a run is recognisable after the fact: one that adds a message by the message
+at its seq (a run's message seqs are unique, and only the worker holding the lease adds
+them); one that only appends events by the run's newest events being that batch; the end of
+the run by the run row's status. Events written with a message share its transaction's
+``created_at`` (``now()`` is the transaction's start), which finds them again to publish.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import asyncpg
+
+from agentfleet import events
+from agentfleet.reconnect import retry_on_disconnect
+from services.executor.runs import RunRecord
+
+T = TypeVar("T")
+
+
+async def message_written(pool: asyncpg.Pool, *, run_id: str, seq: int) -> bool:
+    """Whether the run already has its message number ``seq``."""
+    return bool(
+        await pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM kb.agent_run_messages "
+            "WHERE run_id = $1::uuid AND seq = $2)",
+            run_id,
+            seq,
+        )
+    )
+
+
+async def events_with_message(pool: asyncpg.Pool, *, run_id: str, seq: int) -> list[asyncpg.Record]:
+    """The events committed in the transaction that wrote message ``seq``, in seq order."""
+    return await pool.fetch(
+        """
+        SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
+               e.created_at
+        FROM kb.agent_run_messages m
+        JOIN kb.agent_run_events e ON e.run_id = m.run_id AND e.created_at = m.created_at
+        WHERE m.run_id = $1::uuid AND m.seq = $2
+        ORDER BY e.seq
+        """,
+        run_id,
+        seq,
+    )
+
+
+async def events_appended(
+    pool: asyncpg.Pool, *, run_id: str, batch: Sequence[events.RunEvent]
+) -> list[asyncpg.Record] | None:
+    """The run's newest events when they are ``batch`` (same types, agents and payloads, in
+    order): the rows to publish; None when the batch is not there."""
+    if not batch:
+        return []
+    rows = await pool.fetch(
+        """
+        SELECT run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+        FROM kb.agent_run_events WHERE run_id = $1::uuid
+        ORDER BY seq DESC LIMIT $2
+        """,
+        run_id,
+        len(batch),
+    )
+    rows.reverse()
+    if len(rows) != len(batch):
+        return None
+    for row, event in zip(rows, batch, strict=True):
+        # The payload as the jsonb column gives it back (tuples become lists, and so on).
+        payload = json.loads(json.dumps(events.event_payload(event)))
+        if (row["type"], row["agent_name"], row["payload"]) != (
+            event.type,
+            event.agent_name,
+            payload,
+        ):
+            return None
+    return rows
+
+
+async def finished_with(
+    pool: asyncpg.Pool, run: RunRecord, status: str
+) -> tuple[RunRecord, list[asyncpg.Record]] | None:
+    """The run row and the events of the commit that ended it, when it ended ``status``;
+    None otherwise. The end's events share its ``completed_at`` (the transaction's now())."""
+    row = await pool.fetchrow(
+        "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid",
+        run.project_id,
+        run.id,
+    )
+    if row is None or row["status"] != status or row["completed_at"] is None:
+        return None
+    rows = await pool.fetch(
+        """
+        SELECT run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+        FROM kb.agent_run_events WHERE run_id = $1::uuid AND created_at = $2
+        ORDER BY seq
+        """,
+        run.id,
+        row["completed_at"],
+    )
+    return RunRecord.from_row(row), rows
+
+
+async def write_once(
+    write: Callable[[], Awaitable[T]],
+    *,
+    committed: Callable[[], Awaitable[T | None]],
+    what: str,
+    pool: asyncpg.Pool,
+) -> T:
+    """Runs ``write``, through database outages (:func:`retry_on_disconnect`); before each
+    new attempt asks ``committed`` whether the cut one had committed after all -- its
+    result if so (the write is then not run again), None if not."""
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1:
+            earlier = await committed()
+            if earlier is not None:
+                return earlier
+        return await write()
+
+    return await retry_on_disconnect(attempt, what=what, pool=pool)
