@@ -31,6 +31,8 @@ class RunFilters:
     created_before: datetime | None = None
     include_internal_agents: bool = False
     task_id: str | None = None
+    thread_id: str | None = None
+    """Runs of one thread (agent_runs_thread_idx)."""
 
     def digest_fields(self) -> dict[str, Any]:
         """What a page token is bound to."""

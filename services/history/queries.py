@@ -74,6 +74,10 @@ class HistoryQueries:
             conditions.append(f"r.root_run_id = {param(filters.root_run_id, '::uuid')}")
         if filters.task_id:
             conditions.append(f"r.task_id = {param(filters.task_id, '::uuid')}")
+        if filters.thread_id:
+            conditions.append(
+                f"r.thread_id = {param(filters.thread_id)} AND r.thread_id IS NOT NULL"
+            )
         if filters.top_level_only:
             conditions.append("r.parent_run_id IS NULL")
         if filters.created_after is not None:

@@ -81,6 +81,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             created_before=_child_time(request, "created_before"),
             include_internal_agents=request.include_internal_agents,
             task_id=_uuid(request.task_id, "task_id", required=False),
+            thread_id=request.thread_id or None,
         )
         digest = filters.digest_fields()
         after = decode_page_token(request.page_token, digest, arity=2)

@@ -7,6 +7,10 @@ from the database, once for all of the run's watchers in this process, and each 
 takes the part after its own last seq. Events therefore always come from the store — any
 replica serves any run, a lost notification costs latency, never an event, and the stream
 is byte-identical to a replay. After a listener reconnect every feed re-reads.
+
+The transient MODEL_TEXT_DELTA pieces of streamed replies (:mod:`agentfleet.events_delta`)
+come on their own channel to each live watcher of the run, which sends them before the
+stored event they precede; they are never stored, so a replay has none.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import asyncpg
 import structlog
 
 from agentfleet import events as ev
+from agentfleet import events_delta, metrics
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.v1 import common_pb2
@@ -45,10 +50,15 @@ class RunEventWatch:
         """run_id -> project_id -> feed. A run has one project; the key keeps a feed's
         reads scoped by the project its watchers were checked against."""
         self._ready = asyncio.Event()
+        self._deltas: dict[str, set[events_delta.DeltaFollower]] = {}
+        """run_id -> the delta followers of its live watchers."""
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Background loop: LISTEN until the service stops (the Listener reconnects itself)."""
         await self._listener.start()
+        # Deltas first: the listening connection's last statement then names the events
+        # channel, which is what operators (and tests) look for in pg_stat_activity.
+        await self._listener.subscribe(events_delta.DELTA_CHANNEL, self._on_delta)
         await self._listener.subscribe(ev.CHANNEL, self._on_notification)
         self._listener.add_reconnect_callback(self._wake_all)
         self._ready.set()
@@ -71,6 +81,28 @@ class RunEventWatch:
         run_id, seq = parsed
         for feed in self._feeds.get(run_id, {}).values():
             feed.notify(seq)
+
+    def _on_delta(self, notification: Notification) -> None:
+        delta = events_delta.decode_delta(notification.payload)
+        if delta is None:
+            return
+        for follower in self._deltas.get(delta.run_id, ()):
+            follower.offer(delta)
+
+    @contextlib.contextmanager
+    def _following_deltas(
+        self, run_id: str, waiter: asyncio.Event
+    ) -> Iterator[events_delta.DeltaFollower]:
+        follower = events_delta.DeltaFollower(run_id, wake=waiter)
+        self._deltas.setdefault(run_id, set()).add(follower)
+        try:
+            yield follower
+        finally:
+            followers = self._deltas.get(run_id)
+            if followers is not None:
+                followers.discard(follower)
+                if not followers:
+                    del self._deltas[run_id]
 
     def _wake_all(self) -> None:
         for feeds in self._feeds.values():
@@ -117,13 +149,26 @@ class RunEventWatch:
         last = after_seq
         # Joined before the first read, so a commit between the read and the wait still
         # wakes us.
-        with self._joined(project_id, run_id, target) as (feed, waiter):
+        parent = str(target.parent_run_id) if target.parent_run_id else None
+        with (
+            self._joined(project_id, run_id, target) as (feed, waiter),
+            self._following_deltas(run_id, waiter) as deltas,
+            metrics.watch_subscriber(),
+        ):
             need, first = NO_READ, True
             while True:
                 waiter.clear()
+                for delta in deltas.take(last):
+                    yield events_delta.delta_to_proto(
+                        delta, parent_run_id=parent, trace_id=target.trace_id
+                    )
                 step = await self._next_step(feed, last, need=need, first=first)
                 first = False
                 for event in step.events:
+                    for delta in deltas.take(last, upto=event.seq):
+                        yield events_delta.delta_to_proto(
+                            delta, parent_run_id=parent, trace_id=target.trace_id
+                        )
                     last = event.seq
                     if include_internal or not event.is_internal:
                         yield event.message

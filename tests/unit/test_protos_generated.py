@@ -35,7 +35,7 @@ SERVICES: dict[str, ServiceDescriptor] = {
 
 # DESIGN §2, exactly: adding or removing an RPC is a contract change and must update this.
 DESIGN_RPCS: dict[str, set[str]] = {
-    "ExecutorService": {"StartRun", "TriggerRun", "CancelRun", "ResumeRun"},
+    "ExecutorService": {"StartRun", "TriggerRun", "CancelRun", "ResumeRun", "DecideToolCall"},
     "AgentRegistryService": {
         "InstallProduct",
         "UninstallProduct",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
+from agentfleet.cli.approvals import add_approval_commands
 from agentfleet.cli.client import Connection, add_connection_flags
 from agentfleet.cli.render import RUN_STATUS_CHOICES
 
@@ -40,7 +41,8 @@ def _paging(parser: argparse.ArgumentParser) -> None:
 
 
 def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Adds run, runs, show, tree, cancel, resume, install, agents, mcp, secret and dag."""
+    """Adds run, runs, show, tree, cancel, resume, install, agents, mcp, secret, dag,
+    approvals, approve and reject."""
     run = _command(commands, "run", "run an agent and watch its run tree live", "run:run_agent")
     run.add_argument("agent")
     run.add_argument("input")
@@ -129,6 +131,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     watch.add_argument("graph_id", metavar="GRAPH")
     for sub in dag_commands.choices.values():
         _leaf_flags(sub)
+    add_approval_commands(commands, _command)
 
 
 def resolve_handler(spec: str) -> Handler:

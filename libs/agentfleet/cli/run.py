@@ -4,6 +4,9 @@ The root run's events come from the executor's stream (StartRun / ResumeRun); ea
 announced by a CHILD_RUN_STARTED event is followed with the history service's WatchRun
 (which replays from the start, so nothing before the watch began is missed). The persisted
 run tree is fetched once a second for steps and tokens, and once more at the end.
+
+A definition with ``streaming`` set sends its replies as MODEL_TEXT_DELTA pieces: the root
+run's text is printed under the tree as it comes (``--json`` prints every piece as an event).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 from google.protobuf.duration_pb2 import Duration
+from rich.console import Group, RenderableType
 from rich.live import Live
+from rich.text import Text
 
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.live import RunTreeView
@@ -22,6 +27,34 @@ from agentfleet.cli.render import console, print_json, run_status, styled_status
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 
 TREE_REFRESH_S = 1.0
+STREAMED_LINES = 20
+"""Lines of the streaming reply shown under the tree (the tail)."""
+
+
+class StreamedText:
+    """The root run's reply text as it streams in, for the live view."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.text = ""
+
+    def apply(self, event: common_pb2.RunEvent, *, root_run_id: str | None) -> bool:
+        """Takes a MODEL_TEXT_DELTA of the root run's answer text; True when it did."""
+        if event.WhichOneof("payload") != "model_text_delta" or event.run_id != root_run_id:
+            return False
+        delta = event.model_text_delta
+        if delta.thought:
+            return False
+        if delta.step != self.step:
+            self.step, self.text = delta.step, ""
+        self.text += delta.text
+        return True
+
+    def render(self, tree: RenderableType) -> RenderableType:
+        if not self.text:
+            return tree
+        tail = "\n".join(self.text.splitlines()[-STREAMED_LINES:])
+        return Group(tree, Text(tail))
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -75,6 +108,7 @@ async def follow(
 ) -> int:
     """Shows a run tree live until the root run's stream ends; returns the exit code."""
     view = RunTreeView()
+    streamed = StreamedText()
     queue: asyncio.Queue[common_pb2.RunEvent | None] = asyncio.Queue()
     history = conn.history()
     finished = asyncio.Event()
@@ -101,13 +135,17 @@ async def follow(
             while (event := await queue.get()) is not None:
                 if json_mode:
                     print_json(event)
+                if streamed.apply(event, root_run_id=view.root_run_id or event.run_id):
+                    if live is not None:
+                        live.update(streamed.render(view.render()))
+                    continue
                 for child_id in view.apply(event):
                     watch = history.WatchRun(
                         history_pb2.WatchRunRequest(project_id=conn.project, run_id=child_id)
                     )
                     watchers.append(tasks.create_task(pump(watch, root=False)))
                 if live is not None:
-                    live.update(view.render())
+                    live.update(streamed.render(view.render()))
         finished.set()
         # Children end before their parent does; whatever a watcher has not shown yet is
         # in the persisted tree fetched below.

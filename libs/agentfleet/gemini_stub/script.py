@@ -2,8 +2,10 @@
 
 A :class:`Script` is matched to a request by a substring of its system instruction and/or its
 model name; specific scripts are tried in the order they were added (first match wins) and a
-script with no matcher is the default. A script answers either with a fixed sequence of
-:class:`Reply` steps or with a policy function that reads the request.
+script with no matcher is the default. A book may also have a *fallback* for the requests
+nothing else answers (``agentfleet up`` gives its stub one: :mod:`.offline_model`); it is
+configuration, not a script, so resetting the scripts keeps it. A script answers either with
+a fixed sequence of :class:`Reply` steps or with a policy function that reads the request.
 
 Everything here is pure (no I/O), so matching and sequencing are tested without a server.
 """
@@ -72,7 +74,14 @@ class Reply:
     """Explicit usage metadata; otherwise about one token per four characters."""
     finish_reason: str = "STOP"
     stream_chunk_chars: int | None = None
-    """For streamed answers: split the text into chunks of this many characters."""
+    """For streamed answers: split the thought and the text into chunks of this many
+    characters (None: one chunk each)."""
+    stream_chunk_delay_s: float = 0.0
+    """For streamed answers (``alt=sse``): pause between two chunks, as a real model
+    produces its tokens over time."""
+    thought: str | None = None
+    """A thought summary (``"thought": true`` part) sent before the text, as Gemini does
+    with ``include_thoughts``; streamed in chunks like the text."""
 
     def __post_init__(self) -> None:
         self.calls = tuple(self.calls)
@@ -90,10 +99,14 @@ class Reply:
             raise ValueError(f"error_status must be 4xx or 5xx, got {self.error_status}")
         if self.delay_s < 0:
             raise ValueError("delay_s must be >= 0")
+        if self.stream_chunk_delay_s < 0:
+            raise ValueError("stream_chunk_delay_s must be >= 0")
 
     def content(self) -> types.Content:
         """The model turn this reply stands for (text first, then calls)."""
         parts: list[types.Part] = []
+        if self.thought is not None:
+            parts.append(types.Part(text=self.thought, thought=True))
         if self.text is not None:
             parts.append(types.Part(text=self.text))
         parts.extend(
@@ -150,10 +163,18 @@ class ScriptExhausted(LookupError):
 class ScriptBook:
     """The stub's scripts and their counters; chooses the reply for each request."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fallback: Script | None = None) -> None:
+        """``fallback`` answers what no script (not even a default) matches; without it
+        such a request is a :class:`ScriptExhausted` error, which makes a test fail loudly."""
         self._scripts: list[Script] = []
         self._default: Script | None = None
+        self._fallback = fallback
         self._used: dict[str, int] = {}
+        self._count_fallback()
+
+    def _count_fallback(self) -> None:
+        if self._fallback is not None:
+            self._used[self._fallback.name] = 0
 
     def add(self, script: Script) -> None:
         """Adds a script; names are unique and there is at most one default."""
@@ -171,16 +192,19 @@ class ScriptBook:
         self._used[script.name] = 0
 
     def clear(self) -> None:
+        """Forgets the scripts and every counter; keeps the fallback."""
         self._scripts.clear()
         self._default = None
         self._used.clear()
+        self._count_fallback()
 
     def find(self, request: StubRequest) -> Script | None:
-        """The first matching script in insertion order, else the default."""
+        """The first matching script in insertion order, else the default, else the
+        fallback."""
         for script in self._scripts:
             if script.matches(request):
                 return script
-        return self._default
+        return self._default if self._default is not None else self._fallback
 
     def used(self, name: str) -> int:
         """How many requests the named script has answered."""
@@ -194,7 +218,9 @@ class ScriptBook:
         return len(script.replies) - self._used[name]
 
     def scripts(self) -> list[Script]:
-        return [*self._scripts, *([self._default] if self._default else [])]
+        """In matching order: the specific scripts, the default, the fallback."""
+        last = [script for script in (self._default, self._fallback) if script is not None]
+        return [*self._scripts, *last]
 
     async def next_reply(self, request: StubRequest) -> tuple[Script, Reply]:
         """Chooses the script and the reply; raises :class:`ScriptExhausted` with a message

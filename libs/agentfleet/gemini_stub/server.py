@@ -34,13 +34,14 @@ _METHODS = frozenset({"generateContent", "streamGenerateContent"})
 class GeminiStub:
     """A scripted offline model. Start it, point google-genai's ``base_url`` at it."""
 
-    def __init__(self, *, record_requests: bool = True) -> None:
-        """``record_requests`` False keeps no request once it is answered, so
+    def __init__(self, *, record_requests: bool = True, fallback: Script | None = None) -> None:
+        """``fallback`` answers requests no script matches (see :class:`ScriptBook`); without
+        one they get HTTP 500. ``record_requests`` False keeps no request once it is answered, so
         :attr:`requests` stays empty. For long benchmarks: every recorded body (a whole
         conversation, parsed) stays alive, and over a run of hundreds of steps that heap
         makes the stub's full garbage collections pause for 100 ms and more, which then
         shows up as slow model calls."""
-        self._book = ScriptBook()
+        self._book = ScriptBook(fallback=fallback)
         self._record_requests = record_requests
         self._requests: list[StubRequest] = []
         self._arrived = asyncio.Condition()
@@ -198,7 +199,11 @@ class GeminiStub:
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
         payloads = [wire.MALFORMED_BODY] if reply.malformed else [json.dumps(c) for c in chunks]
-        for payload in payloads:
+        for index, payload in enumerate(payloads):
+            if index and reply.stream_chunk_delay_s:
+                # Each chunk leaves on its own, as a model produces tokens over time.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(release.wait(), reply.stream_chunk_delay_s)
             await stream.write(f"data: {payload}\r\n\r\n".encode())
         await stream.write_eof()
         return stream

@@ -50,9 +50,13 @@ def reply_error_body(reply: Reply) -> dict[str, Any]:
     return error_body(reply.error_status, message)
 
 
-def _parts(reply: Reply, text: str | None, with_calls: bool) -> list[dict[str, Any]]:
+def _parts(
+    reply: Reply, text: str | None, with_calls: bool, *, thought: bool = False
+) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    if text is not None:
+    if thought and text is not None:
+        parts.append({"text": text, "thought": True})
+    elif text is not None:
         parts.append({"text": text})
     if with_calls:
         for call in reply.calls:
@@ -112,27 +116,33 @@ def generate_response(reply: Reply, request: StubRequest, response_id: str) -> d
     """The body of a ``generateContent`` answer."""
     if reply.empty:
         return empty_response(reply, request, response_id)
+    parts = _parts(reply, reply.thought, False, thought=True) + _parts(reply, reply.text, True)
     return {
-        "candidates": [_candidate(_parts(reply, reply.text, True), reply.finish_reason)],
+        "candidates": [_candidate(parts, reply.finish_reason)],
         "usageMetadata": usage_metadata(reply, request),
     } | _envelope(request, response_id)
 
 
 def stream_responses(reply: Reply, request: StubRequest, response_id: str) -> list[dict[str, Any]]:
-    """The chunks of a ``streamGenerateContent`` answer: the text in pieces, then the calls,
-    finish reason and usage in the last chunk (as the real API streams them)."""
+    """The chunks of a ``streamGenerateContent`` answer: the thought, then the text, in
+    pieces, then the calls, finish reason and usage in the last chunk (as the real API
+    streams them)."""
     if reply.empty:
         return [empty_response(reply, request, response_id)]
-    pieces = _split(reply.text, reply.stream_chunk_chars)
+    size = reply.stream_chunk_chars
+    pieces = [(p, True) for p in _split(reply.thought, size)]
+    pieces += [(p, False) for p in _split(reply.text, size)]
     chunks = [
-        {"candidates": [_candidate(_parts(reply, piece, False), None)]}
+        {"candidates": [_candidate(_parts(reply, piece, False, thought=thought), None)]}
         | _envelope(request, response_id)
-        for piece in pieces[:-1]
+        for piece, thought in pieces[:-1]
     ]
-    last = pieces[-1] if pieces else None
+    last, last_thought = pieces[-1] if pieces else (None, False)
     chunks.append(
         {
-            "candidates": [_candidate(_parts(reply, last, True), reply.finish_reason)],
+            "candidates": [
+                _candidate(_parts(reply, last, True, thought=last_thought), reply.finish_reason)
+            ],
             "usageMetadata": usage_metadata(reply, request),
         }
         | _envelope(request, response_id)

@@ -8,12 +8,16 @@ raises AssertionError listing them. The rules (DESIGN §4, §5):
   queued run may have none yet). A run ResumeRun just re-opened carries the marker owner
   ``resume-requested`` with an expired lease on purpose; it is accepted.
 - ``tool_pairing``: every TOOL_REQUEST event has exactly one TOOL_RESPONSE with the same
-  tool_call_id in the same run (a still-running run may have requests in flight), and no
+  tool_call_id in the same run (a queued, running or waiting run may have requests in
+  flight or held for approval), and no
   TOOL_RESPONSE answers a request that was never made.
 - ``event_seq``: event seqs of a run are exactly 1..max.
 - ``terminal_times``: terminal runs have completed_at and duration_ms.
 - ``terminal_lease``: terminal and paused runs hold no lease.
-- ``open_tool_calls``: terminal and paused runs have no tool call row left ``started``.
+- ``open_tool_calls``: terminal and paused runs have no tool call row left ``started``,
+  ``awaiting_approval`` or ``approved``.
+- ``waiting_state``: a ``waiting`` run holds no lease and has at least one call
+  ``awaiting_approval`` (several when one step held several calls); no other run has one.
 - ``run_tree``: a child's parent exists in the same project, has the same root_run_id, and
   the child's depth is the parent's + 1; a top-level run is its own root at depth 0.
 - ``message_seq``: message seqs of a run are exactly 0..max.
@@ -47,6 +51,10 @@ class Rule:
 
 
 _PROJECT = "($1::text IS NULL OR r.project_id = $1)"
+_AWAITING = (
+    "SELECT 1 FROM kb.agent_run_tool_calls t "
+    "WHERE t.run_id = r.id AND t.status = 'awaiting_approval'"
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -80,7 +88,7 @@ RULES: tuple[Rule, ...] = (
             FROM calls c JOIN kb.agent_runs r ON r.id = c.run_id
             WHERE c.requests <> 1
                OR c.responses > 1
-               OR (c.responses = 0 AND r.status NOT IN ('queued', 'running'))""",
+               OR (c.responses = 0 AND r.status NOT IN ('queued', 'running', 'waiting'))""",
         describe="run {id} ({status}): tool call {tool_call_id!r} has {requests} "
         "TOOL_REQUEST and {responses} TOOL_RESPONSE events",
     ),
@@ -119,9 +127,23 @@ RULES: tuple[Rule, ...] = (
             SELECT r.id, r.status, t.tool_call_id, t.tool_name
             FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
             WHERE {_PROJECT} AND (r.status = ANY($2::text[]) OR r.status = 'paused')
-              AND t.status = 'started'""",
-        describe="run {id} is {status} but tool call {tool_call_id!r} ({tool_name}) "
-        "is still started",
+              AND t.status IN ('started', 'awaiting_approval', 'approved')""",
+        describe="run {id} is {status} but tool call {tool_call_id!r} ({tool_name}) is still open",
+    ),
+    Rule(
+        name="waiting_state",
+        sql=f"""
+            SELECT r.id, r.status, r.lease_owner, r.waiting_since
+            FROM kb.agent_runs r
+            WHERE {_PROJECT}
+              AND CASE WHEN r.status = 'waiting'
+                       THEN r.lease_owner IS NOT NULL OR r.waiting_since IS NULL
+                            OR NOT EXISTS ({_AWAITING})
+                       ELSE EXISTS ({_AWAITING})
+                  END""",
+        describe="run {id} is {status} (lease owner {lease_owner}, waiting since "
+        "{waiting_since}): a waiting run holds no lease and has a call awaiting approval, "
+        "and only a waiting run has one",
     ),
     Rule(
         name="run_tree",

@@ -21,6 +21,7 @@ class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_STATUS_FAILED: _ClassVar[RunStatus]
     RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
     RUN_STATUS_PAUSED: _ClassVar[RunStatus]
+    RUN_STATUS_WAITING: _ClassVar[RunStatus]
 
 class FlowType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -53,6 +54,9 @@ class ToolCallStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CALL_STATUS_FAILED: _ClassVar[ToolCallStatus]
     TOOL_CALL_STATUS_REFUSED: _ClassVar[ToolCallStatus]
     TOOL_CALL_STATUS_INTERRUPTED: _ClassVar[ToolCallStatus]
+    TOOL_CALL_STATUS_AWAITING_APPROVAL: _ClassVar[ToolCallStatus]
+    TOOL_CALL_STATUS_APPROVED: _ClassVar[ToolCallStatus]
+    TOOL_CALL_STATUS_REJECTED: _ClassVar[ToolCallStatus]
 
 class ToolSourceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -74,6 +78,7 @@ class RunEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_EVENT_TYPE_SAFETY: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_STATUS_CHANGED: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_RUN_FINISHED: _ClassVar[RunEventType]
+    RUN_EVENT_TYPE_MODEL_TEXT_DELTA: _ClassVar[RunEventType]
 
 class SafetyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -87,6 +92,8 @@ class SafetyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SAFETY_KIND_TOTAL_STEP_CAP: _ClassVar[SafetyKind]
     SAFETY_KIND_TOOL_NOT_ALLOWED: _ClassVar[SafetyKind]
     SAFETY_KIND_CALL_AFTER_SOFT_STOP: _ClassVar[SafetyKind]
+    SAFETY_KIND_APPROVAL_REQUIRED: _ClassVar[SafetyKind]
+    SAFETY_KIND_APPROVAL_DEADLINE: _ClassVar[SafetyKind]
 RUN_STATUS_UNSPECIFIED: RunStatus
 RUN_STATUS_QUEUED: RunStatus
 RUN_STATUS_RUNNING: RunStatus
@@ -94,6 +101,7 @@ RUN_STATUS_COMPLETED: RunStatus
 RUN_STATUS_FAILED: RunStatus
 RUN_STATUS_CANCELLED: RunStatus
 RUN_STATUS_PAUSED: RunStatus
+RUN_STATUS_WAITING: RunStatus
 FLOW_TYPE_UNSPECIFIED: FlowType
 FLOW_TYPE_SINGLE: FlowType
 FLOW_TYPE_SEQUENTIAL: FlowType
@@ -114,6 +122,9 @@ TOOL_CALL_STATUS_COMPLETED: ToolCallStatus
 TOOL_CALL_STATUS_FAILED: ToolCallStatus
 TOOL_CALL_STATUS_REFUSED: ToolCallStatus
 TOOL_CALL_STATUS_INTERRUPTED: ToolCallStatus
+TOOL_CALL_STATUS_AWAITING_APPROVAL: ToolCallStatus
+TOOL_CALL_STATUS_APPROVED: ToolCallStatus
+TOOL_CALL_STATUS_REJECTED: ToolCallStatus
 TOOL_SOURCE_KIND_UNSPECIFIED: ToolSourceKind
 TOOL_SOURCE_KIND_BUILTIN: ToolSourceKind
 TOOL_SOURCE_KIND_MCP: ToolSourceKind
@@ -129,6 +140,7 @@ RUN_EVENT_TYPE_CHILD_RUN_FINISHED: RunEventType
 RUN_EVENT_TYPE_SAFETY: RunEventType
 RUN_EVENT_TYPE_STATUS_CHANGED: RunEventType
 RUN_EVENT_TYPE_RUN_FINISHED: RunEventType
+RUN_EVENT_TYPE_MODEL_TEXT_DELTA: RunEventType
 SAFETY_KIND_UNSPECIFIED: SafetyKind
 SAFETY_KIND_STEP_LIMIT: SafetyKind
 SAFETY_KIND_TIMEOUT: SafetyKind
@@ -139,6 +151,8 @@ SAFETY_KIND_TOKEN_BUDGET: SafetyKind
 SAFETY_KIND_TOTAL_STEP_CAP: SafetyKind
 SAFETY_KIND_TOOL_NOT_ALLOWED: SafetyKind
 SAFETY_KIND_CALL_AFTER_SOFT_STOP: SafetyKind
+SAFETY_KIND_APPROVAL_REQUIRED: SafetyKind
+SAFETY_KIND_APPROVAL_DEADLINE: SafetyKind
 
 class ToolSource(_message.Message):
     __slots__ = ("kind", "mcp_server")
@@ -163,7 +177,7 @@ class ModelConfig(_message.Message):
     def __init__(self, provider: _Optional[str] = ..., name: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AgentDefinition(_message.Message):
-    __slots__ = ("id", "project_id", "name", "description", "system_prompt", "model", "tools", "flow_type", "sub_agents", "max_iterations", "max_steps", "default_timeout", "visibility", "is_default", "tags", "trigger", "config", "product_name", "version", "create_time", "update_time")
+    __slots__ = ("id", "project_id", "name", "description", "system_prompt", "model", "tools", "flow_type", "sub_agents", "max_iterations", "max_steps", "default_timeout", "visibility", "is_default", "tags", "trigger", "config", "product_name", "version", "create_time", "update_time", "output_schema", "streaming")
     ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +199,8 @@ class AgentDefinition(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     name: str
@@ -206,7 +222,9 @@ class AgentDefinition(_message.Message):
     version: int
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., flow_type: _Optional[_Union[FlowType, str]] = ..., sub_agents: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., max_steps: _Optional[int] = ..., default_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., visibility: _Optional[_Union[Visibility, str]] = ..., is_default: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., trigger: _Optional[str] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., product_name: _Optional[str] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    output_schema: _struct_pb2.Struct
+    streaming: bool
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., flow_type: _Optional[_Union[FlowType, str]] = ..., sub_agents: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., max_steps: _Optional[int] = ..., default_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., visibility: _Optional[_Union[Visibility, str]] = ..., is_default: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., trigger: _Optional[str] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., product_name: _Optional[str] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., streaming: _Optional[bool] = ...) -> None: ...
 
 class AgentSummary(_message.Message):
     __slots__ = ("name", "description", "flow_type", "visibility", "tools", "model_name", "product_name", "exists")
@@ -229,7 +247,7 @@ class AgentSummary(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., flow_type: _Optional[_Union[FlowType, str]] = ..., visibility: _Optional[_Union[Visibility, str]] = ..., tools: _Optional[_Iterable[str]] = ..., model_name: _Optional[str] = ..., product_name: _Optional[str] = ..., exists: _Optional[bool] = ...) -> None: ...
 
 class AgentRun(_message.Message):
-    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time")
+    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time", "output", "thread_id")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -266,6 +284,8 @@ class AgentRun(_message.Message):
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUEST_TIME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     agent_definition_id: str
@@ -295,7 +315,9 @@ class AgentRun(_message.Message):
     complete_time: _timestamp_pb2.Timestamp
     duration: _duration_pb2.Duration
     cancel_request_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    output: _struct_pb2.Struct
+    thread_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thread_id: _Optional[str] = ...) -> None: ...
 
 class RunQueued(_message.Message):
     __slots__ = ("run",)
@@ -326,6 +348,20 @@ class ModelText(_message.Message):
     step: int
     thought: bool
     def __init__(self, text: _Optional[str] = ..., step: _Optional[int] = ..., thought: _Optional[bool] = ...) -> None: ...
+
+class ModelTextDelta(_message.Message):
+    __slots__ = ("text", "step", "thought", "offset", "before_seq")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    THOUGHT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    step: int
+    thought: bool
+    offset: int
+    before_seq: int
+    def __init__(self, text: _Optional[str] = ..., step: _Optional[int] = ..., thought: _Optional[bool] = ..., offset: _Optional[int] = ..., before_seq: _Optional[int] = ...) -> None: ...
 
 class ToolRequest(_message.Message):
     __slots__ = ("tool_call_id", "tool_name", "arguments", "step", "source")
@@ -406,7 +442,7 @@ class RunFinished(_message.Message):
     def __init__(self, run: _Optional[_Union[AgentRun, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished")
+    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished", "model_text_delta")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +461,7 @@ class RunEvent(_message.Message):
     SAFETY_FIELD_NUMBER: _ClassVar[int]
     STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     root_run_id: str
     parent_run_id: str
@@ -443,4 +480,5 @@ class RunEvent(_message.Message):
     safety: Safety
     status_changed: StatusChanged
     run_finished: RunFinished
-    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ...) -> None: ...
+    model_text_delta: ModelTextDelta
+    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., model_text_delta: _Optional[_Union[ModelTextDelta, _Mapping]] = ...) -> None: ...

@@ -56,6 +56,11 @@ class ExecutorServiceStub:
                 request_serializer=agentfleet_dot_v1_dot_executor__pb2.ResumeRunRequest.SerializeToString,
                 response_deserializer=agentfleet_dot_v1_dot_common__pb2.RunEvent.FromString,
                 _registered_method=True)
+        self.DecideToolCall = channel.unary_unary(
+                '/agentfleet.v1.ExecutorService/DecideToolCall',
+                request_serializer=agentfleet_dot_v1_dot_executor__pb2.DecideToolCallRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_executor__pb2.DecideToolCallResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -112,6 +117,21 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DecideToolCall(self, request, context):
+        """Decides a tool call that waits for approval (status AWAITING_APPROVAL, its run
+        WAITING): approve it (optionally with edited arguments, validated against the tool's
+        schema) or reject it with a reason, which the model gets as the tool's error result; a
+        rejected call is never executed. When the last waiting call of the step is decided the
+        run is QUEUED again and continues on any executor. Admin tokens only. Idempotent with
+        request_id: the same request again returns the same answer; the same request_id with
+        another decision or arguments is INVALID_ARGUMENT. FAILED_PRECONDITION when the call
+        was already decided by another request; NOT_FOUND when the run or call is not in the
+        project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -134,6 +154,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.ResumeRun,
                     request_deserializer=agentfleet_dot_v1_dot_executor__pb2.ResumeRunRequest.FromString,
                     response_serializer=agentfleet_dot_v1_dot_common__pb2.RunEvent.SerializeToString,
+            ),
+            'DecideToolCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideToolCall,
+                    request_deserializer=agentfleet_dot_v1_dot_executor__pb2.DecideToolCallRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_executor__pb2.DecideToolCallResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -245,6 +270,33 @@ class ExecutorService:
             '/agentfleet.v1.ExecutorService/ResumeRun',
             agentfleet_dot_v1_dot_executor__pb2.ResumeRunRequest.SerializeToString,
             agentfleet_dot_v1_dot_common__pb2.RunEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideToolCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.ExecutorService/DecideToolCall',
+            agentfleet_dot_v1_dot_executor__pb2.DecideToolCallRequest.SerializeToString,
+            agentfleet_dot_v1_dot_executor__pb2.DecideToolCallResponse.FromString,
             options,
             channel_credentials,
             insecure,

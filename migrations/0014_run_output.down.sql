@@ -1,0 +1,2 @@
+ALTER TABLE kb.agent_runs DROP COLUMN output;
+ALTER TABLE kb.agent_definitions DROP COLUMN output_schema, DROP COLUMN streaming;

@@ -1,0 +1,127 @@
+"""A definition's ``output_schema`` (issue #19): checked when written, used to ask for the
+answer, and to check it. Pure: no I/O (see :mod:`services.executor.structured_output`).
+
+Schemas are checked when written (:func:`output_schema_violations`): a JSON object, at most
+:data:`MAX_OUTPUT_SCHEMA_BYTES` serialized and :data:`MAX_SCHEMA_DEPTH` deep, a valid draft
+2020-12 schema of an object, and not a ``$ref`` loop that never reaches a constraint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from google.genai import types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from agentfleet.errors import FieldViolation
+
+MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
+"""Largest output_schema, serialized as compact JSON."""
+MAX_SCHEMA_DEPTH = 32
+"""Deepest nesting of objects and arrays in an output_schema."""
+MAX_OUTPUT_DEPTH = 32
+"""Deepest nesting of objects and arrays in a run's output."""
+MAX_ERROR_CHARS = 500
+"""Longest validation message (sent to the model, stored as the run's error)."""
+
+
+def output_schema_violations(schema: Any, field: str) -> list[FieldViolation]:
+    """Why ``schema`` cannot be an output_schema (empty when it can), naming ``field``."""
+    if schema is None:
+        return []
+    if not isinstance(schema, Mapping):
+        return [FieldViolation(field, "must be a JSON object (a JSON Schema)")]
+    depth = _depth(schema)
+    if depth > MAX_SCHEMA_DEPTH:
+        return [FieldViolation(field, f"is nested deeper than {MAX_SCHEMA_DEPTH} levels")]
+    size = len(json.dumps(schema, separators=(",", ":")).encode())
+    if size > MAX_OUTPUT_SCHEMA_BYTES:
+        return [
+            FieldViolation(
+                field, f"is {size} bytes; the limit is {MAX_OUTPUT_SCHEMA_BYTES} bytes (64 KiB)"
+            )
+        ]
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        return [FieldViolation(field, f"is not a valid JSON Schema at '{where}': {exc.message}")]
+    if schema.get("type") != "object":
+        return [FieldViolation(field, 'must describe a JSON object ("type": "object")')]
+    try:
+        # A $ref loop with no constraint on the way ({"$ref": "#"}) recurses forever.
+        Draft202012Validator(schema).is_valid({})
+    except RecursionError:
+        return [FieldViolation(field, "refers to itself ($ref) without end")]
+    return []
+
+
+def _depth(value: Any, level: int = 0, *, limit: int = MAX_SCHEMA_DEPTH) -> int:
+    """Nesting depth of a JSON value, stopping just past ``limit``."""
+    if level > limit:
+        return level
+    if isinstance(value, Mapping):
+        return max((_depth(v, level + 1, limit=limit) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1, limit=limit) for v in value), default=level + 1)
+    return level
+
+
+def with_output_schema(
+    config: types.GenerateContentConfig, schema: Mapping[str, Any]
+) -> types.GenerateContentConfig:
+    """``config`` asking for JSON of ``schema``."""
+    return config.model_copy(
+        update={"response_mime_type": "application/json", "response_json_schema": dict(schema)}
+    )
+
+
+def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] | None, str]:
+    """The answer as a JSON object valid against ``schema``, or None and why not (a short
+    message: it goes back to the model, into the run's error and its events)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return None, _short(f"output is not JSON: {exc}")
+    except RecursionError:
+        return None, f"output is nested deeper than {MAX_OUTPUT_DEPTH} levels"
+    if not isinstance(value, dict):
+        return None, f"output must be a JSON object, not {type(value).__name__}"
+    if _depth(value, limit=MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH:
+        # Stored as a protobuf Struct, whose decoders stop at 100 nested messages.
+        return None, f"output is nested deeper than {MAX_OUTPUT_DEPTH} levels"
+    try:
+        error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    except RecursionError:
+        return None, "output_schema refers to itself without end"
+    if error is None:
+        return value, ""
+    return None, _short(f"output does not match output_schema at {_where(error)}: {error.message}")
+
+
+def _short(message: str) -> str:
+    """``message`` cut to :data:`MAX_ERROR_CHARS` (a validation message quotes the value)."""
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    return message[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _where(error: ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return "$" + path
+
+
+def with_schema_without_tools(
+    config: types.GenerateContentConfig,
+    schema: Mapping[str, Any] | None,
+    tools: Mapping[str, Any],
+) -> types.GenerateContentConfig:
+    """The config of every call of a run: with the output schema when the definition has
+    one and the run has no tools (Gemini 2.x takes no schema with function calling; a run
+    with tools gets the schema on its final-answer call only)."""
+    if schema is None or tools:
+        return config
+    return with_output_schema(config, schema)

@@ -1,0 +1,84 @@
+"""Token streaming of a step's model call (issue #19).
+
+A definition with ``streaming`` set has its model calls streamed: each text or thought
+piece goes out as a transient MODEL_TEXT_DELTA (:mod:`agentfleet.events_delta`) while the
+reply arrives, and the loop gets the whole reply at the end, persisted as before (MODEL_TEXT
+with the whole text). Function calls are acted on only then, once the stream is complete.
+A model client that cannot stream answers unstreamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+from google.genai import types
+
+from agentfleet.events_delta import TextDelta, publish_delta
+from agentfleet.llm import ModelClient, ModelReply, StreamingModelClient
+from agentfleet.llm import TextDelta as ReplyPiece
+from services.executor.runs import RunRecord
+
+_NEXT_SEQ = """
+SELECT last_event_seq + 1 FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelCall:
+    """What one model call of a step sends."""
+
+    model: str
+    system_instruction: str | None
+    contents: Sequence[types.Content]
+    tools: Sequence[types.Tool]
+    config: types.GenerateContentConfig | None
+
+
+async def call_model(
+    *,
+    model: ModelClient,
+    pool: asyncpg.Pool,
+    run: RunRecord,
+    step: int,
+    call: ModelCall,
+    streaming: bool,
+) -> ModelReply:
+    """One model call of ``run``'s ``step``; streamed (deltas published) when asked for
+    and the client can."""
+    if not streaming or not isinstance(model, StreamingModelClient):
+        return await model.generate(
+            model=call.model,
+            system_instruction=call.system_instruction,
+            contents=call.contents,
+            tools=call.tools,
+            config=call.config,
+        )
+    # Only this worker appends the run's events while it holds the lease: the step's
+    # first stored event will have this seq.
+    before_seq = int(await pool.fetchval(_NEXT_SEQ, run.project_id, run.id) or 1)
+
+    async def publish(piece: ReplyPiece) -> None:
+        await publish_delta(
+            pool,
+            TextDelta(
+                run_id=run.id,
+                root_run_id=run.root_run_id,
+                agent_name=run.agent_name,
+                step=step,
+                text=piece.text,
+                thought=piece.thought,
+                offset=piece.offset,
+                before_seq=before_seq,
+            ),
+        )
+
+    return await model.generate_stream(
+        model=call.model,
+        system_instruction=call.system_instruction,
+        contents=call.contents,
+        tools=call.tools,
+        config=call.config,
+        on_delta=publish,
+    )
