@@ -36,21 +36,20 @@ import contextlib
 import os
 import signal
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from _common import bench_database
+from _common import bench_database, scratch_folder
 
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
-from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
@@ -180,9 +179,7 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
     settings = load_settings({}).with_overrides(
         gemini_base_url=base_url, gemini_api_key=None, gemini_use_vertex=False
     )
-    model = TimedModel(
-        GenaiModelClient(build_genai_client(settings), retry=RetryPolicy.for_tests())
-    )
+    model = TimedModel(GenaiModelClient.from_settings(settings, retry=RetryPolicy.for_tests()))
     where = "in the same process" if stub_in_process else "in its own process"
     try:
         repository = DefinitionRepository(pool)
@@ -229,10 +226,12 @@ async def toolpool_gateway(
         )
         for i in range(16)
     ]
-    service = (await TokenStore(pool).create(project_id=None, role="service")).token
+    service = (
+        await TokenStore(pool).create(project_id=None, role="service", service="executor")
+    ).token
     stack = await start_process_stack(
         database_url=url,
-        log_dir=Path(tempfile.mkdtemp(prefix="agentfleet-bench-steps-")),
+        log_dir=scratch_folder("agentfleet-bench-steps-"),
         names=("toolpool",),
         environ={"AGENTFLEET_SERVICE_TOKEN": service, "AGENTFLEET_LOG_LEVEL": "warning"},
     )

@@ -6,7 +6,11 @@ line naming the variable (:class:`ConfigError`), never deep inside a request.
 
 from __future__ import annotations
 
+import base64
+import ipaddress
 import os
+import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +21,7 @@ T = TypeVar("T")
 
 SERVICE_NAMES = ("executor", "toolpool", "dispatcher", "history")
 DEFAULT_PORTS = {"executor": 50051, "toolpool": 50052, "dispatcher": 50053, "history": 50054}
+DEFAULT_METRICS_PORTS = {"executor": 9464, "toolpool": 9465, "dispatcher": 9466, "history": 9467}
 
 
 class ConfigError(ValueError):
@@ -42,7 +47,29 @@ class Settings:
     auth_enabled: bool
     """AGENTFLEET_AUTH=on|off. Off only for the local demo; a warning says so."""
     service_token: str | None
-    """AGENTFLEET_SERVICE_TOKEN: bearer token services present to each other."""
+    """AGENTFLEET_SERVICE_TOKEN: this service's own token, presented to the services it calls."""
+    service_token_file: Path | None = None
+    """AGENTFLEET_SERVICE_TOKEN_FILE: file holding that token, re-read when it changes."""
+    token_cache_ttl_s: float = 10.0
+    """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay)."""
+    max_streams_per_token: int = 64
+    """AGENTFLEET_MAX_STREAMS_PER_TOKEN: response streams one token may hold open per process."""
+    grpc_max_concurrent_rpcs: int = 1000
+    """AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS: RPCs one server runs at once (streams included)."""
+    grpc_max_streams_per_connection: int = 100
+    """AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION: HTTP/2 streams per client connection."""
+    grpc_keepalive_s: float = 60.0
+    """AGENTFLEET_GRPC_KEEPALIVE_S: the server pings a client connection this often."""
+    grpc_keepalive_timeout_s: float = 20.0
+    """AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S: an unanswered ping closes the connection after it."""
+    grpc_min_ping_interval_s: float = 10.0
+    """AGENTFLEET_GRPC_MIN_PING_INTERVAL_S: clients pinging more often get GOAWAY."""
+    grpc_max_connection_idle_s: float = 300.0
+    """AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S: a connection without RPCs is closed after it."""
+    grpc_max_connection_age_s: float = 1800.0
+    """AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S: connections are recycled after it (rebalancing)."""
+    grpc_max_connection_age_grace_s: float = 1800.0
+    """AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S: time RPCs get on a recycled connection."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float
@@ -51,6 +78,8 @@ class Settings:
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
     max_running_per_project: int
     """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs one project may have running."""
+    max_queued_per_project: int
+    """AGENTFLEET_MAX_QUEUED_PER_PROJECT: top-level runs one project may have queued."""
     executor_lease_s: float
     """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
     executor_heartbeat_s: float
@@ -79,6 +108,9 @@ class Settings:
     """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
+    genai_fast_path: bool = True
+    """AGENTFLEET_GENAI_FAST_PATH=on|off: the cheaper google-genai request path (it still
+    passes a self-check first); off sends every model call through the SDK's public call."""
     migrations_dir: Path | None
     """AGENTFLEET_MIGRATIONS_DIR: the migrations folder (default: the repository's)."""
     client_token: str | None = field(repr=False)
@@ -88,6 +120,32 @@ class Settings:
     otlp_endpoint: str | None
     """OTEL_EXPORTER_OTLP_ENDPOINT: export spans by OTLP when set."""
     otel_service_name: str | None
+    metrics_ports: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_METRICS_PORTS))
+    """AGENTFLEET_<SERVICE>_METRICS_PORT: each service's Prometheus /metrics port; 0 = off."""
+    metrics_sample_s: float = 15.0
+    """AGENTFLEET_METRICS_SAMPLE_S: how often the queue-depth gauges query the database."""
+    mcp_stdio_allowlist: tuple[tuple[str, ...], ...] = ()
+    """AGENTFLEET_MCP_STDIO_ALLOWLIST: command lines stdio MCP servers may run ('' = none)."""
+    mcp_allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    """AGENTFLEET_MCP_ALLOWED_NETWORKS: CIDRs MCP URLs may reach despite being non-public."""
+    secrets_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
+    """AGENTFLEET_SECRETS_KEYS: ``id:base64key`` AES-256 keys for secrets; the first is current."""
+    tls_cert_file: Path | None = None
+    """AGENTFLEET_TLS_CERT_FILE: PEM certificate the gRPC server presents; unset = plain text."""
+    tls_key_file: Path | None = None
+    """AGENTFLEET_TLS_KEY_FILE: PEM private key of that certificate (both re-read on change)."""
+    tls_client_ca_file: Path | None = None
+    """AGENTFLEET_TLS_CLIENT_CA_FILE: CA that must sign client certificates (mTLS); unset = none."""
+    tls_ca_file: Path | None = None
+    """AGENTFLEET_TLS_CA_FILE: CA verifying the servers this process calls; set = TLS channels."""
+    tls_client_cert_file: Path | None = None
+    """AGENTFLEET_TLS_CLIENT_CERT_FILE: certificate this process presents to mTLS servers."""
+    tls_client_key_file: Path | None = None
+    """AGENTFLEET_TLS_CLIENT_KEY_FILE: private key of that client certificate."""
+    readiness_interval_s: float = 2.0
+    """AGENTFLEET_READINESS_INTERVAL_S: how often readiness probes PostgreSQL (and the toolpool)."""
+    readiness_timeout_s: float = 2.0
+    """AGENTFLEET_READINESS_TIMEOUT_S: a probe slower than this counts as unreachable."""
 
     @property
     def uses_real_gemini(self) -> bool:
@@ -120,6 +178,24 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 10, _int_range(1, 1000))
     if pool_max < pool_min:
         raise ConfigError("AGENTFLEET_DB_POOL_MAX", "must be >= AGENTFLEET_DB_POOL_MIN")
+    service_token = env.get("AGENTFLEET_SERVICE_TOKEN", None, _nonempty)
+    service_token_file = env.get("AGENTFLEET_SERVICE_TOKEN_FILE", None, _readable_file)
+    if service_token is not None and service_token_file is not None:
+        raise ConfigError(
+            "AGENTFLEET_SERVICE_TOKEN_FILE", "set it or AGENTFLEET_SERVICE_TOKEN, not both"
+        )
+    tls_files = {
+        name: env.get(f"AGENTFLEET_{name.upper()}", None, _readable_file)
+        for name in (
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_client_ca_file",
+            "tls_ca_file",
+            "tls_client_cert_file",
+            "tls_client_key_file",
+        )
+    }
+    _check_tls_files(tls_files)
     return Settings(
         database_url=env.get("DATABASE_URL", None, database_url),
         data_dir=Path(env.get("AGENTFLEET_DATA_DIR", ".data", _nonempty)).absolute(),
@@ -127,13 +203,43 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ports=ports,
         addresses=addresses,
         auth_enabled=env.get("AGENTFLEET_AUTH", True, _on_off),
-        service_token=env.get("AGENTFLEET_SERVICE_TOKEN", None, _nonempty),
+        service_token=service_token,
+        service_token_file=service_token_file,
+        token_cache_ttl_s=env.get("AGENTFLEET_TOKEN_CACHE_TTL_S", 10.0, _positive_float),
+        max_streams_per_token=env.get(
+            "AGENTFLEET_MAX_STREAMS_PER_TOKEN", 64, _int_range(1, 100_000)
+        ),
+        grpc_max_concurrent_rpcs=env.get(
+            "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS", 1000, _int_range(1, 1_000_000)
+        ),
+        grpc_max_streams_per_connection=env.get(
+            "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION", 100, _int_range(1, 100_000)
+        ),
+        grpc_keepalive_s=env.get("AGENTFLEET_GRPC_KEEPALIVE_S", 60.0, _positive_float),
+        grpc_keepalive_timeout_s=env.get(
+            "AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S", 20.0, _positive_float
+        ),
+        grpc_min_ping_interval_s=env.get(
+            "AGENTFLEET_GRPC_MIN_PING_INTERVAL_S", 10.0, _positive_float
+        ),
+        grpc_max_connection_idle_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S", 300.0, _positive_float
+        ),
+        grpc_max_connection_age_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S", 1800.0, _positive_float
+        ),
+        grpc_max_connection_age_grace_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S", 1800.0, _positive_float
+        ),
         db_pool_min=pool_min,
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, _positive_float),
         executor_concurrency=env.get("AGENTFLEET_EXECUTOR_CONCURRENCY", 16, _int_range(1, 1000)),
         max_running_per_project=env.get(
             "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, _int_range(1, 100_000)
+        ),
+        max_queued_per_project=env.get(
+            "AGENTFLEET_MAX_QUEUED_PER_PROJECT", 1000, _int_range(1, 1_000_000)
         ),
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,
@@ -156,26 +262,55 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         model_max_attempts=env.get("AGENTFLEET_MODEL_MAX_ATTEMPTS", 4, _int_range(1, 20)),
         model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, _positive_float),
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, _http_url),
+        genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, _on_off),
         migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, _directory),
         client_token=env.get("AGENTFLEET_TOKEN", None, _nonempty),
         client_project=env.get("AGENTFLEET_PROJECT", None, _nonempty),
         otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT", None, _http_url),
         otel_service_name=env.get("OTEL_SERVICE_NAME", None, _nonempty),
+        metrics_ports={
+            name: env.get(f"AGENTFLEET_{name.upper()}_METRICS_PORT", port, _int_range(0, 65535))
+            for name, port in DEFAULT_METRICS_PORTS.items()
+        },
+        metrics_sample_s=env.get("AGENTFLEET_METRICS_SAMPLE_S", 15.0, _positive_float),
+        mcp_stdio_allowlist=env.get("AGENTFLEET_MCP_STDIO_ALLOWLIST", (), _command_lines),
+        mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), _networks),
+        secrets_keys=env.get("AGENTFLEET_SECRETS_KEYS", (), parse_secrets_keys, secret=True),
+        **tls_files,
+        readiness_interval_s=env.get("AGENTFLEET_READINESS_INTERVAL_S", 2.0, _positive_float),
+        readiness_timeout_s=env.get("AGENTFLEET_READINESS_TIMEOUT_S", 2.0, _positive_float),
     )
+
+
+def _check_tls_files(files: Mapping[str, Path | None]) -> None:
+    """Files that only make sense together: a certificate with its key, mTLS with TLS."""
+    pairs = (
+        ("tls_cert_file", "tls_key_file"),
+        ("tls_key_file", "tls_cert_file"),
+        ("tls_client_ca_file", "tls_cert_file"),
+        ("tls_client_cert_file", "tls_client_key_file"),
+        ("tls_client_key_file", "tls_client_cert_file"),
+        ("tls_client_cert_file", "tls_ca_file"),
+    )
+    for name, needed in pairs:
+        if files[name] is not None and files[needed] is None:
+            raise ConfigError(f"AGENTFLEET_{name.upper()}", f"needs AGENTFLEET_{needed.upper()}")
 
 
 class _Env:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self._environ = environ
 
-    def get(self, name: str, default: T, parse: Callable[[str], T]) -> T:
+    def get(self, name: str, default: T, parse: Callable[[str], T], *, secret: bool = False) -> T:
+        """``secret``: key material, never echoed in the error."""
         raw = self._environ.get(name)
         if raw is None or raw.strip() == "":
             return default
         try:
             return parse(raw.strip())
         except ValueError as exc:
-            raise ConfigError(name, f"{exc} (got {raw!r})") from None
+            got = "" if secret else f" (got {raw!r})"
+            raise ConfigError(name, f"{exc}{got}") from None
 
 
 def _nonempty(raw: str) -> str:
@@ -186,6 +321,13 @@ def _directory(raw: str) -> Path:
     path = Path(raw)
     if not path.is_dir():
         raise ValueError("is not a directory")
+    return path
+
+
+def _readable_file(raw: str) -> Path:
+    path = Path(raw)
+    if not path.is_file():
+        raise ValueError("is not a file")
     return path
 
 
@@ -240,6 +382,49 @@ def _on_off(raw: str) -> bool:
     return lowered == "on"
 
 
+def _command_lines(raw: str) -> tuple[tuple[str, ...], ...]:
+    """Command lines separated by ';' or newlines, each split the way a shell would."""
+    entries = []
+    for line in raw.replace(";", "\n").splitlines():
+        try:
+            argv = tuple(shlex.split(line))
+        except ValueError as exc:
+            raise ValueError(f"cannot split {line.strip()!r}: {exc}") from None
+        if argv:
+            entries.append(argv)
+    return tuple(entries)
+
+
+def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated CIDRs; a bare address is its /32 or /128."""
+    networks = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part!r} is not a CIDR network such as 10.1.0.0/16") from None
+    return tuple(networks)
+
+
+def parse_secrets_keys(raw: str) -> tuple[tuple[str, bytes], ...]:
+    """Comma-separated ``id:base64key`` entries, each key 32 bytes (AES-256); unique ids."""
+    keys: list[tuple[str, bytes]] = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        key_id, sep, encoded = part.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key_id):
+            raise ValueError("each entry must be id:base64key, id of letters, digits, _ . -")
+        try:
+            key = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            raise ValueError(f"key {key_id!r} is not valid base64") from None
+        if len(key) != 32:
+            raise ValueError(f"key {key_id!r} must be 32 bytes (AES-256), got {len(key)}")
+        if any(key_id == known for known, _ in keys):
+            raise ValueError(f"key id {key_id!r} appears twice")
+        keys.append((key_id, key))
+    return tuple(keys)
+
+
 def _address(raw: str) -> str:
     host, sep, port = raw.rpartition(":")
     if not sep or not host:
@@ -274,3 +459,18 @@ def _http_url(raw: str) -> str:
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This process's environment plus ``overrides``, for the service processes it starts."""
     return {**os.environ, **overrides}
+
+
+_PLAIN_VARIABLES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "TZ", "TMPDIR", "LANG"})
+
+
+def plain_environment() -> dict[str, str]:
+    """Only what any program needs to run (path, home, locale, time zone): for processes
+    that are not ours to trust with the platform's secrets, such as the embedded PostgreSQL
+    server, which stays dumpable and would otherwise keep the database URL, tokens and
+    model key of whoever started it in its ``/proc/<pid>/environ``."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in _PLAIN_VARIABLES or name.startswith("LC_")
+    }

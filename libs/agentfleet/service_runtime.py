@@ -3,6 +3,10 @@
 ``run_service`` is each service's ``__main__``: it turns configuration and startup failures
 into one readable line and an exit code, serves until SIGTERM or SIGINT, then shuts down in
 order (health NOT_SERVING, stop taking work, drain, release, close the pool).
+
+While it runs, a :class:`agentfleet.readiness.ReadinessMonitor` keeps its readiness health
+truthful (PostgreSQL reachable; for the executor, the toolpool too); the server serves TLS
+when AGENTFLEET_TLS_CERT_FILE is set (:mod:`agentfleet.tls`).
 """
 
 from __future__ import annotations
@@ -14,16 +18,32 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
+import grpc
 import structlog
 
 from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenStore
+from agentfleet.clients import open_channel
 from agentfleet.config import ConfigError, Settings, load_settings
 from agentfleet.errors import AgentFleetError
+from agentfleet.grpc_limits import ServerLimits
 from agentfleet.grpc_server import PortInUse, Registration, RunningServer, start_server
+from agentfleet.hardening import make_non_dumpable
 from agentfleet.logging import configure_logging
+from agentfleet.metrics_export import RpcMetricsInterceptor, start_metrics
+from agentfleet.readiness import (
+    DependencyProbe,
+    PostgresProbe,
+    ReadinessMonitor,
+    ServiceHealthProbe,
+)
 from agentfleet.telemetry import configure_tracing, shutdown_tracing
+from agentfleet.tls import client_tls, server_tls
 
 log = structlog.get_logger(__name__)
+
+CALLED_SERVICES = {"executor": ("toolpool",)}
+"""Services whose reachability gates another's readiness: an executor without a toolpool
+cannot run a step that calls a tool."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -60,6 +80,8 @@ class RunningService:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _loops: asyncio.TaskGroup | None = None
     _loops_task: asyncio.Task[None] | None = None
+    _readiness_task: asyncio.Task[None] | None = None
+    _readiness_channels: Sequence[grpc.aio.Channel] = ()
 
     @property
     def port(self) -> int:
@@ -70,9 +92,14 @@ class RunningService:
         if self.stopping.is_set():
             return
         self.stopping.set()
+        if self._readiness_task is not None:
+            # Before the server stops, so no late probe result races its NOT_SERVING.
+            await self._readiness_task
         await self.server.stop(grace)
         if self._loops_task is not None:
             await self._loops_task
+        for channel in self._readiness_channels:
+            await channel.close()
         for cleanup in self.parts.on_stop:
             await cleanup()
 
@@ -84,7 +111,22 @@ def make_authenticator(settings: Settings, pool: asyncpg.Pool) -> Authenticator:
             "use this only for a local demo"
         )
         return AllowAll()
-    return TokenAuthenticator(TokenStore(pool))
+    return TokenAuthenticator(TokenStore(pool), ttl_s=settings.token_cache_ttl_s)
+
+
+def server_limits(settings: Settings) -> ServerLimits:
+    """The gRPC server limits of the AGENTFLEET_GRPC_* and _MAX_STREAMS_PER_TOKEN settings."""
+    return ServerLimits(
+        max_concurrent_rpcs=settings.grpc_max_concurrent_rpcs,
+        max_streams_per_connection=settings.grpc_max_streams_per_connection,
+        max_streams_per_token=settings.max_streams_per_token,
+        keepalive_time_s=settings.grpc_keepalive_s,
+        keepalive_timeout_s=settings.grpc_keepalive_timeout_s,
+        min_client_ping_interval_s=settings.grpc_min_ping_interval_s,
+        max_connection_idle_s=settings.grpc_max_connection_idle_s,
+        max_connection_age_s=settings.grpc_max_connection_age_s,
+        max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
+    )
 
 
 async def start_service(
@@ -105,15 +147,42 @@ async def start_service(
             port=settings.ports[name] if port is None else port,
             registrations=parts.registrations,
             authenticator=make_authenticator(settings, pool),
+            limits=server_limits(settings),
+            extra_interceptors=(RpcMetricsInterceptor(),),
+            tls=server_tls(settings),
         )
     except PortInUse as exc:
         raise PortInUse(
             f"{exc.message} (set AGENTFLEET_{name.upper()}_PORT to use another port)"
         ) from exc
     service = RunningService(context=context, server=server, parts=parts)
+    probes = readiness_probes(name, settings, pool)
+    service._readiness_channels = [p.channel for p in probes if isinstance(p, ServiceHealthProbe)]
+    readiness = ReadinessMonitor(
+        probes=probes,
+        set_ready=server.set_ready,
+        interval_s=settings.readiness_interval_s,
+        timeout_s=settings.readiness_timeout_s,
+    )
+    await readiness.check_once()  # ready only once its dependencies have answered
+    service._readiness_task = asyncio.create_task(readiness.run(service.stopping))
     if parts.background:
         service._loops_task = asyncio.create_task(_run_loops(parts, service.stopping))
     return service
+
+
+def readiness_probes(name: str, settings: Settings, pool: asyncpg.Pool) -> list[DependencyProbe]:
+    """PostgreSQL through the pool, and the health of each service ``name`` calls."""
+    probes: list[DependencyProbe] = [PostgresProbe(pool=pool)]
+    for called in CALLED_SERVICES.get(name, ()):
+        channel = open_channel(
+            settings.addresses[called],
+            tls=client_tls(settings),
+            # Reconnect attempts no further apart than the probes: readiness returns promptly.
+            options=[("grpc.max_reconnect_backoff_ms", int(settings.readiness_interval_s * 1000))],
+        )
+        probes.append(ServiceHealthProbe(name=called, channel=channel))
+    return probes
 
 
 async def _run_loops(parts: ServiceParts, stopping: asyncio.Event) -> None:
@@ -135,6 +204,7 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
             name, build, settings=settings, pool=pool, database_url=database_url
         )
         log.info("serving", address=f"{settings.listen_host}:{service.port}")
+        exported = await start_metrics(name, settings, pool)  # /metrics, OTLP, queue gauges
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -142,6 +212,7 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
         await stop.wait()
         log.info("shutting down", grace_s=settings.shutdown_grace_s)
         await service.stop()
+        await exported.stop()
     finally:
         await pool.close()
 
@@ -149,6 +220,7 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
 def run_service(name: str, build: BuildService) -> None:
     """A service's ``__main__``: exits 2 on bad configuration, 1 on a startup failure."""
     prefix = f"agentfleet-{name}"
+    make_non_dumpable()  # before any secret is used: same-user processes cannot read ours
     try:
         settings = load_settings()
     except ConfigError as exc:

@@ -17,16 +17,17 @@ import contextlib
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import grpc
 import structlog
 from opentelemetry import trace
 
-from agentfleet import events
+from agentfleet import events, metrics
 from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.graph.task_properties import task_timeout_s, whole_number
 from agentfleet.telemetry import current_trace_id
 from services.dispatcher import claims, sessions, transitions
 from services.dispatcher.evaluator import OutputEvaluator
@@ -34,7 +35,7 @@ from services.dispatcher.prompt import BlockerResult, build_prompt
 from services.dispatcher.queries import READY_CHANNEL
 from services.dispatcher.runs import RunControl, TriggerRefused
 from services.dispatcher.selector import AgentInfo, NoAgent, Selector
-from services.dispatcher.transitions import Attempt
+from services.dispatcher.transitions import Attempt, RetryBackoff
 
 __all__ = ["DEFAULT_SLOTS", "MAX_TOTAL_STEPS", "Dispatcher", "LoopTiming"]
 
@@ -51,6 +52,8 @@ SWEEP_PAGE = 200
 class LoopTiming:
     lease_s: float = 5.0
     poll_s: float = 1.0
+    retry_backoff: RetryBackoff = field(default_factory=RetryBackoff)
+    """Wait before a failed task's retry (doubling per retry, capped)."""
 
 
 def owner_name() -> str:
@@ -203,6 +206,10 @@ class Dispatcher:
                 agents=agents.get(claimed.task.project_id),
             )
 
+    @property
+    def _backoff(self) -> RetryBackoff:
+        return self._timing.retry_backoff
+
     def _free(self) -> int:
         return self.slots - len(self._inflight)
 
@@ -252,6 +259,7 @@ class Dispatcher:
         blockers: list[BlockerResult] | None,
         agents: list[AgentInfo] | None,
     ) -> None:
+        started = metrics.dispatch_started()
         try:
             # A fresh claim made a new session id, so only an adopted attempt can find one.
             existing = await self._session(attempt) if adopted else None
@@ -272,6 +280,7 @@ class Dispatcher:
                 },
             ) as span:
                 run_id = await self._trigger(task, attempt, agent, prompt)
+                metrics.record_dispatch(started)
                 span.set_attribute("agentfleet.run_id", run_id)
                 trace_id = current_trace_id()
             attempt.run_id = run_id
@@ -335,7 +344,7 @@ class Dispatcher:
             attempt.project_id,
             session_id=attempt.session_id,
             task=task,
-            attempt=int(p.get("attempts", 1)),
+            attempt=whole_number(p.get("attempts"), 1, 2**31 - 1) or 1,
             choice=choice,
             prompt=prompt,
             follows_up=str(previous) if previous else None,
@@ -355,7 +364,7 @@ class Dispatcher:
                     input=prompt,
                     request_id=attempt.session_id,
                     task_id=attempt.task_id,
-                    timeout_s=task.properties.get("timeout_s"),
+                    timeout_s=task_timeout_s(task.properties),
                 )
             except grpc.aio.AioRpcError as exc:
                 log.warning("TriggerRun failed; retrying", code=exc.code().name, delay_s=delay)
@@ -415,7 +424,7 @@ class Dispatcher:
         rejection = await self._rejection(attempt, row) if status == "completed" else None
         async with self._pool.acquire() as conn, conn.transaction():
             if rejection is not None:
-                await transitions.fail(conn, attempt, error=rejection)
+                await transitions.fail(conn, attempt, error=rejection, backoff=self._backoff)
             elif status == "completed":
                 completion = await transitions.complete(conn, attempt, summary=row["summary"])
                 if completion.done and completion.recheck:
@@ -426,9 +435,12 @@ class Dispatcher:
             elif await transitions.graph_cancelled(conn, attempt):
                 await transitions.cancel(conn, attempt, summary=row["summary"])
             elif status == "cancelled":
-                await transitions.fail(conn, attempt, error=f"run cancelled: {row['summary']}")
+                await transitions.fail(
+                    conn, attempt, error=f"run cancelled: {row['summary']}", backoff=self._backoff
+                )
             else:
-                await transitions.fail(conn, attempt, error=row["error_message"] or "run failed")
+                error = row["error_message"] or "run failed"
+                await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
         self._forget(attempt)
         self._wake.set()
 
@@ -440,10 +452,9 @@ class Dispatcher:
         if self._evaluator is None:
             return None
         task = await self._pool.fetchrow(
-            """SELECT properties ->> 'title' AS title,
+            f"""SELECT properties ->> 'title' AS title,
                       coalesce(properties ->> 'description', '') AS description,
-                      coalesce((properties ->> 'retry_count')::int, 0)
-                        < coalesce((properties ->> 'max_retries')::int, 2) AS can_retry
+                      {transitions.RETRY_COUNT} < {transitions.MAX_RETRIES} AS can_retry
                FROM kb.graph_objects WHERE project_id = $1 AND id = $2::uuid""",
             attempt.project_id,
             attempt.task_id,
@@ -488,12 +499,12 @@ class Dispatcher:
             if not retry:
                 await conn.execute(
                     "UPDATE kb.graph_objects SET properties = properties || "
-                    "jsonb_build_object('retry_count', properties -> 'max_retries') "
+                    f"jsonb_build_object('retry_count', {transitions.MAX_RETRIES}) "
                     "WHERE project_id = $1 AND id = $2",
                     attempt.project_id,
                     uuid.UUID(attempt.task_id),
                 )
-            await transitions.fail(conn, attempt, error=error)
+            await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
         self._forget(attempt)
         self._wake.set()
 

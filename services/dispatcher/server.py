@@ -9,7 +9,7 @@ import asyncpg
 import grpc
 from google.protobuf import json_format
 
-from agentfleet.clients import open_channel
+from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.grpc_server import Registration
@@ -230,7 +230,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
 
 async def build(context: ServiceContext) -> ServiceParts:
     settings = context.settings
-    channel = open_channel(settings.addresses["executor"], token=settings.service_token)
+    channel = service_channel(settings, "executor")
     runs = GrpcRunControl(channel)
     listener = Listener(context.database_url)
     await listener.start()
@@ -239,15 +239,14 @@ async def build(context: ServiceContext) -> ServiceParts:
         runs=runs,
         watcher=GraphWatcher(GraphStore(context.pool), context.pool, listener),
     )
+    # One model client for the selector and the evaluator; its HTTP sessions close at stop.
+    needs_model = settings.dispatcher_selector_model or settings.dispatcher_evaluator_model
+    model_client = GenaiModelClient.from_settings(settings) if needs_model else None
     chooser = evaluator = None
-    if settings.dispatcher_selector_model is not None:
-        chooser = LlmChooser(
-            GenaiModelClient.from_settings(settings), model=settings.dispatcher_selector_model
-        )
-    if settings.dispatcher_evaluator_model is not None:
-        evaluator = LlmEvaluator(
-            GenaiModelClient.from_settings(settings), model=settings.dispatcher_evaluator_model
-        )
+    if model_client is not None and settings.dispatcher_selector_model is not None:
+        chooser = LlmChooser(model_client, model=settings.dispatcher_selector_model)
+    if model_client is not None and settings.dispatcher_evaluator_model is not None:
+        evaluator = LlmEvaluator(model_client, model=settings.dispatcher_evaluator_model)
     dispatcher = Dispatcher(
         context.pool,
         dsn=context.database_url,
@@ -261,6 +260,8 @@ async def build(context: ServiceContext) -> ServiceParts:
     async def close() -> None:
         await listener.close()
         await channel.close()
+        if model_client is not None:
+            await model_client.aclose()
 
     return ServiceParts(
         registrations=[Registration.of(pb, dispatcher_pb2_grpc, "DispatcherService", servicer)],

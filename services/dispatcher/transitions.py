@@ -12,6 +12,12 @@ from datetime import UTC, datetime
 import asyncpg
 
 from agentfleet.graph import BLOCKS, SPEC_TASK
+from agentfleet.graph.task_properties import (
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    is_uuid,
+    sql_int,
+)
 from services.dispatcher import sessions
 from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.queries import (
@@ -24,8 +30,11 @@ from services.dispatcher.queries import (
 
 __all__ = [
     "ENDED",
+    "MAX_RETRIES",
+    "RETRY_COUNT",
     "Attempt",
     "Completion",
+    "RetryBackoff",
     "Settled",
     "SweepCursor",
     "cancel",
@@ -45,6 +54,23 @@ _CURRENT = (
     "project_id = $1 AND id = $2 AND status = 'in_progress' AND properties ->> 'session_id' = $3"
 )
 _DROP = "- 'lease_owner' - 'lease_expires' - 'feedback'"
+# Stored counters and bounds, read so that a malformed value can never make a statement
+# raise: a bad retry_count counts as 0, a bad or missing max_retries as the default.
+RETRY_COUNT = "coalesce({}, 0)".format(sql_int("properties -> 'retry_count'", 0, 2**31 - 2))
+MAX_RETRIES = "coalesce({}, {})".format(
+    sql_int("properties -> 'max_retries'", 0, MAX_RETRIES_LIMIT), DEFAULT_MAX_RETRIES
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryBackoff:
+    """How long a failed task waits before its retry: ``base_s`` before the first, doubling
+    for each next one, at most ``max_s``; written as ``not_before`` (epoch seconds of the
+    database clock), which the claim honours. A task that fails at once can therefore never
+    spin: it retries at most ``max_retries`` times, each later than the one before."""
+
+    base_s: float = 1.0
+    max_s: float = 60.0
 
 
 @dataclass(kw_only=True, slots=True)
@@ -62,6 +88,8 @@ class Attempt:
 
 
 async def graph_cancelled(conn: asyncpg.Connection | asyncpg.Pool, attempt: Attempt) -> bool:
+    if not is_uuid(attempt.graph_id):
+        return False  # the claim refuses such a task; a value planted since changes nothing
     status = await conn.fetchval(
         f"SELECT status FROM kb.graph_objects WHERE project_id = $1 AND id = $2 "
         f"AND type = '{TASK_GRAPH}'",
@@ -80,12 +108,16 @@ async def graph_cancelled(conn: asyncpg.Connection | asyncpg.Pool, attempt: Atte
 # transactions completing the last two blockers of D each see the other one unfinished, and
 # neither readies D). ``waiting`` reports that some dependent stayed pending and not ready;
 # the caller then runs ``unblock`` for the completed tasks after its commit (see there).
+_RESUME_COUNT = "coalesce({}, 0)".format(sql_int("s.properties -> 'resume_count'", 0, 2**31 - 1))
 _COMPLETE_CTES = f"""
     done AS (
         UPDATE kb.graph_objects t
         SET properties = (t.properties {_DROP}) || jsonb_build_object(
                 'status', 'completed', 'summary', c.summary, 'run_id', c.run_id,
-                'complete_time', $1::text),
+                'complete_time', $1::text)
+              -- The run's structured output when its agent has an output_schema (#19).
+              || CASE WHEN c.output IS NOT NULL THEN jsonb_build_object('output', c.output)
+                      ELSE '{{}}'::jsonb END,
             version = t.version + 1, updated_at = now()
         FROM completed c
         WHERE t.project_id = c.project_id AND t.id = c.task_id AND t.status = 'in_progress'
@@ -95,7 +127,7 @@ _COMPLETE_CTES = f"""
         UPDATE kb.graph_objects s
         SET properties = s.properties || jsonb_build_object(
                 'status', 'completed', 'complete_time', $1::text,
-                'resume_count', coalesce((s.properties ->> 'resume_count')::int, 0))
+                'resume_count', {_RESUME_COUNT})
               || CASE WHEN c.summary <> '' THEN jsonb_build_object('summary', c.summary)
                       ELSE '{{}}'::jsonb END,
             version = s.version + 1, updated_at = now()
@@ -138,12 +170,13 @@ _SETTLE = f"""
         SELECT * FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[])
             AS f (run_id, project_id, task_id, session_id, graph_id)
     ), ended AS MATERIALIZED (
-        SELECT f.*, r.status, coalesce(r.summary, '') AS summary,
+        SELECT f.*, r.status, coalesce(r.summary, '') AS summary, r.output,
                coalesce(r.error_message, '') AS error_message, r.total_steps, r.resume_count
         FROM followed f JOIN kb.agent_runs r ON r.id = f.run_id AND r.project_id = f.project_id
         WHERE r.status = ANY($7::text[])
     ), completed AS MATERIALIZED (
-        SELECT project_id, task_id, session_id, graph_id, summary, run_id::text AS run_id
+        SELECT project_id, task_id, session_id, graph_id, summary, run_id::text AS run_id,
+               output
         FROM ended WHERE status = 'completed' AND $8::bool
     ), {_COMPLETE_CTES}
     SELECT e.run_id::text AS id, e.status, e.summary, e.error_message, e.total_steps,
@@ -155,7 +188,9 @@ _SETTLE = f"""
 _COMPLETE = f"""
     WITH completed AS MATERIALIZED (
         SELECT $2::text AS project_id, $3::uuid AS task_id, $4::text AS session_id,
-               $5::text AS graph_id, $6::text AS summary, $7::text AS run_id
+               $5::text AS graph_id, $6::text AS summary, $7::text AS run_id,
+               (SELECT r.output FROM kb.agent_runs r
+                WHERE r.id = nullif($7::text, '')::uuid) AS output
     ), {_COMPLETE_CTES}
     SELECT EXISTS (SELECT 1 FROM done) AS done, waiting.w AS recheck
     FROM notified CROSS JOIN waiting
@@ -335,17 +370,26 @@ async def unblock(
     return int(row["n"]) if row is not None else 0
 
 
-async def fail(conn: asyncpg.Connection, attempt: Attempt, *, error: str) -> str | None:
-    """Back to pending for a retry while retries remain, else failed. Returns the status."""
+async def fail(
+    conn: asyncpg.Connection,
+    attempt: Attempt,
+    *,
+    error: str,
+    backoff: RetryBackoff | None = None,
+) -> str | None:
+    """Back to pending for a retry (after the backoff) while retries remain, else failed.
+    Returns the status."""
+    backoff = backoff or RetryBackoff()
     status = await conn.fetchval(
         f"""
         UPDATE kb.graph_objects
         SET properties = (properties {_DROP}) || jsonb_build_object('error_message', $4::text,
                 'run_id', $5::text)
-              || CASE WHEN coalesce((properties ->> 'retry_count')::int, 0)
-                           < coalesce((properties ->> 'max_retries')::int, 2)
-                 THEN jsonb_build_object('status', 'pending', 'ready', true, 'retry_count',
-                          coalesce((properties ->> 'retry_count')::int, 0) + 1)
+              || CASE WHEN {RETRY_COUNT} < {MAX_RETRIES}
+                 THEN jsonb_build_object('status', 'pending', 'ready', true,
+                          'retry_count', {RETRY_COUNT} + 1,
+                          'not_before', extract(epoch FROM now())
+                              + least($8::float8, $7::float8 * power(2, least({RETRY_COUNT}, 30))))
                  ELSE jsonb_build_object('status', 'failed', 'complete_time', $6::text) END,
             version = version + 1, updated_at = now()
         WHERE {_CURRENT}
@@ -357,6 +401,8 @@ async def fail(conn: asyncpg.Connection, attempt: Attempt, *, error: str) -> str
         error,
         attempt.run_id,
         iso_now(),
+        backoff.base_s,
+        backoff.max_s,
     )
     await sessions.finish_session(
         conn, attempt.project_id, attempt.session_id, outcome="failed", error_message=error

@@ -252,6 +252,9 @@ class Coordinator:
                         "summary": child.summary or "",
                     }
                 )
+                if child.output is not None:
+                    # The child's definition has an output_schema: its typed answer.
+                    results[-1]["output"] = child.output
             else:
                 failed.append(
                     {

@@ -24,6 +24,7 @@ from agentfleet.pagination import (
     encode_page_token,
     page_of,
 )
+from services.executor.approvals import check_definition_config
 
 FlowType = Literal["single", "sequential", "loop", "parallel"]
 Visibility = Literal["external", "project", "internal"]
@@ -50,7 +51,9 @@ class ModelConfig:
     max_output_tokens: int | None = None
     """None uses the model's default."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Further google-genai GenerateContentConfig settings, passed as-is."""
+    """Further generation settings (google-genai GenerateContentConfig names), only those
+    ``$defs/model_extra`` of manifest.schema.json allows; checked on write and again before
+    each run."""
 
     def to_json(self) -> dict[str, Any]:
         """The jsonb document stored in ``agent_definitions.model``."""
@@ -108,6 +111,10 @@ class AgentDefinition:
     trigger: str | None = None
     """Event that triggers the agent (e.g. "on_document_ingested"); None = requests only."""
     config: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema of the final answer (stored as AgentRun.output); None = free text."""
+    streaming: bool = False
+    """Stream model replies: MODEL_TEXT_DELTA events reach live subscribers."""
     id: uuid.UUID | None = None
     project_id: str = ""
     product_id: uuid.UUID | None = None
@@ -124,6 +131,7 @@ _COLUMNS = """
     d.id, d.project_id, d.name, d.description, d.system_prompt, d.model, d.tools,
     d.flow_type, d.sub_agents, d.max_iterations, d.max_steps, d.default_timeout_s,
     d.visibility, d.is_default, d.tags, d.trigger, d.config, d.product_id, d.version,
+    d.output_schema, d.streaming,
     d.created_at, d.updated_at, coalesce(p.name, '') AS product_name
 """
 _FROM = "kb.agent_definitions d LEFT JOIN kb.products p ON p.id = d.product_id"
@@ -149,6 +157,8 @@ def definition_from_row(row: asyncpg.Record) -> AgentDefinition:
         tags=list(row["tags"]),
         trigger=row["trigger"],
         config=dict(row["config"] or {}),
+        output_schema=row["output_schema"],
+        streaming=row["streaming"],
         product_id=row["product_id"],
         product_name=row["product_name"],
         version=row["version"],
@@ -311,6 +321,7 @@ class DefinitionRepository:
         ``product_id`` set: the definition is linked to that product (product install);
         :class:`AlreadyExists` if it exists and belongs to no product or another one.
         """
+        check_definition_config(definition.config)
         # Lock the row (if any) so the version check and the write see the same revision.
         current = await conn.fetchrow(
             "SELECT version, product_id FROM kb.agent_definitions "
@@ -348,9 +359,9 @@ class DefinitionRepository:
             INSERT INTO kb.agent_definitions AS d (
                 project_id, name, description, system_prompt, model, tools, flow_type,
                 sub_agents, max_iterations, max_steps, default_timeout_s, visibility,
-                is_default, tags, trigger, config, product_id)
+                is_default, tags, trigger, config, product_id, output_schema, streaming)
             VALUES ($1, $2, $3, $4, $5::jsonb, $6::text[], $7, $8::text[], $9, $10, $11, $12,
-                    $13, $14::text[], $15, $16::jsonb, $17::uuid)
+                    $13, $14::text[], $15, $16::jsonb, $17::uuid, $18::jsonb, $19)
             ON CONFLICT (project_id, name) DO UPDATE SET
                 description = excluded.description, system_prompt = excluded.system_prompt,
                 model = excluded.model, tools = excluded.tools, flow_type = excluded.flow_type,
@@ -358,7 +369,8 @@ class DefinitionRepository:
                 max_steps = excluded.max_steps, default_timeout_s = excluded.default_timeout_s,
                 visibility = excluded.visibility, is_default = excluded.is_default,
                 tags = excluded.tags, trigger = excluded.trigger, config = excluded.config,
-                product_id = excluded.product_id, version = d.version + 1, updated_at = now()
+                product_id = excluded.product_id, output_schema = excluded.output_schema,
+                streaming = excluded.streaming, version = d.version + 1, updated_at = now()
             RETURNING id
             """,
             project_id,
@@ -378,6 +390,8 @@ class DefinitionRepository:
             definition.trigger,
             dict(definition.config),
             link,
+            definition.output_schema,
+            definition.streaming,
         )
         stored = await conn.fetchrow(
             f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND d.id = $2::uuid",

@@ -26,10 +26,19 @@ import structlog
 from google.genai import types
 from opentelemetry import trace
 
-from agentfleet import events
+from agentfleet import events, metrics
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.llm import ModelClient
 from agentfleet.telemetry import current_trace_id
+from services.executor.approval_resume import (
+    begin_held_continuation,
+    held_calls,
+    hold_step,
+    not_held,
+    settle_held_step,
+    timeout_after_waiting,
+)
+from services.executor.approvals import parse_approval_policy
 from services.executor.continuation import continue_run
 from services.executor.control import (
     DefinitionSource,
@@ -51,6 +60,8 @@ from services.executor.model_request import (
     plan_calls,
     refused_result,
 )
+from services.executor.outages import is_outage
+from services.executor.output_schema import with_schema_without_tools
 from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
 from services.executor.recovery import INTERRUPTED_BY_CRASH, load_continuation
 from services.executor.runs import RunRecord, RunStatus
@@ -63,6 +74,9 @@ from services.executor.safety import (
     screen_calls,
 )
 from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
+from services.executor.streaming import ModelCall, call_model
+from services.executor.structured_output import StructuredFinish
+from services.executor.threads import parse_thread_policy, thread_history
 from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
 from services.executor.tree import ACTIVE, cancel_descendants
 
@@ -138,6 +152,8 @@ class AgentLoop:
                 log.warning("run_lease_lost", error=exc.message)
                 return None
             except Exception as exc:
+                if control.retry_outages and is_outage(exc):
+                    raise  # the worker runs it again once the database is back
                 message = _error_message(exc)
                 if not isinstance(exc, AgentFleetError):
                     log.exception("run_crashed", error=message)
@@ -147,6 +163,9 @@ class AgentLoop:
                 )
             if finished is not None:
                 span.set_attribute("agentfleet.run.status", finished.status)
+                metrics.record_run_finished(
+                    agent=run.agent_name, status=finished.status, duration_ms=finished.duration_ms
+                )
                 log.info("run_finished", status=finished.status, steps=finished.step_count)
                 await complete_then_cancel(self._end_children(finished))
             return finished
@@ -186,9 +205,13 @@ class AgentLoop:
             model=definition.model.name,
             system=definition.system_prompt or None,
             tools=function_tools(list(callable_tools.values())),
-            config=generation_config(definition.model),
+            config=with_schema_without_tools(
+                generation_config(definition.model), definition.output_schema, callable_tools
+            ),
         )
         continuation = await load_continuation(self.pool, run)
+        # A step held for approval whose calls are decided: settled below, all together.
+        held_step = await begin_held_continuation(self.pool, recorder, continuation)
         if continuation.has_messages:
 
             async def reattach(calls: Sequence[PlannedCall]) -> list[CallResult]:
@@ -200,10 +223,22 @@ class AgentLoop:
                 continuation=continuation,
                 turn=turn,
                 tool_names=sorted(callable_tools),
-                resumed=control.resumed,
+                resumed=control.resumed or held_step is not None,
                 worker=self.owner,
                 reattach=reattach if self.coordinator is not None else None,
             )
+            if held_step is not None:
+                contents.append(
+                    await complete_then_cancel(
+                        settle_held_step(
+                            pool=self.pool,
+                            recorder=recorder,
+                            continuation=continuation,
+                            rows=held_step,
+                            run_calls=reattach,
+                        )
+                    )
+                )
             if continuation.final_text is not None:
                 # The model had answered; only the completion was lost with the worker.
                 return await complete_then_cancel(
@@ -214,14 +249,20 @@ class AgentLoop:
                     )
                 )
         else:
-            contents = [types.Content(role="user", parts=[types.Part(text=run.input)])]
+            # A thread's run starts from the thread's previous completed run (threads.py).
+            history = await thread_history(self.pool, run, parse_thread_policy(definition.config))
+            contents = [
+                *(content for _role, content in history),
+                types.Content(role="user", parts=[types.Part(text=run.input)]),
+            ]
             await complete_then_cancel(
                 recorder.record_start(
                     system_prompt=definition.system_prompt,
-                    user_input=contents[0],
+                    user_input=contents[-1],
                     model_name=definition.model.name,
                     tool_names=sorted(callable_tools),
                     trace_id=current_trace_id(),
+                    history=history,
                 )
             )
         budget = StepBudget(
@@ -235,6 +276,7 @@ class AgentLoop:
             requested=run.timeout.total_seconds() if run.timeout is not None else None,
             definition=definition.default_timeout_s,
         )
+        timeout_s = timeout_after_waiting(timeout_s, run, definition.config)
         # The clock starts when this worker begins executing (fresh, resumed or recovered).
         deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
         log.info("run_started", agent=run.agent_name, tools=len(callable_tools))
@@ -336,13 +378,23 @@ class AgentLoop:
         progress.step += 1
         step = progress.step
         run = recorder.run
-        with _tracer.start_as_current_span(f"step {step}", attributes={"agentfleet.step": step}):
-            reply = await self.model.generate(
-                model=turn.model,
-                system_instruction=turn.system,
-                contents=contents,
-                tools=turn.tools,
-                config=turn.config,
+        with (
+            _tracer.start_as_current_span(f"step {step}", attributes={"agentfleet.step": step}),
+            metrics.timed_step(run.agent_name),
+        ):
+            reply = await call_model(
+                model=self.model,
+                pool=self.pool,
+                run=run,
+                step=step,
+                call=ModelCall(
+                    model=turn.model,
+                    system_instruction=turn.system,
+                    contents=contents,
+                    tools=turn.tools,
+                    config=turn.config,
+                ),
+                streaming=definition.streaming,
             )
             planned, depth_events = screen_depth(
                 plan_calls(
@@ -367,6 +419,17 @@ class AgentLoop:
                 )
             )
             contents.append(reply.content)
+            if not screened.calls and definition.output_schema is not None:
+                return await StructuredFinish(
+                    model=self.model,
+                    pool=self.pool,
+                    streaming=definition.streaming,
+                    recorder=recorder,
+                    progress=progress,
+                    turn=turn,
+                    contents=contents,
+                    schema=definition.output_schema,
+                ).finish(reply)
             if not screened.calls:
                 return await complete_then_cancel(
                     recorder.record_finish(
@@ -388,6 +451,26 @@ class AgentLoop:
                     )
                 )
             progress.results = {}
+            held = held_calls(
+                parse_approval_policy(definition.config), screened.calls, callable_tools
+            )
+            if held:
+                # Calls that need a person wait; the others run now (approval_resume.py).
+                results = await self._run_calls(
+                    recorder.run, definition, not_held(screened.calls, held), progress.results
+                )
+                await complete_then_cancel(
+                    hold_step(
+                        pool=self.pool,
+                        hub=self.hub,
+                        recorder=recorder,
+                        owner=self.owner,
+                        step=step,
+                        answered=results,
+                        held=held,
+                    )
+                )
+                return None  # the run is waiting: this execution ends without an outcome
             results = await self._run_calls(
                 recorder.run, definition, screened.calls, progress.results
             )

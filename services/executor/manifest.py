@@ -26,7 +26,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.mcp_stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
 from services.executor.definitions import AgentDefinition, ModelConfig
+from services.executor.output_schema import output_schema_violations
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""
@@ -140,6 +142,7 @@ def semantic_violations(
     for i, agent in enumerate(manifest.agents):
         path = f"manifest.agents[{i}]"
         out.extend(flow_violations(agent, path))
+        out.extend(output_schema_violations(agent.output_schema, f"{path}.output_schema"))
         for j, member in enumerate(agent.sub_agents):
             if project_agents is not None and member not in known and member != agent.name:
                 out.append(
@@ -151,6 +154,23 @@ def semantic_violations(
     out.extend(_cycle_violations(manifest.agents))
     out.extend(_server_violations(manifest.mcp_servers))
     return out
+
+
+def check_stdio_servers(manifest: Manifest, allowlist: StdioAllowlist) -> None:
+    """:class:`PermissionDenied` naming the first stdio server of ``manifest`` whose command
+    line is not on the operator's allowlist (see :mod:`agentfleet.mcp_stdio`).
+
+    The allowlist applies to products as to every stdio server: a product the operator
+    installs may carry stdio servers once the operator has allowed their command lines.
+    """
+    for i, server in enumerate(manifest.mcp_servers):
+        if server.transport == "stdio":
+            require_allowed_stdio(
+                server.command,
+                server.args,
+                allowlist,
+                field=f"manifest.mcp.servers[{i}].command",
+            )
 
 
 def flow_violations(agent: AgentDefinition, path: str) -> list[FieldViolation]:
@@ -181,6 +201,7 @@ def definition_violations(
     document = definition_document(definition)
     out = schema_violations(document, prefix, definition="#/$defs/agent")
     out.extend(flow_violations(definition, prefix))
+    out.extend(output_schema_violations(definition.output_schema, f"{prefix}.output_schema"))
     # The proto spells the timeout as a Duration named default_timeout.
     return [
         FieldViolation(v.field.replace(".default_timeout_s", ".default_timeout"), v.description)
@@ -203,8 +224,10 @@ def definition_document(definition: AgentDefinition) -> dict[str, Any]:
         "tags": list(definition.tags),
         "trigger": definition.trigger,
         "config": dict(definition.config),
+        "streaming": definition.streaming,
     }
     optional = {
+        "output_schema": definition.output_schema,
         "max_iterations": definition.max_iterations,
         "max_steps": definition.max_steps,
         "default_timeout_s": definition.default_timeout_s,
@@ -242,6 +265,8 @@ def _agent(doc: Mapping[str, Any]) -> AgentDefinition:
         tags=list(doc.get("tags", [])),
         trigger=doc.get("trigger") or None,
         config=dict(doc.get("config", {})),
+        output_schema=doc.get("output_schema"),
+        streaming=doc.get("streaming", False),
     )
 
 
@@ -289,6 +314,7 @@ def _server_violations(servers: list[McpServerSpec]) -> Iterable[FieldViolation]
         first.setdefault(server.name, i)
         if server.transport == "stdio":
             stray = {"url": server.url, "headers": server.headers}
+            yield from loader_env_violations(server.env, f"{path}.env")
         else:
             stray = {"command": server.command, "args": server.args, "env": server.env}
         for key, value in stray.items():
@@ -338,7 +364,8 @@ def _describe(error: ValidationError, prefix: str) -> list[FieldViolation]:
     if kind == "additionalProperties" and isinstance(instance, Mapping):
         allowed = error.schema.get("properties", {})
         extras = [key for key in instance if key not in allowed]
-        return [FieldViolation(_path(path, [key]), "is not a known field") for key in extras]
+        why = error.schema.get("x-additional-hint", "is not a known field")
+        return [FieldViolation(_path(path, [key]), why) for key in extras]
     if kind == "pattern" and "x-pattern-hint" in error.schema:
         if "propertyNames" in error.relative_schema_path:
             # The error sits on the map; the bad key is the instance.

@@ -11,11 +11,15 @@ one implicit transaction. Events are appended in the same transaction as the row
 describe and published to the in-process :class:`~agentfleet.events.EventHub` only after
 it commits. Messages hold the exact ``types.Content`` JSON, so :func:`load_conversation`
 rebuilds the conversation exactly.
+
+Every write rides out a PostgreSQL restart or failover: it is retried on a new connection
+(:mod:`write_guards`), and a retry first checks whether the cut attempt had committed, so
+nothing is written twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +31,16 @@ from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply, content_from_json, content_to_json
 from services.executor.queue import RunQueue
 from services.executor.runs import RunRecord, RunStatus
+from services.executor.write_guards import (
+    events_appended,
+    events_with_message,
+    finished_with,
+    message_written,
+    write_once,
+)
+
+_WHAT = "recording a run"
+"""What the executor was doing, in the warning of a database outage."""
 
 
 class LeaseLost(Aborted):
@@ -180,38 +194,48 @@ class RunRecorder:
         model_name: str,
         tool_names: Sequence[str],
         trace_id: str | None,
+        history: Sequence[tuple[str, types.Content]] = (),
     ) -> None:
-        """The opening messages and STATUS_CHANGED(queued -> running) + RUN_STARTED."""
+        """The opening messages and STATUS_CHANGED(queued -> running) + RUN_STARTED.
+        ``history``: (role, content) of a thread's earlier turns, stored before the input."""
         run = self.run
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
-                "WHERE project_id = $1 AND id = $2::uuid",
-                run.project_id,
-                run.id,
-                trace_id,
-            )
-            if system_prompt:
-                system = types.Content(parts=[types.Part(text=system_prompt)])
-                await self._insert_message(conn, 0, "system", system)
-            await self._insert_message(conn, 0, "user", user_input)
-            stored = await self._append(
-                conn,
-                [
-                    events.StatusChanged(
-                        agent_name=run.agent_name,
-                        from_status="queued",
-                        to_status="running",
-                        reason=f"claimed by worker {self._owner}",
-                    ),
-                    events.RunStarted(
-                        agent_name=run.agent_name,
-                        model_name=model_name,
-                        tool_names=tuple(tool_names),
-                        worker=self._owner,
-                    ),
-                ],
-            )
+        first_seq = self._next_seq
+        opening: list[events.RunEvent] = [
+            events.StatusChanged(
+                agent_name=run.agent_name,
+                from_status="queued",
+                to_status="running",
+                reason=f"claimed by worker {self._owner}",
+            ),
+            events.RunStarted(
+                agent_name=run.agent_name,
+                model_name=model_name,
+                tool_names=tuple(tool_names),
+                worker=self._owner,
+            ),
+        ]
+
+        async def write() -> list[events.PersistedEvent]:
+            self._next_seq = first_seq  # an attempt cut short numbered nothing
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
+                    "WHERE project_id = $1 AND id = $2::uuid",
+                    run.project_id,
+                    run.id,
+                    trace_id,
+                )
+                if system_prompt:
+                    system = types.Content(parts=[types.Part(text=system_prompt)])
+                    await self._insert_message(conn, 0, "system", system)
+                for role, content in history:
+                    await self._insert_message(conn, 0, role, content)
+                await self._insert_message(conn, 0, "user", user_input)
+                return await self._append(conn, opening)
+
+        stored = await self._write_with_messages(
+            write, first_seq=first_seq, messages=(2 if system_prompt else 1) + len(history)
+        )
         self._publish(stored)
         self.started = True
         if trace_id is not None and run.trace_id is None:
@@ -275,10 +299,16 @@ class RunRecorder:
         run.tokens_out += usage.output_tokens
 
     async def record_tool_results(
-        self, *, step: int, results: Sequence[CallResult]
+        self,
+        *,
+        step: int,
+        results: Sequence[CallResult],
+        answered_before: frozenset[str] = frozenset(),
     ) -> types.Content:
         """Finishes the call rows, appends the tool message and the TOOL_RESPONSEs; returns
-        the tool message content (to append to the conversation)."""
+        the tool message content (to append to the conversation). ``answered_before``: calls
+        whose row and TOOL_RESPONSE were written earlier (a step held for approval); they
+        are in the message only."""
         run = self.run
         # Validation would keep the Part instances as they are (pydantic does not revalidate
         # model instances): nothing to check in a content built here.
@@ -297,6 +327,7 @@ class RunRecorder:
                 step=step,
             )
             for r in results
+            if r.planned.tool_call_id not in answered_before
         ]
         stored = await self._write_step(
             _RECORD_RESULTS,
@@ -328,10 +359,24 @@ class RunRecorder:
     ) -> None:
         """Events (RUN_STARTED of a continued run, SAFETY) and optionally a user message the
         executor adds to the conversation (a soft-stop request), in one commit."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            if user_message is not None:
-                await self._insert_message(conn, step, "user", user_message)
-            stored = await self._append(conn, batch)
+        first_seq = self._next_seq
+
+        async def write() -> list[events.PersistedEvent]:
+            self._next_seq = first_seq
+            async with self._pool.acquire() as conn, conn.transaction():
+                if user_message is not None:
+                    await self._insert_message(conn, step, "user", user_message)
+                return await self._append(conn, batch)
+
+        if user_message is not None:
+            stored = await self._write_with_messages(write, first_seq=first_seq, messages=1)
+        else:
+
+            async def committed() -> list[events.PersistedEvent] | None:
+                rows = await events_appended(self._pool, run_id=self.run.id, batch=batch)
+                return None if rows is None else [events.persisted_from_row(r) for r in rows]
+
+            stored = await write_once(write, committed=committed, what=_WHAT, pool=self._pool)
         self._publish(stored)
         self.started = True
 
@@ -342,37 +387,56 @@ class RunRecorder:
         reason: str,
         summary: str | None = None,
         error_message: str | None = None,
+        output: dict[str, Any] | None = None,
     ) -> RunRecord | None:
         """Ends the execution if the run is still ``running``: the status with completed_at
-        and duration, STATUS_CHANGED and RUN_FINISHED. None when it had already moved on."""
+        and duration, STATUS_CHANGED and RUN_FINISHED. None when it had already moved on.
+        ``output``: the structured final answer (definitions with an output_schema)."""
         run = self.run
-        async with self._pool.acquire() as conn, conn.transaction():
-            finished = await RunQueue.finish(
-                conn, run, status=status, summary=summary, error_message=error_message
-            )
-            if finished is None:
-                return None
-            batch: list[events.RunEvent] = []
-            if not self.started:
-                # Failed before record_start (definition or tools): still show the claim.
-                batch.append(
+
+        async def write() -> tuple[RunRecord | None, list[events.PersistedEvent]]:
+            async with self._pool.acquire() as conn, conn.transaction():
+                finished = await RunQueue.finish(
+                    conn,
+                    run,
+                    status=status,
+                    summary=summary,
+                    error_message=error_message,
+                    output=output,
+                )
+                if finished is None:
+                    return None, []
+                batch: list[events.RunEvent] = []
+                if not self.started:
+                    # Failed before record_start (definition or tools): still show the claim.
+                    batch.append(
+                        events.StatusChanged(
+                            agent_name=run.agent_name,
+                            from_status="queued",
+                            to_status="running",
+                            reason=f"claimed by worker {self._owner}",
+                        )
+                    )
+                batch += [
                     events.StatusChanged(
                         agent_name=run.agent_name,
-                        from_status="queued",
-                        to_status="running",
-                        reason=f"claimed by worker {self._owner}",
-                    )
-                )
-            batch += [
-                events.StatusChanged(
-                    agent_name=run.agent_name,
-                    from_status="running",
-                    to_status=status,
-                    reason=reason,
-                ),
-                events.RunFinished(agent_name=run.agent_name, run=finished.snapshot()),
-            ]
-            stored = await self._append(conn, batch)
+                        from_status="running",
+                        to_status=status,
+                        reason=reason,
+                    ),
+                    events.RunFinished(agent_name=run.agent_name, run=finished.snapshot()),
+                ]
+                return finished, await self._append(conn, batch)
+
+        async def committed() -> tuple[RunRecord | None, list[events.PersistedEvent]] | None:
+            found = await finished_with(self._pool, run, status)
+            if found is None:
+                return None
+            return found[0], [events.persisted_from_row(r) for r in found[1]]
+
+        finished, stored = await write_once(write, committed=committed, what=_WHAT, pool=self._pool)
+        if finished is None:
+            return None
         self._publish(stored)
         self.run = finished
         return finished
@@ -416,8 +480,7 @@ class RunRecorder:
         qualify (nothing was written)."""
         run = self.run
         seq = self._next_seq
-        stored_rows = await self._pool.fetch(
-            query,
+        arguments = (
             run.id,
             run.project_id,
             run.root_run_id,
@@ -433,10 +496,45 @@ class RunRecorder:
             tokens,
             *rows,
         )
-        if not stored_rows:
+        # A cut attempt that had committed wrote the message at ``seq`` (a retried one
+        # would fail on its unique seq anyway, writing nothing).
+        earlier: list[list[asyncpg.Record]] = []
+
+        async def committed() -> list[asyncpg.Record] | None:
+            if not await message_written(self._pool, run_id=run.id, seq=seq):
+                return None
+            earlier.append(await events_with_message(self._pool, run_id=run.id, seq=seq))
+            return earlier[0]
+
+        stored_rows = await write_once(
+            lambda: self._pool.fetch(query, *arguments),
+            committed=committed,
+            what=_WHAT,
+            pool=self._pool,
+        )
+        if not stored_rows and not earlier:
             return None
         self._next_seq = seq + 1
         return stored_rows
+
+    async def _write_with_messages(
+        self,
+        write: Callable[[], Awaitable[list[events.PersistedEvent]]],
+        *,
+        first_seq: int,
+        messages: int,
+    ) -> list[events.PersistedEvent]:
+        """Runs a transaction that adds ``messages`` messages from ``first_seq`` (and
+        events), through database outages, never twice."""
+
+        async def committed() -> list[events.PersistedEvent] | None:
+            if not await message_written(self._pool, run_id=self.run.id, seq=first_seq):
+                return None
+            self._next_seq = first_seq + messages
+            rows = await events_with_message(self._pool, run_id=self.run.id, seq=first_seq)
+            return [events.persisted_from_row(r) for r in rows]
+
+        return await write_once(write, committed=committed, what=_WHAT, pool=self._pool)
 
     async def _append(
         self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]

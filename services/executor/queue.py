@@ -1,13 +1,15 @@
 """The run queue: ``kb.agent_runs`` rows as the executor's work queue (DESIGN §4).
 
-StartRun/TriggerRun :meth:`RunQueue.enqueue` a ``queued`` run and NOTIFY
-``agentfleet_runs_queued``; workers :meth:`RunQueue.claim_next` with ``FOR UPDATE SKIP
-LOCKED`` on the partial queued index, hold a lease renewed by :meth:`RunQueue.heartbeat`,
-and end the run with a conditional :meth:`RunQueue.finish`. Every status change is a
+StartRun/TriggerRun :meth:`RunQueue.enqueue` a ``queued`` run (at most
+``max_queued_per_project`` top-level runs queued per project) and NOTIFY
+``agentfleet_runs_queued``; workers :meth:`RunQueue.claim` runs round robin across projects
+with ``FOR UPDATE SKIP LOCKED``, hold a lease renewed by :meth:`RunQueue.heartbeat`, and
+end the run with a conditional :meth:`RunQueue.finish`. Every status change is a
 conditional UPDATE that reports whether it applied, so two workers (or a worker and a
 CancelRun) can never both move one run.
 
-CancelRun is :meth:`RunQueue.request_cancel`: a queued or paused run is cancelled at once;
+CancelRun is :meth:`RunQueue.request_cancel`: a queued, waiting or paused run is cancelled at
+once (a waiting run's held tool calls are answered, never executed);
 a running one gets ``cancel_requested_at`` and a NOTIFY on ``agentfleet_run_cancel``
 (payload ``{"run_id": ..., "reason": ...}``) for whichever worker holds it.
 """
@@ -17,12 +19,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
 from agentfleet import events
 from agentfleet.db import notify
-from agentfleet.errors import NotFound
+from agentfleet.errors import NotFound, ResourceExhausted
+from services.executor.approval_store import answer_held_calls, expire_overdue_approvals
+from services.executor.claim_sql import CLAIM, CLAIM_ANY
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
 
 QUEUED_CHANNEL = "agentfleet_runs_queued"
@@ -31,12 +36,21 @@ CANCEL_CHANNEL = "agentfleet_run_cancel"
 """NOTIFY channel of cancel requests; payload: JSON ``{"run_id", "reason"}``."""
 DEFAULT_CANCEL_REASON = "cancelled by user"
 
+# $16: the project's cap on queued top-level runs (NULL: none, as for children). The count
+# stops at the cap, so it reads at most $16 entries of agent_runs_queued_project_idx.
 _INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
-    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens)
-VALUES ($1, $2::uuid, $3, $4, $5::jsonb, $6, make_interval(secs => $7::double precision),
-        $8, $9::uuid, $10, $11, $12::uuid, $13::uuid, $14, $15)
+    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
+    thread_id)
+SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
+       make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
+       $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text
+WHERE $16::integer IS NULL
+   OR (SELECT count(*) FROM (
+           SELECT 1 FROM kb.agent_runs
+           WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+           LIMIT $16::integer) queued) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
@@ -45,89 +59,6 @@ RETURNING *
 _INSERT_AND_NOTIFY = f"""
 WITH inserted AS ({_INSERT})
 SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
-"""
-
-# The inner SELECT walks agent_runs_queued_idx (partial, status = 'queued') oldest first;
-# SKIP LOCKED lets concurrent claimers take disjoint runs instead of queueing on one row.
-# MATERIALIZED: the locking SELECT runs exactly once. As a plain subquery the planner may
-# rescan it (a nested loop's inner side), and each rescan skips to other rows: one claim
-# for one run could then take several.
-#
-# Fairness: a project may have at most $4 top-level runs running, so one project's backlog
-# cannot take every slot of the fleet. Among the oldest queued runs (a bounded window), each
-# project's top-level runs are numbered and only those that fit under its cap are claimable;
-# children (depth > 0) are exempt, since their parents hold slots while waiting for them.
-# The running counts are not locked: concurrent claims may pass a cap by a few runs.
-_CANDIDATES = """
-running AS (
-    SELECT project_id, count(*) AS n FROM kb.agent_runs
-    WHERE status = 'running' AND depth = 0
-    GROUP BY project_id
-), window_ AS (
-    SELECT id, project_id, depth,
-           row_number() OVER (PARTITION BY project_id, depth > 0 ORDER BY created_at, id) AS rn
-    FROM (
-        SELECT id, project_id, depth, created_at FROM kb.agent_runs
-        WHERE status = 'queued'
-        ORDER BY created_at, id
-        LIMIT 2000
-    ) oldest
-), candidates AS MATERIALIZED (
-    SELECT w.id FROM window_ w LEFT JOIN running USING (project_id)
-    WHERE w.depth > 0 OR coalesce(running.n, 0) + w.rn <= $4
-)"""
-
-
-def _claimable(limit: str) -> str:
-    return f"""claimable AS MATERIALIZED (
-    SELECT q.id FROM kb.agent_runs q
-    WHERE q.status = 'queued' AND q.id IN (SELECT id FROM candidates)
-    ORDER BY q.created_at, q.id
-    LIMIT {limit}
-    FOR UPDATE SKIP LOCKED
-)"""
-
-
-_START_CLAIMED = """
-UPDATE kb.agent_runs r
-SET status = 'running',
-    started_at = coalesce(r.started_at, now()),
-    lease_owner = $1,
-    lease_expires_at = now() + make_interval(secs => $2::double precision)
-FROM claimable
-WHERE r.id = claimable.id"""
-
-_CLAIM = f"""
-WITH {_CANDIDATES}, {_claimable("$3")}
-{_START_CLAIMED}
-RETURNING r.*
-"""
-
-# What a worker with free slots runs, in one round trip. First crash recovery (DESIGN §4):
-# running runs whose lease expired -- their worker died, or shut down and released them, or
-# ResumeRun handed them over; `expired` walks agent_runs_running_lease_idx and
-# previous_owner tells a resume from a recovery. Then, in the slots left, queued runs
-# (_CLAIM's rows, same fairness), previous_owner NULL. The two UPDATEs touch disjoint rows
-# (running vs queued); one statement, one snapshot.
-_CLAIM_ANY = f"""
-WITH expired AS MATERIALIZED (
-    SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
-    WHERE status = 'running' AND lease_expires_at <= now()
-    ORDER BY lease_expires_at, id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-), {_CANDIDATES}, {_claimable("greatest(0, $3 - (SELECT count(*) FROM expired))")},
-taken_over AS (
-    UPDATE kb.agent_runs r
-    SET lease_owner = $1,
-        lease_expires_at = now() + make_interval(secs => $2::double precision)
-    FROM expired
-    WHERE r.id = expired.id
-    RETURNING r.*, expired.previous_owner
-), claimed AS ({_START_CLAIMED}
-    RETURNING r.*, NULL::text AS previous_owner
-)
-SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
 """
 
 RESUME_LEASE_OWNER = "resume-requested"
@@ -143,7 +74,8 @@ SET status = $4,
     duration_ms = greatest(0, (extract(epoch FROM clock_timestamp()
                                        - coalesce(started_at, created_at)) * 1000)::bigint),
     lease_owner = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL,
+    output = $7::jsonb
 WHERE project_id = $1 AND id = $2::uuid AND status = ANY($3::text[])
 RETURNING *
 """
@@ -160,6 +92,9 @@ class HeartbeatResult:
 
 
 DEFAULT_MAX_RUNNING_PER_PROJECT = 64
+DEFAULT_MAX_QUEUED_PER_PROJECT = 1000
+MAX_QUEUED_SETTING = "AGENTFLEET_MAX_QUEUED_PER_PROJECT"
+"""The setting named when a project's queue is full."""
 
 
 class RunQueue:
@@ -171,27 +106,44 @@ class RunQueue:
         *,
         hub: events.EventHub | None = None,
         max_running_per_project: int = DEFAULT_MAX_RUNNING_PER_PROJECT,
+        max_queued_per_project: int = DEFAULT_MAX_QUEUED_PER_PROJECT,
     ) -> None:
         self._pool = pool
         self._hub = hub
         self._max_running_per_project = max_running_per_project
+        self._max_queued_per_project = max_queued_per_project
 
     async def enqueue(self, params: StartRunParams) -> tuple[RunRecord, bool]:
         """Inserts a ``queued`` run with its RUN_QUEUED event and NOTIFYs the workers.
 
-        With a ``request_id`` seen before in the project, returns that run and False.
+        With a ``request_id`` seen before in the project, returns that run and False. A
+        top-level run is refused with :class:`ResourceExhausted` when its project already
+        has ``max_queued_per_project`` top-level runs queued; nothing is written then.
         """
+        top_level = params.parent_run_id is None
         async with self._pool.acquire() as conn, conn.transaction():
-            run, created, stored = await self.enqueue_in(conn, params)
+            if top_level:
+                # Serialises the count and the insert per project, so concurrent enqueues
+                # never pass the cap: the insert's snapshot is taken after the lock.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    f"agentfleet.run-queue:{params.project_id}",
+                )
+            run, created, stored = await self.enqueue_in(
+                conn, params, max_queued=self._max_queued_per_project if top_level else None
+            )
         self.publish(stored)
         return run, created
 
     @staticmethod
     async def enqueue_in(
-        conn: asyncpg.Connection, params: StartRunParams
+        conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None = None
     ) -> tuple[RunRecord, bool, list[events.PersistedEvent]]:
         """:meth:`enqueue` in the caller's transaction (spawn_agents writes its children and
-        the parent's tool call together); the caller publishes the events after commit."""
+        the parent's tool call together); the caller publishes the events after commit.
+
+        ``max_queued``: refuse (:class:`ResourceExhausted`) when the project has that many
+        top-level runs queued; None (children) checks nothing."""
         row = await conn.fetchrow(
             _INSERT_AND_NOTIFY,
             params.project_id,
@@ -209,14 +161,23 @@ class RunQueue:
             params.root_run_id,
             params.depth,
             params.max_tokens,
+            max_queued,
+            params.thread_id,
         )
         if row is None:
-            existing = await conn.fetchrow(
-                "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND request_id = $2",
-                params.project_id,
-                params.request_id,
-            )
-            assert existing is not None  # the conflicting row is committed and kept
+            existing = None
+            if params.request_id is not None:
+                existing = await conn.fetchrow(
+                    "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND request_id = $2",
+                    params.project_id,
+                    params.request_id,
+                )
+            if existing is None:
+                # Not a replay: the cap filtered the insert out.
+                raise ResourceExhausted(
+                    f"project {params.project_id!r} already has {max_queued} queued runs, the "
+                    f"limit set by {MAX_QUEUED_SETTING}; retry when some have started"
+                )
             return RunRecord.from_row(existing), False, []
         run = RunRecord.from_row(row)
         stored = await events.append_events(
@@ -240,12 +201,13 @@ class RunQueue:
         return RunRecord.from_row(row)
 
     async def claim_next(self, owner: str, lease_s: float, *, limit: int = 1) -> list[RunRecord]:
-        """Claims up to ``limit`` of the oldest queued runs: ``running`` under ``owner``'s lease.
+        """Claims up to ``limit`` queued runs: ``running`` under ``owner``'s lease.
 
-        Spans projects by design: one executor fleet serves every project; a project past
-        its cap of running top-level runs waits while others' runs are claimed.
+        Spans projects by design: one executor fleet serves every project, round robin
+        (each project's oldest run, then each one's second, ...); a project past its cap of
+        running top-level runs waits while others' runs are claimed.
         """
-        rows = await self._pool.fetch(_CLAIM, owner, lease_s, limit, self._max_running_per_project)
+        rows = await self._pool.fetch(CLAIM, owner, lease_s, limit, self._max_running_per_project)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.created_at)
 
     async def claim(
@@ -255,8 +217,10 @@ class RunQueue:
         whose lease expired, each with the lease owner it had (:data:`RESUME_LEASE_OWNER`
         for a resumed run), then queued ones in the slots left (as :meth:`claim_next`, owner
         None). Spans projects."""
+        # Approval deadlines are enforced on the workers' claim tick (any executor).
+        self.publish(await expire_overdue_approvals(self._pool))
         rows = await self._pool.fetch(
-            _CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
+            CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
         )
         return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
 
@@ -283,6 +247,15 @@ class RunQueue:
                 str(r["id"]) for r in rows if r["cancel_requested_at"] is not None
             ),
         )
+
+    async def ended(self, run_ids: Sequence[str]) -> frozenset[str]:
+        """Which of ``run_ids`` are no longer ``running`` (a heartbeat that did not renew
+        them raced their end: they were not taken over)."""
+        rows = await self._pool.fetch(
+            "SELECT id FROM kb.agent_runs WHERE id = ANY($1::uuid[]) AND status <> 'running'",
+            list(run_ids),
+        )
+        return frozenset(str(r["id"]) for r in rows)
 
     async def release(self, run_ids: Sequence[str], owner: str) -> int:
         """Ends ``owner``'s leases now (shutdown at a step boundary), so the runs can be taken
@@ -311,9 +284,11 @@ class RunQueue:
         summary: str | None = None,
         error_message: str | None = None,
         from_statuses: Sequence[RunStatus] = ("running",),
+        output: dict[str, Any] | None = None,
     ) -> RunRecord | None:
         """Moves the run to ``status`` (sets completed_at and duration, drops the lease) if it
-        is still in one of ``from_statuses``; None when the transition did not apply."""
+        is still in one of ``from_statuses``; None when the transition did not apply.
+        ``output``: the structured final answer (None clears it)."""
         row = await conn.fetchrow(
             _FINISH,
             run.project_id,
@@ -322,6 +297,7 @@ class RunQueue:
             status,
             summary,
             error_message,
+            output,
         )
         return RunRecord.from_row(row) if row is not None else None
 
@@ -339,7 +315,7 @@ class RunQueue:
                 UPDATE kb.agent_runs
                 SET cancel_requested_at = coalesce(cancel_requested_at, now())
                 WHERE project_id = $1 AND id = $2::uuid
-                  AND status IN ('queued', 'running', 'paused')
+                  AND status IN ('queued', 'running', 'waiting', 'paused')
                 RETURNING *
                 """,
                 project_id,
@@ -353,6 +329,10 @@ class RunQueue:
                 await notify(conn, CANCEL_CHANNEL, payload)
                 return run
             previous = run.status
+            # A waiting run's held calls get their answers (never executed) first.
+            held = await answer_held_calls(
+                conn, run.id, run.agent_name, f"not executed: the run was cancelled: {reason}"
+            )
             finished = await self.finish(
                 conn,
                 run,
@@ -367,6 +347,7 @@ class RunQueue:
                 run_id=run.id,
                 root_run_id=run.root_run_id,
                 events=[
+                    *held,
                     events.StatusChanged(
                         agent_name=run.agent_name,
                         from_status=previous,

@@ -23,10 +23,12 @@ import asyncpg
 
 from agentfleet.db import notify
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
+from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.manifest import (
     Manifest,
+    check_stdio_servers,
     definition_document,
     parse_manifest,
     semantic_violations,
@@ -128,7 +130,15 @@ class _Rollback(Exception):
 class ProductRegistry:
     """Installs, upgrades, lists and uninstalls the products of a project."""
 
-    def __init__(self, pool: asyncpg.Pool, definitions: DefinitionRepository | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        definitions: DefinitionRepository | None = None,
+        *,
+        stdio_allowlist: StdioAllowlist = (),
+    ) -> None:
+        self._stdio_allowlist = stdio_allowlist
+        """Command lines a product's stdio MCP servers may run (AGENTFLEET_MCP_STDIO_ALLOWLIST)."""
         self._pool = pool
         self._definitions = definitions or DefinitionRepository(pool)
 
@@ -152,6 +162,7 @@ class ProductRegistry:
                 "request_id", f"at most {MAX_REQUEST_ID_CHARS} characters"
             )
         manifest = parse_manifest(document)
+        check_stdio_servers(manifest, self._stdio_allowlist)
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 if request_id:

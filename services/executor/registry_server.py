@@ -194,6 +194,12 @@ def definition_from_proto(message: common_pb2.AgentDefinition) -> AgentDefinitio
         tags=list(message.tags),
         trigger=message.trigger or None,
         config=json_format.MessageToDict(message.config) if message.HasField("config") else {},
+        output_schema=(
+            json_format.MessageToDict(message.output_schema)
+            if message.HasField("output_schema")
+            else None
+        ),
+        streaming=message.streaming,
     )
 
 
@@ -227,6 +233,10 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
         version=definition.version,
         create_time=_timestamp(definition.created_at),
         update_time=_timestamp(definition.updated_at),
+        output_schema=(
+            _struct(definition.output_schema) if definition.output_schema is not None else None
+        ),
+        streaming=definition.streaming,
     )
     if definition.default_timeout_s is not None:
         duration = duration_pb2.Duration()

@@ -1,5 +1,5 @@
-"""ExecutorService: StartRun, TriggerRun, CancelRun (protobuf <-> domain), and the parts of
-the executor process that run agents (:func:`build_executor_parts`).
+"""ExecutorService: StartRun, TriggerRun, CancelRun, ResumeRun, DecideToolCall (protobuf <->
+domain), and the parts of the executor process that run agents (:func:`build_executor_parts`).
 
 StartRun follows the run's events from the database, woken by ``NOTIFY
 agentfleet_run_events``, so the stream works whichever executor process runs the run and
@@ -17,14 +17,17 @@ from typing import Any
 import asyncpg
 import grpc
 
-from agentfleet import events
-from agentfleet.clients import open_channel
+from agentfleet import events, events_delta, metrics
+from agentfleet.auth import current_principal
+from agentfleet.clients import service_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
-from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from services.executor.approval_requests import decision_params
+from services.executor.approval_store import decide_tool_call
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
 from services.executor.definitions import DefinitionRepository
@@ -33,6 +36,8 @@ from services.executor.loop import AgentLoop
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
+from services.executor.task_lineage import inherit_task_limits
+from services.executor.threads import THREAD_ID_PATTERN
 from services.executor.tool_gateway import GrpcToolGateway
 from services.executor.tree import cancel_tree
 from services.executor.worker import RunWorker, worker_name
@@ -69,6 +74,10 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         )
     if request.task_id and not _is_uuid(request.task_id):
         problems.append(FieldViolation("task_id", "must be a UUID"))
+    if request.thread_id and not THREAD_ID_PATTERN.match(request.thread_id):
+        problems.append(
+            FieldViolation("thread_id", "must be 1 to 128 letters, digits or . _ : - characters")
+        )
     if problems:
         raise InvalidArgument.for_fields(problems)
     return StartRunParams(
@@ -82,6 +91,7 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         request_id=request.request_id or None,
         task_id=request.task_id or None,
         trace_id=current_trace_id(),
+        thread_id=request.thread_id or None,
     )
 
 
@@ -138,7 +148,7 @@ def _is_uuid(value: str) -> bool:
 
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
-    """StartRun, TriggerRun, CancelRun and ResumeRun."""
+    """StartRun, TriggerRun, CancelRun, ResumeRun and DecideToolCall."""
 
     def __init__(
         self,
@@ -164,6 +174,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if not task_found:
             raise NotFound(f"task {params.task_id} not found")
         params.agent_definition_id = str(definition.id)
+        params = await inherit_task_limits(self._pool, params, definition)
         run, _created = await self._queue.enqueue(params)
         return run
 
@@ -216,11 +227,30 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         ):
             yield event
 
+    async def DecideToolCall(
+        self, request: executor_pb2.DecideToolCallRequest, context: grpc.aio.ServicerContext
+    ) -> executor_pb2.DecideToolCallResponse:
+        principal = current_principal.get()
+        outcome = await decide_tool_call(
+            self._pool, decision_params(request, decided_by=principal.token_id or "auth-off")
+        )
+        self._queue.publish(outcome.stored)
+        return executor_pb2.DecideToolCallResponse(
+            run=RunRecord.from_row(outcome.run).to_proto(),
+            status=common_pb2.ToolCallStatus.Value(
+                "TOOL_CALL_STATUS_" + outcome.call_status.upper()
+            ),
+            waiting_tool_call_ids=outcome.waiting,
+        )
+
     async def follow(
         self, run: RunRecord, *, include_internal: bool, after_seq: int = 0
     ) -> AsyncIterator[common_pb2.RunEvent]:
-        """The run's events after ``after_seq``, live, until the next RUN_FINISHED."""
+        """The run's events after ``after_seq``, live, until the next RUN_FINISHED; the
+        transient MODEL_TEXT_DELTA pieces of streamed replies in between
+        (:mod:`agentfleet.events_delta`)."""
         signal = asyncio.Event()
+        deltas = events_delta.DeltaFollower(run.id, wake=signal)
 
         def on_notify(notification: Notification) -> None:
             parsed = events.parse_notification(notification.payload)
@@ -228,11 +258,16 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 signal.set()
 
         await self._listener.subscribe(events.CHANNEL, on_notify)
+        await self._listener.subscribe(events_delta.DELTA_CHANNEL, deltas.on_notification)
         try:
             last_seq = after_seq
             trace_id = run.trace_id
             while True:
                 signal.clear()
+                for delta in deltas.take(last_seq):
+                    yield events_delta.delta_to_proto(
+                        delta, parent_run_id=run.parent_run_id, trace_id=trace_id
+                    )
                 batch = await events.read_events(
                     self._pool,
                     project_id=run.project_id,
@@ -241,6 +276,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                     include_internal=True,
                 )
                 for persisted in batch:
+                    for delta in deltas.take(last_seq, upto=persisted.seq):
+                        yield events_delta.delta_to_proto(
+                            delta, parent_run_id=run.parent_run_id, trace_id=trace_id
+                        )
                     last_seq = persisted.seq
                     if persisted.event.type == "run_started" and trace_id is None:
                         trace_id = (await self._queue.get(run.project_id, run.id)).trace_id
@@ -255,6 +294,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(signal.wait(), timeout=FOLLOW_POLL_S)
         finally:
+            await self._listener.unsubscribe(events_delta.DELTA_CHANNEL, deltas.on_notification)
             await self._listener.unsubscribe(events.CHANNEL, on_notify)
 
 
@@ -267,18 +307,29 @@ class _LazyModelClient:
         self._client: GenaiModelClient | None = None
 
     async def generate(self, **kwargs: Any) -> ModelReply:
+        client = self._built()
+        return await metrics.timed_model_call(
+            client.generate(**kwargs), model=str(kwargs.get("model", ""))
+        )
+
+    async def generate_stream(self, **kwargs: Any) -> ModelReply:
+        client = self._built()
+        return await metrics.timed_model_call(
+            client.generate_stream(**kwargs), model=str(kwargs.get("model", ""))
+        )
+
+    def _built(self) -> GenaiModelClient:
         if self._client is None:
-            try:
-                genai_client = build_genai_client(self._context.settings)
-            except ValueError as exc:  # ConfigError: no model configured
-                raise FailedPrecondition(f"no model available: {exc}") from exc
             settings = self._context.settings
             retry = RetryPolicy(
                 max_attempts=settings.model_max_attempts,
                 base_delay_s=settings.model_retry_base_s,
             )
-            self._client = GenaiModelClient(genai_client, retry=retry)
-        return await self._client.generate(**kwargs)
+            try:
+                self._client = GenaiModelClient.from_settings(settings, retry=retry)
+            except ValueError as exc:  # ConfigError: no model configured
+                raise FailedPrecondition(f"no model available: {exc}") from exc
+        return self._client
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -309,11 +360,14 @@ async def build_executor_parts(
     hub = events.EventHub()
     listener = Listener(context.database_url)
     await listener.start()
-    channel = open_channel(settings.addresses["toolpool"], token=settings.service_token)
+    channel = service_channel(settings, "toolpool")
     model = _LazyModelClient(context)
     owner = worker_name()
     queue = RunQueue(
-        context.pool, hub=hub, max_running_per_project=settings.max_running_per_project
+        context.pool,
+        hub=hub,
+        max_running_per_project=settings.max_running_per_project,
+        max_queued_per_project=settings.max_queued_per_project,
     )
     definitions = DefinitionRepository(context.pool)
     children = ChildRuns(

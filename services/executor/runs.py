@@ -4,6 +4,8 @@ Status machine (DESIGN §4)::
 
     queued -> running -> completed | failed | cancelled | paused
     paused -> running (resume)
+    running -> waiting -> queued (a tool call waits for approval, :mod:`approvals`)
+    waiting -> failed | cancelled (approval deadline, CancelRun)
 
 Every transition is a conditional UPDATE in :mod:`services.executor.queue`.
 """
@@ -18,7 +20,7 @@ from typing import Any, Literal
 from agentfleet.events import agent_run_to_proto, run_snapshot
 from agentfleet.v1 import common_pb2
 
-RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "paused"]
+RunStatus = Literal["queued", "running", "waiting", "completed", "failed", "cancelled", "paused"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -47,6 +49,8 @@ class StartRunParams:
     depth: int = 0
     max_tokens: int | None = None
     """Token budget of a child (spawn_agents ``max_tokens_per_subtask``)."""
+    thread_id: str | None = None
+    """Thread of the run (:mod:`services.executor.threads`); None = not in a thread."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,10 +89,22 @@ class RunRecord:
     started_at: dt.datetime | None
     completed_at: dt.datetime | None
     duration_ms: int | None
+    output: dict[str, Any] | None = None
+    """The final answer as JSON when the definition has an output_schema (column output)."""
+    thread_id: str | None = None
+    """Thread of the run (column thread_id, migration 0015); None = not in a thread."""
+    waited_ms: int = 0
+    """Time spent WAITING for approvals so far (column waited_ms)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
-        values = {name: row[name] for name in cls.__dataclass_fields__}
+        values = {
+            name: row[name] for name in cls.__dataclass_fields__ if name not in _OPTIONAL_COLUMNS
+        }
+        # Not every statement selects output (added by migration 0014).
+        values["output"] = row.get("output")
+        values["thread_id"] = row.get("thread_id")
+        values["waited_ms"] = row.get("waited_ms") or 0
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -109,3 +125,7 @@ class RunRecord:
     def snapshot(self) -> dict[str, Any]:
         """The ``run`` payload of RUN_QUEUED / RUN_FINISHED events."""
         return run_snapshot(self.as_mapping())
+
+
+_OPTIONAL_COLUMNS = frozenset({"output", "thread_id", "waited_ms"})
+"""Columns some statements do not select; the others are required."""

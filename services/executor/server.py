@@ -18,18 +18,34 @@ REGISTRY_ADMIN_METHODS = (
     "DeleteAgentDefinition",
 )
 
+# Deciding a held tool call lets a run do what its policy says a person must allow first.
+EXECUTOR_ADMIN_METHODS = ("DecideToolCall",)
+
 
 async def build(context: ServiceContext) -> ServiceParts:
     definitions = DefinitionRepository(context.pool)
     runs, loops, cleanups = await build_executor_parts(context)
     return ServiceParts(
         registrations=[
-            Registration.of(executor_pb2, executor_pb2_grpc, "ExecutorService", runs),
+            Registration.of(
+                executor_pb2,
+                executor_pb2_grpc,
+                "ExecutorService",
+                runs,
+                admin_methods=EXECUTOR_ADMIN_METHODS,
+            ),
             Registration.of(
                 registry_pb2,
                 registry_pb2_grpc,
                 "AgentRegistryService",
-                AgentRegistryServicer(ProductRegistry(context.pool, definitions), definitions),
+                AgentRegistryServicer(
+                    ProductRegistry(
+                        context.pool,
+                        definitions,
+                        stdio_allowlist=context.settings.mcp_stdio_allowlist,
+                    ),
+                    definitions,
+                ),
                 admin_methods=REGISTRY_ADMIN_METHODS,
             ),
         ],

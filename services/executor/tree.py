@@ -17,15 +17,17 @@ from services.executor.runs import RunRecord
 log = structlog.get_logger(__name__)
 
 # Descendants of a run that have not ended, parents before children. Walks
-# agent_runs_parent_created_idx one level at a time; project-scoped at every level.
+# agent_runs_parent_created_idx one level at a time; project-scoped at every level. Runs of
+# tasks the run created (task_id set, see task_lineage) are its children only for their
+# limits: the dispatcher owns them (CancelTaskGraph), so they are not cancelled with it.
 _OPEN_DESCENDANTS = """
 WITH RECURSIVE tree AS (
     SELECT id, status, 1 AS level FROM kb.agent_runs
-    WHERE project_id = $1 AND parent_run_id = $2::uuid
+    WHERE project_id = $1 AND parent_run_id = $2::uuid AND task_id IS NULL
     UNION ALL
     SELECT r.id, r.status, t.level + 1 FROM kb.agent_runs r
     JOIN tree t ON r.parent_run_id = t.id
-    WHERE r.project_id = $1
+    WHERE r.project_id = $1 AND r.task_id IS NULL
 )
 SELECT id FROM tree WHERE status = ANY($3::text[]) ORDER BY level, id
 """
@@ -39,9 +41,9 @@ WHERE p.project_id = $1 AND p.id = $2::uuid
 RETURNING p.tokens_total_tree
 """
 
-ACTIVE = ("queued", "running")
+ACTIVE = ("queued", "running", "waiting")
 """Statuses of descendants a finished parent leaves no one to wait for."""
-NOT_ENDED = ("queued", "running", "paused")
+NOT_ENDED = ("queued", "running", "waiting", "paused")
 
 
 async def open_descendants(

@@ -7,10 +7,13 @@ from collections.abc import Awaitable, Callable
 
 from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 
+from agentfleet import metrics
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument
 from agentfleet.grpc_server import Registration
+from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec
@@ -21,12 +24,23 @@ from services.toolpool.mcp import (
     McpServerStore,
     McpToolInfo,
     SecretStore,
+    check_stdio_allowed,
+    check_url_destination,
     validate_server,
 )
+from services.toolpool.mcp.egress import EgressPolicy, platform_endpoints_of
+from services.toolpool.mcp.redaction import redactor
 from services.toolpool.toolpool import Catalog, ToolPool
 
-# Changing what a project's agents can reach is an administrator's act.
-ADMIN_METHODS = ("UpsertMcpServer", "DeleteMcpServer", "SetSecret", "DeleteSecret")
+# Changing what a project's agents can reach is an administrator's act; so is testing a
+# server, which starts it (a process, or a connection) with the project's secrets filled in.
+ADMIN_METHODS = (
+    "UpsertMcpServer",
+    "DeleteMcpServer",
+    "TestMcpServer",
+    "SetSecret",
+    "DeleteSecret",
+)
 
 _KINDS = {
     "builtin": common_pb2.TOOL_SOURCE_KIND_BUILTIN,
@@ -48,7 +62,9 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         mcp: McpClientPool,
         servers: McpServerStore,
         secrets: SecretStore,
+        stdio_allowlist: StdioAllowlist = (),
     ) -> None:
+        self._stdio_allowlist = stdio_allowlist
         self._toolpool = toolpool
         self._mcp = mcp
         self._servers = servers
@@ -111,6 +127,8 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
     async def UpsertMcpServer(self, request, context):  # type: ignore[no-untyped-def]
         config = mcp_server_config(request.project_id, request.mcp_server)
         validate_server(config)
+        check_url_destination(config, self._mcp.egress)
+        check_stdio_allowed(config, self._stdio_allowlist)
         await check_clashes(config, self._toolpool, self._mcp, self._secrets)
         if request.validate_only:
             return toolpool_pb2.UpsertMcpServerResponse(mcp_server=mcp_server_message(config))
@@ -143,12 +161,14 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             validate_server(config)
         else:
             raise InvalidArgument.for_field("target", "name or mcp_server is required")
+        # Before the secrets are read: a refused server learns nothing of them.
+        check_stdio_allowed(config, self._stdio_allowlist)
         secrets = await self._secrets.resolve(request.project_id)
         try:
             probe = await self._mcp.test_server(config, secrets)
         except Exception as exc:  # every failure to reach the server is the answer itself
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            return toolpool_pb2.TestMcpServerResponse(ok=False, error=message)
+            return toolpool_pb2.TestMcpServerResponse(ok=False, error=redactor(secrets)(message))
         return toolpool_pb2.TestMcpServerResponse(
             ok=True,
             tools=[tool_definition(_mcp_spec(config, tool)) for tool in probe.tools],
@@ -296,11 +316,24 @@ def _required(field: str, value: str) -> None:
 
 async def build(context: ServiceContext) -> ServiceParts:
     servers = McpServerStore(context.pool)
-    secrets = SecretStore(context.pool)
-    mcp = McpClientPool()
+    secrets = SecretStore(context.pool, keyring_from(context.settings.secrets_keys))
+    allowlist = context.settings.mcp_stdio_allowlist
+    egress = EgressPolicy(
+        allowed_networks=context.settings.mcp_allowed_networks,
+        # Read at each connect: a test stack learns its services' ports after this build.
+        platform_endpoints=lambda: platform_endpoints_of(
+            context.settings.addresses.values(),
+            [(context.settings.listen_host, p) for p in context.settings.ports.values()],
+            context.database_url,
+        ),
+    )
+    mcp = McpClientPool(stdio_allowlist=allowlist, egress=egress)
+    metrics.observe_mcp_pool(mcp)
     toolpool = ToolPool(pool=context.pool, mcp=mcp, servers=servers, secrets=secrets)
     listener = Listener(context.database_url)
-    servicer = ToolPoolServicer(toolpool=toolpool, mcp=mcp, servers=servers, secrets=secrets)
+    servicer = ToolPoolServicer(
+        toolpool=toolpool, mcp=mcp, servers=servers, secrets=secrets, stdio_allowlist=allowlist
+    )
 
     async def follow_changes(stopping: asyncio.Event) -> None:
         # Another replica (or the registry) changed MCP servers: drop cached sessions/tools.

@@ -28,7 +28,8 @@ from agentfleet.clients import open_channel
 from agentfleet.config import child_environment
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.testing.services import ProcessStack, free_port, wait_serving
+from agentfleet.testing.services import NO_METRICS_PORTS, ProcessStack, free_port, wait_serving
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2_grpc,
@@ -63,6 +64,8 @@ async def start_fleet_processes(
         "DATABASE_URL": database_url,
         "AGENTFLEET_LOG_FORMAT": "json",
         "AGENTFLEET_TOOLPOOL_ADDR": f"127.0.0.1:{ports['toolpool']}",
+        "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
+        **NO_METRICS_PORTS,
         **environ,
     }
     stack = ProcessStack(
@@ -189,7 +192,10 @@ async def fleet(
     pool = await db.create_pool(database_url, min_size=1, max_size=10)
     stub = GeminiStub()
     await stub.start()
-    service = await TokenStore(pool).create(project_id=None, role="service", name="e2e")
+    # Of these services only the executors call another (the toolpool): the executor's token.
+    service = await TokenStore(pool).create(
+        project_id=None, role="service", service="executor", name="e2e"
+    )
     processes = await start_fleet_processes(
         database_url=database_url,
         log_dir=tmp_path_factory.mktemp("fleet"),

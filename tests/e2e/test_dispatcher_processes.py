@@ -27,7 +27,13 @@ from agentfleet.config import child_environment
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.testing.services import ProcessStack, free_port, start_process_stack, wait_serving
+from agentfleet.testing.services import (
+    ProcessStack,
+    create_service_tokens,
+    free_port,
+    start_process_stack,
+    wait_serving,
+)
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
@@ -54,10 +60,9 @@ async def base(
     pool = await db.create_pool(database_url, min_size=1, max_size=10)
     stub = GeminiStub()
     await stub.start()
-    service = await TokenStore(pool).create(project_id=None, role="service", name="e2e")
+    tokens = await create_service_tokens(pool, label="e2e")
     env = {
         "AGENTFLEET_AUTH": "on",
-        "AGENTFLEET_SERVICE_TOKEN": service.token,
         "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
         "AGENTFLEET_SHUTDOWN_GRACE_S": "3",
         "AGENTFLEET_EXECUTOR_CONCURRENCY": "32",
@@ -68,8 +73,11 @@ async def base(
         log_dir=log_dir,
         environ=env,
         names=("toolpool", "history", "executor"),
+        service_tokens=tokens,
     )
     env |= {
+        # What the dispatcher processes started below get: the dispatcher's own token.
+        "AGENTFLEET_SERVICE_TOKEN": tokens["dispatcher"],
         "DATABASE_URL": database_url,
         "AGENTFLEET_LOG_FORMAT": "json",
         **{f"AGENTFLEET_{n.upper()}_ADDR": a for n, a in stack.addresses.items()},
@@ -131,6 +139,7 @@ async def define(
     tags: list[str] = (),
     default: bool = False,
     tools: list[str] = (),
+    config: dict[str, list[str]] | None = None,
 ) -> None:
     await DefinitionRepository(base.pool).upsert(
         project_id,
@@ -141,6 +150,7 @@ async def define(
             tags=list(tags),
             is_default=default,
             tools=list(tools),
+            config=dict(config or {}),
         ),
     )
 
@@ -285,7 +295,8 @@ async def test_two_dispatchers_share_a_500_task_dag_and_survive_a_kill(base: Bas
 
 async def test_agent_creates_subtasks_then_synthesis_runs_last(base: Base) -> None:
     project_id, token = await project(base, "pattern2")
-    await define(base, project_id, "planner", tools=["create_subtasks"])
+    subtask_agents = {"subtask_agents": ["worker"]}
+    await define(base, project_id, "planner", tools=["create_subtasks"], config=subtask_agents)
     await define(base, project_id, "worker", default=True)
     cycle = {
         "tasks": [

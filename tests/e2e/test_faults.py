@@ -33,6 +33,7 @@ from agentfleet.migrate import migrate_up
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack, start_process_stack, wait_serving
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -54,6 +55,7 @@ def service_environ(stub: GeminiStub, **extra: str) -> dict[str, str]:
     return {
         "AGENTFLEET_AUTH": "off",
         "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+        "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
         "AGENTFLEET_EXECUTOR_LEASE_S": "3",
         "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "0.5",
         "AGENTFLEET_SHUTDOWN_GRACE_S": "4",
@@ -156,7 +158,8 @@ async def own_postgres() -> AsyncIterator[tuple[EmbeddedPostgres, str]]:
         await migrate_up(url)
         yield server, url
     finally:
-        await asyncio.to_thread(server.stop, force=True)
+        # remove(): as root the cluster may live outside ``folder``.
+        await asyncio.to_thread(server.remove)
         shutil.rmtree(folder, ignore_errors=True)
 
 

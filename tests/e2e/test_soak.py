@@ -30,6 +30,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import free_port, wait_serving
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.v1 import (
     dispatcher_pb2,
     dispatcher_pb2_grpc,
@@ -198,6 +199,7 @@ async def test_soak(
             "AGENTFLEET_LOG_FORMAT": "json",
             "AGENTFLEET_AUTH": "off",
             "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+            "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
             "AGENTFLEET_EXECUTOR_CONCURRENCY": "32",
             "AGENTFLEET_EXECUTOR_LEASE_S": "3",
             "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "0.5",

@@ -262,12 +262,26 @@ start_requests = message(
 @EXAMPLES
 async def test_executor_rpcs(hostile: Hostile, data: st.DataObject) -> None:
     stub = hostile.stub(executor_pb2_grpc.ExecutorServiceStub, "executor")
-    rpc = data.draw(st.sampled_from(["StartRun", "TriggerRun", "CancelRun", "ResumeRun"]))
+    rpc = data.draw(
+        st.sampled_from(["StartRun", "TriggerRun", "CancelRun", "ResumeRun", "DecideToolCall"])
+    )
     if rpc in ("StartRun", "TriggerRun"):
         request = data.draw(start_requests)
     elif rpc == "CancelRun":
         request = data.draw(
             message(executor_pb2.CancelRunRequest, run_id=ids(hostile.run_id), reason=texts)
+        )
+    elif rpc == "DecideToolCall":
+        request = data.draw(
+            message(
+                executor_pb2.DecideToolCallRequest,
+                run_id=ids(hostile.run_id),
+                tool_call_id=texts,
+                decision=st.integers(-5, 5),
+                reason=texts,
+                arguments=structs(),
+                request_id=texts,
+            )
         )
     else:
         request = data.draw(

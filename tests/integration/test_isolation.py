@@ -244,6 +244,14 @@ def calls_naming_beta_things(w: World) -> dict[str, Callable[[], Any]]:
         "ResumeRun": lambda: e.ResumeRun(
             executor_pb2.ResumeRunRequest(project_id=A, run_id=run, input="more")
         ),
+        "DecideToolCall": lambda: e.DecideToolCall(
+            executor_pb2.DecideToolCallRequest(
+                project_id=A,
+                run_id=run,
+                tool_call_id="call-1",
+                decision=executor_pb2.TOOL_CALL_DECISION_APPROVE,
+            )
+        ),
         "UninstallProduct": lambda: r.UninstallProduct(
             registry_pb2.UninstallProductRequest(project_id=A, product_name="beta-product")
         ),
@@ -304,6 +312,15 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
         ),
         "ResumeRun": lambda: a.executor.ResumeRun(
             executor_pb2.ResumeRunRequest(project_id=B, run_id=w.beta_run)
+        ),
+        "DecideToolCall": lambda: a.executor.DecideToolCall(
+            executor_pb2.DecideToolCallRequest(
+                project_id=B,
+                run_id=w.beta_run,
+                tool_call_id=w.beta_tool_call,
+                decision=executor_pb2.TOOL_CALL_DECISION_REJECT,
+                reason="x",
+            )
         ),
         "InstallProduct": lambda: a.registry.InstallProduct(
             registry_pb2.InstallProductRequest(
@@ -703,7 +720,7 @@ async def test_a_tool_result_cannot_widen_the_whitelist(world: World) -> None:
         A,
     )
     service = toolpool_pb2_grpc.ToolPoolServiceStub(
-        world.stack.channel("toolpool", token=world.stack.service_token)
+        world.stack.channel("toolpool", token=world.stack.service_tokens["executor"])
     )
     code = await code_of(
         service.CallTool(

@@ -75,14 +75,16 @@ EXPECTED_INDEXES = {
     "agent_runs": {
         "agent_runs_pkey", "agent_runs_project_created_idx",
         "agent_runs_project_agent_created_idx", "agent_runs_project_status_created_idx",
-        "agent_runs_parent_created_idx", "agent_runs_root_created_idx", "agent_runs_queued_idx",
+        "agent_runs_parent_created_idx", "agent_runs_root_created_idx",
+        "agent_runs_queued_project_idx",
         "agent_runs_running_lease_idx", "agent_runs_request_id_uidx", "agent_runs_task_idx",
-        "agent_runs_definition_idx",
+        "agent_runs_definition_idx", "agent_runs_thread_idx", "agent_runs_thread_active_idx",
     },
     "agent_run_messages": {"agent_run_messages_pkey", "agent_run_messages_run_seq_key"},
     "agent_run_tool_calls": {
         "agent_run_tool_calls_pkey", "agent_run_tool_calls_run_created_idx",
         "agent_run_tool_calls_message_idx", "agent_run_tool_calls_run_call_uidx",
+        "agent_run_tool_calls_awaiting_idx",
     },
     "agent_run_events": {"agent_run_events_pkey", "agent_run_events_root_idx"},
     "mcp_servers": {

@@ -173,7 +173,7 @@ async def test_calltool_refuses_tools_outside_the_whitelist(toolpool_stack: Stac
     assert await toolpool_stack.pool.fetchval("SELECT count(*) FROM kb.graph_objects") == 0
     # Even a service token (the executor's) cannot widen a run's whitelist.
     service = toolpool_pb2_grpc.ToolPoolServiceStub(
-        toolpool_stack.channel("toolpool", token=toolpool_stack.service_token)
+        toolpool_stack.channel("toolpool", token=toolpool_stack.service_tokens["executor"])
     )
     call = _call(service, "alpha", run_id, "create_entity", type="Note", properties={})
     assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
@@ -321,3 +321,8 @@ async def test_members_cannot_change_servers_or_secrets(toolpool_stack: Stack) -
     assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
     listed = await stub.ListSecrets(toolpool_pb2.ListSecretsRequest(project_id="alpha"))
     assert list(listed.secrets) == []
+    # Testing a server starts it with the project's secrets: an administrator's act too.
+    probe = stub.TestMcpServer(
+        toolpool_pb2.TestMcpServerRequest(project_id="alpha", mcp_server=_stdio_server("t"))
+    )
+    assert await _code(probe) == grpc.StatusCode.PERMISSION_DENIED

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 
 from agentfleet.cli.client import CliError, connection_from
 from agentfleet.cli.commands import add_remote_commands, resolve_handler
+from agentfleet.cli.failure import OneLineArgumentParser, fail_for
+from agentfleet.cli.secrets import add_secrets_command
 from agentfleet.config import ConfigError, load_settings
-from agentfleet.errors import AgentFleetError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="agentfleet", description="Run and inspect multi-agent LLM systems."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -47,10 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     create = token_commands.add_parser("create", help="create a token and print it once")
     create.add_argument("--project", help="the project the token belongs to")
     create.add_argument("--role", choices=["admin", "member", "service"], default="member")
+    create.add_argument(
+        "--service",
+        help="for --role service: the service presenting it (executor, dispatcher, ...)",
+    )
     create.add_argument("--name", default="", help="a label to recognise the token by")
     revoke = token_commands.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("token_id")
 
+    add_secrets_command(commands)
     add_remote_commands(commands)
     return parser
 
@@ -65,7 +71,7 @@ async def run_remote(argv: Sequence[str], environ: Mapping[str, str] | None = No
     try:
         settings = load_settings(environ)
     except ConfigError as exc:
-        print(f"agentfleet: configuration error: {exc}", file=sys.stderr)
+        print(f"agentfleet: INVALID_ARGUMENT: configuration error: {exc}", file=sys.stderr)
         return 2
     conn = connection_from(args, settings)
     try:
@@ -97,10 +103,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(asyncio.run(run_remote(sys.argv[1:] if argv is None else argv)))
         except KeyboardInterrupt:
             raise SystemExit(130) from None
+        except Exception as exc:  # every failure ends as one line
+            fail_for(exc)
     try:
         settings = load_settings()
     except ConfigError as exc:
-        _fail(f"configuration error: {exc}", code=2)
+        fail_for(exc)
     try:
         if args.command == "up":
             from agentfleet.cli.up import run_up
@@ -117,19 +125,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             from agentfleet.cli.admin import run_migrate
 
             code = asyncio.run(run_migrate(settings, args.action, args.target))
+        elif args.command == "secrets":
+            from agentfleet.cli.secrets import run_secrets
+
+            code = asyncio.run(run_secrets(settings, args))
         else:
             from agentfleet.cli.admin import run_token
 
             code = asyncio.run(run_token(settings, args))
-    except AgentFleetError as exc:
-        _fail(f"{exc.code.name}: {exc.message}")
     except KeyboardInterrupt:
         code = 130
-    raise SystemExit(code)
-
-
-def _fail(message: str, *, code: int = 1) -> None:
-    print(f"agentfleet: {message}", file=sys.stderr)
+    except Exception as exc:  # every failure ends as one line, never a traceback
+        fail_for(exc)
     raise SystemExit(code)
 
 

@@ -1,8 +1,9 @@
 """``agentfleet up``: PostgreSQL, migrations, and the four services as separate processes.
 
-The services run as children of this command, each logging to ``<data dir>/logs``. Ctrl-C
-(or SIGTERM) stops them in reverse order with SIGTERM, so each one drains, then stops the
-embedded PostgreSQL if this command started it.
+The services run as children of this command, each logging to ``<data dir>/logs``. One
+that exits is started again with a backoff (:mod:`agentfleet.cli.supervise`); one that
+keeps crashing stops everything. Ctrl-C (or SIGTERM) stops them in reverse order with
+SIGTERM, so each one drains, then stops the embedded PostgreSQL if this command started it.
 """
 
 from __future__ import annotations
@@ -23,12 +24,22 @@ from rich.table import Table
 
 from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
+from agentfleet.cli.supervise import supervise
 from agentfleet.config import SERVICE_NAMES, Settings, child_environment
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import Unavailable
+from agentfleet.hardening import make_non_dumpable
+from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
+from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
 
 console = Console(stderr=False, highlight=False)
+
+LOCAL_STDIO_COMMANDS = (
+    ("python", "examples/mcp/offline_web/server.py"),  # the research product's web server
+    ("python", "-m", "mcp_server_time"),  # the README tour's published time server
+)
+"""Stdio MCP command lines ``up`` allows when AGENTFLEET_MCP_STDIO_ALLOWLIST is unset."""
 
 # Dependencies first: the executor calls toolpool; the dispatcher calls the executor.
 START_ORDER = ("toolpool", "history", "executor", "dispatcher")
@@ -42,37 +53,55 @@ class ServiceProcess:
     process: asyncio.subprocess.Process
     log_path: Path
 
-    def log_tail(self, lines: int = 15) -> str:
+    def exit_reason(self) -> str:
+        """One line: the exit code and the log's last line (where a traceback names its
+        error), and where the whole log is."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
-            return ""
+            lines = []
+        last = next((line.strip() for line in reversed(lines) if line.strip()), "no output")
+        code = self.process.returncode
+        return f"{self.name} exited with code {code}: {last} (log: {self.log_path})"
 
 
 async def run_up(
     settings: Settings, *, exit_when_ready: bool, startup_timeout_s: float, demo: bool = False
 ) -> int:
+    make_non_dumpable()  # holds the database URL and tokens: hide them from same-user processes
     database_url, embedded = await resolve_database_url(settings)
     where = "embedded PostgreSQL" if embedded is not None else "DATABASE_URL"
     console.print(f"[bold]database[/bold]  {where}")
     await migrate.migrate_up(database_url, directory=settings.migrations_dir)
 
     overrides = {"DATABASE_URL": database_url}
+    if not settings.mcp_stdio_allowlist:
+        # The operator allowed nothing: the local stack allows what the demo and the
+        # README tour run, and nothing else.
+        overrides[STDIO_ALLOWLIST_SETTING] = format_allowlist(LOCAL_STDIO_COMMANDS)
+    if not settings.secrets_keys:
+        # Secrets are only ever stored encrypted: the local stack keeps its own key.
+        overrides[KEYS_SETTING] = local_key_file(settings.data_dir)
+        console.print(f"[bold]secrets[/bold]   key kept in {settings.data_dir / KEY_FILE_NAME}")
     stub = None
     if not settings.uses_real_gemini and settings.gemini_base_url is None:
-        from agentfleet.gemini_stub import GeminiStub
+        from agentfleet.gemini_stub import GeminiStub, offline_script
 
-        stub = GeminiStub()
+        # Agents without a script get the offline model's placeholder answers, not errors.
+        stub = GeminiStub(fallback=offline_script())
         overrides["AGENTFLEET_GEMINI_BASE_URL"] = await stub.start(host="127.0.0.1", port=0)
         console.print(
-            "[bold]model[/bold]     [yellow]offline stub Gemini server (scripted replies, "
-            "not a real model)[/yellow]; set GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI "
-            "to use Gemini"
+            f"[bold]model[/bold]     [yellow]offline stub Gemini server at {stub.base_url} "
+            "(scripted replies, not a real model)[/yellow]: an agent without a script gets "
+            "a placeholder answer; script one with POST "
+            f'{stub.base_url}/_stub/scripts (README: "The offline model"); set '
+            "GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI to use Gemini"
         )
-    service_token = None
-    if settings.auth_enabled and settings.service_token is None:
-        service_token = await _create_service_token(database_url)
-        overrides["AGENTFLEET_SERVICE_TOKEN"] = service_token.token
+    # Each service presents its own token, good only for the methods it calls (one
+    # AGENTFLEET_SERVICE_TOKEN from the shell could fit one service only: it is replaced).
+    service_tokens: dict[str, CreatedToken] = {}
+    if settings.auth_enabled:
+        service_tokens = await _create_service_tokens(database_url)
     elif not settings.auth_enabled:
         console.print("[bold]auth[/bold]      [red]OFF[/red] (AGENTFLEET_AUTH=off): local use only")
 
@@ -86,7 +115,9 @@ async def run_up(
         loop.add_signal_handler(sig, stop.set)
     try:
         for name in START_ORDER:
-            children.append(await _spawn(name, settings, overrides, log_dir))
+            children.append(
+                await _spawn(name, settings, _with_token(overrides, service_tokens, name), log_dir)
+            )
         await _wait_healthy(children, timeout_s=startup_timeout_s, stop=stop)
         _print_ready(children, log_dir)
         if demo:
@@ -101,22 +132,21 @@ async def run_up(
                 return code
             console.print("the stack stays up for you to explore; press Ctrl-C to stop")
         if not exit_when_ready:
-            exited = asyncio.create_task(_first_exit(children))
-            stopped = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (exited, stopped):
-                task.cancel()
-            if exited in done and not stop.is_set():
-                child = exited.result()
-                console.print(f"[red]{child.name} exited unexpectedly[/red]\n{child.log_tail()}")
-                return 1
+
+            async def respawn(name: str) -> asyncio.subprocess.Process:
+                environment = _with_token(overrides, service_tokens, name)
+                return (await _spawn(name, settings, environment, log_dir)).process
+
+            # Until Ctrl-C: a service that exits is started again; one that keeps crashing
+            # raises CrashLoop (Unavailable), and everything stops below.
+            await supervise(children, respawn=respawn, stop=stop, say=console.print)
         return 0
     finally:
         console.print("stopping services…")
         await _stop_all(children, grace_s=settings.shutdown_grace_s + 5)
         if stub is not None:
             await stub.stop()
-        for token in (service_token, demo_token):
+        for token in (*service_tokens.values(), demo_token):
             if token is not None:
                 await _revoke_token(database_url, token.token_id)
         if embedded is not None:
@@ -187,10 +217,7 @@ async def _wait_healthy(
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 if child.process.returncode is not None:
-                    raise Unavailable(
-                        f"{child.name} exited with code {child.process.returncode}:\n"
-                        f"{child.log_tail()}"
-                    )
+                    raise Unavailable(child.exit_reason())
                 if stop.is_set():
                     raise KeyboardInterrupt
                 remaining = deadline - time.monotonic()
@@ -207,16 +234,6 @@ async def _wait_healthy(
                         break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.1)
-
-
-async def _first_exit(children: list[ServiceProcess]) -> ServiceProcess:
-    waits = {asyncio.create_task(c.process.wait()): c for c in children}
-    try:
-        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        return waits[next(iter(done))]
-    finally:
-        for task in waits:
-            task.cancel()
 
 
 async def _stop_all(children: list[ServiceProcess], *, grace_s: float) -> None:
@@ -240,8 +257,28 @@ def _print_ready(children: list[ServiceProcess], log_dir: Path) -> None:
     console.print("ready")
 
 
-async def _create_service_token(database_url: str) -> CreatedToken:
-    return await _create_token(database_url, project_id=None, role="service")
+async def _create_service_tokens(database_url: str) -> dict[str, CreatedToken]:
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        store = TokenStore(pool)
+        return {
+            name: await store.create(
+                project_id=None, role="service", service=name, name="agentfleet up"
+            )
+            for name in SERVICE_NAMES
+        }
+    finally:
+        await pool.close()
+
+
+def _with_token(
+    overrides: dict[str, str], service_tokens: dict[str, CreatedToken], name: str
+) -> dict[str, str]:
+    """The child environment of service ``name``: its own token, if ``up`` made them."""
+    if name not in service_tokens:
+        return overrides
+    token = service_tokens[name].token
+    return {**overrides, "AGENTFLEET_SERVICE_TOKEN": token, "AGENTFLEET_SERVICE_TOKEN_FILE": ""}
 
 
 async def _create_token(database_url: str, *, project_id: str | None, role: Role) -> CreatedToken:

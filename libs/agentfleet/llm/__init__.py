@@ -1,7 +1,15 @@
 """The model client the executor uses: a Protocol, the google-genai adapter, typed errors,
 and exact ``types.Content`` <-> JSON conversion for persisted conversations."""
 
-from agentfleet.llm.client import ModelClient, ModelReply, RetryPolicy, TokenUsage
+from agentfleet.llm.client import (
+    DeltaSink,
+    ModelClient,
+    ModelReply,
+    RetryPolicy,
+    StreamingModelClient,
+    TextDelta,
+    TokenUsage,
+)
 from agentfleet.llm.contents import (
     content_from_json,
     content_to_json,
@@ -18,11 +26,11 @@ from agentfleet.llm.genai_client import (
     PLACEHOLDER_API_KEY,
     GenaiModelClient,
     build_genai_client,
-    shared_genai_client,
 )
 
 __all__ = [
     "PLACEHOLDER_API_KEY",
+    "DeltaSink",
     "GenaiModelClient",
     "MalformedModelReply",
     "ModelClient",
@@ -30,6 +38,8 @@ __all__ = [
     "ModelReply",
     "ModelRequestError",
     "RetryPolicy",
+    "StreamingModelClient",
+    "TextDelta",
     "TokenUsage",
     "TransientModelError",
     "build_genai_client",
@@ -37,5 +47,4 @@ __all__ = [
     "content_to_json",
     "contents_from_json",
     "contents_to_json",
-    "shared_genai_client",
 ]

@@ -6,9 +6,9 @@ google-genai adapter (Gemini API, Vertex AI, or the stub server through a base U
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from google.genai import types
 
@@ -40,6 +40,20 @@ class ModelReply:
     response_id: str | None
     attempts: int
     """Calls it took, retries included (1 when the first call answered)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """One piece of a streamed reply's text (or thought)."""
+
+    text: str
+    thought: bool
+    offset: int
+    """Characters of the reply's text (or thought, when ``thought``) before this piece."""
+
+
+DeltaSink = Callable[[TextDelta], Awaitable[None]]
+"""Receives a streamed reply's pieces in order; awaited before the next chunk is read."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,4 +100,23 @@ class ModelClient(Protocol):
 
     async def aclose(self) -> None:
         """Releases connections; the client is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class StreamingModelClient(ModelClient, Protocol):
+    """A :class:`ModelClient` that can also stream a reply's text as it is produced."""
+
+    async def generate_stream(
+        self,
+        *,
+        model: str,
+        system_instruction: str | None,
+        contents: Sequence[types.Content],
+        tools: Sequence[types.Tool] = (),
+        config: types.GenerateContentConfig | None = None,
+        on_delta: DeltaSink,
+    ) -> ModelReply:
+        """:meth:`generate`, with each text or thought piece given to ``on_delta`` as it
+        arrives; returns the whole reply, function calls included, once the stream ends."""
         ...

@@ -2,6 +2,11 @@
 
 Our retry policy is the only one: google-genai's HTTP retries and its automatic function
 calling are switched off, so every attempt and every tool call is visible to the executor.
+
+Calls take the fast path (:mod:`agentfleet.llm.genai_fast`) when the switch
+(``AGENTFLEET_GENAI_FAST_PATH``) is on and the self-check
+(:mod:`agentfleet.llm.genai_selfcheck`) passed; otherwise the SDK's public
+``client.aio.models.generate_content``, with one warning per process saying why.
 """
 
 from __future__ import annotations
@@ -10,26 +15,31 @@ import asyncio
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import pydantic
 import structlog
 from google import genai
+from google.auth.transport import mtls
 from google.genai import errors as genai_errors
 from google.genai import types
 from opentelemetry import trace
 
 from agentfleet.config import ConfigError, Settings
-from agentfleet.llm.client import ModelReply, RetryPolicy, TokenUsage
+from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy, TokenUsage
 from agentfleet.llm.errors import (
     MalformedModelReply,
     ModelError,
     ModelRequestError,
     TransientModelError,
 )
-from agentfleet.llm.genai_fast import FastGenerate, RequestHead
+from agentfleet.llm.genai_fast import FastGenerate, request_config
+from agentfleet.llm.genai_selfcheck import check_fast_path
+from agentfleet.llm.genai_transport import new_session
 
 _log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer("agentfleet.llm")
@@ -37,47 +47,46 @@ _tracer = trace.get_tracer("agentfleet.llm")
 PLACEHOLDER_API_KEY = "agentfleet-stub-key"
 """Sent to a base URL (the stub) when no key is configured; the stub accepts any key."""
 
-# One google-genai client per connection setting in this process: it keeps the HTTP
-# session pool, so building one per call would reconnect every step.
-_SHARED_CLIENTS: dict[tuple[object, ...], genai.Client] = {}
+_WARNED: set[str] = set()
+"""Why the fast path is off, each said once per process."""
 
 
-def build_genai_client(settings: Settings) -> genai.Client:
-    """A new google-genai client for the configured backend, with its own retries off.
+def build_genai_client(
+    settings: Settings, *, aiohttp_client: aiohttp.ClientSession | None = None
+) -> genai.Client:
+    """A new google-genai client for the configured backend, with its own retries off, on
+    ``aiohttp_client`` when given (else on the sessions google-genai makes).
 
     A base URL (the stub) wins over everything and uses the Gemini API protocol; then
     Vertex AI (project and location, or an API key in express mode); then an API key.
     """
-    no_retry = types.HttpRetryOptions(attempts=1)
+    options = types.HttpOptions(
+        base_url=settings.gemini_base_url,
+        retry_options=types.HttpRetryOptions(attempts=1),
+        aiohttp_client=aiohttp_client,
+    )
+    return genai.Client(**_backend_arguments(settings), http_options=options)
+
+
+def _backend_arguments(settings: Settings) -> dict[str, Any]:
+    """``genai.Client`` arguments choosing the backend; ConfigError when none is set."""
     if settings.gemini_base_url is not None:
-        return genai.Client(
-            vertexai=False,
-            api_key=settings.gemini_api_key or PLACEHOLDER_API_KEY,
-            http_options=types.HttpOptions(
-                base_url=settings.gemini_base_url, retry_options=no_retry
-            ),
-        )
-    http_options = types.HttpOptions(retry_options=no_retry)
+        return {"vertexai": False, "api_key": settings.gemini_api_key or PLACEHOLDER_API_KEY}
     if settings.gemini_use_vertex:
         if settings.google_cloud_project is not None:
-            return genai.Client(
-                vertexai=True,
-                project=settings.google_cloud_project,
-                location=settings.google_cloud_location,
-                http_options=http_options,
-            )
+            return {
+                "vertexai": True,
+                "project": settings.google_cloud_project,
+                "location": settings.google_cloud_location,
+            }
         if settings.gemini_api_key is not None:
-            return genai.Client(
-                vertexai=True, api_key=settings.gemini_api_key, http_options=http_options
-            )
+            return {"vertexai": True, "api_key": settings.gemini_api_key}
         raise ConfigError(
             "GOOGLE_CLOUD_PROJECT",
             "required with GOOGLE_GENAI_USE_VERTEXAI (or set GEMINI_API_KEY for express mode)",
         )
     if settings.gemini_api_key is not None:
-        return genai.Client(
-            vertexai=False, api_key=settings.gemini_api_key, http_options=http_options
-        )
+        return {"vertexai": False, "api_key": settings.gemini_api_key}
     raise ConfigError(
         "GEMINI_API_KEY",
         "no model configured: set GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, "
@@ -85,42 +94,91 @@ def build_genai_client(settings: Settings) -> genai.Client:
     )
 
 
-def shared_genai_client(settings: Settings) -> genai.Client:
-    """The process-wide google-genai client for these settings, built on first use."""
-    key = (
-        settings.gemini_base_url,
-        settings.gemini_api_key,
-        settings.gemini_use_vertex,
-        settings.google_cloud_project,
-        settings.google_cloud_location,
-    )
-    client = _SHARED_CLIENTS.get(key)
-    if client is None:
-        client = _SHARED_CLIENTS[key] = build_genai_client(settings)
-    return client
+@dataclass(slots=True)
+class _Channel:
+    """A google-genai client, the fast path on it (None: calls take the SDK's path), and
+    the aiohttp session under it when we made it (then ours to close)."""
+
+    client: genai.Client
+    fast: FastGenerate | None
+    session: aiohttp.ClientSession | None = None
 
 
 class GenaiModelClient:
-    """Gemini through google-genai, with bounded retries and typed errors."""
+    """Gemini through google-genai, with bounded retries and typed errors.
 
-    def __init__(self, client: genai.Client, *, retry: RetryPolicy | None = None) -> None:
-        self._client = client
+    Given a ``genai.Client``, calls go through it (its sessions are its own). Made
+    :meth:`from_settings`, it builds one client per event loop on an aiohttp session of
+    ours (:func:`agentfleet.llm.genai_transport.new_session`), closed by :meth:`aclose`.
+    ``fast_path=False`` (``AGENTFLEET_GENAI_FAST_PATH=off``) sends every call through the
+    SDK's public call; with it on, the self-check runs here, once per client.
+    """
+
+    def __init__(
+        self,
+        client: genai.Client | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        fast_path: bool = True,
+        settings: Settings | None = None,
+    ) -> None:
+        if (client is None) == (settings is None):
+            raise ValueError("give either a google-genai client or settings")
+        self._settings = settings
         self._retry = retry or RetryPolicy()
-        self._fast = FastGenerate(client)
+        self.calls_by_path: Counter[str] = Counter()
+        """Model calls per path taken: ``fast`` or ``sdk``."""
+        vertex = bool(client.vertexai) if client is not None else _uses_vertex(settings)
+        self.fast_path_off_reason = _fast_path_verdict(fast_path, vertex=vertex)
+        """Why calls take the SDK's public path (None: the fast path serves them)."""
+        self._channels: dict[asyncio.AbstractEventLoop | None, _Channel] = {}
+        if client is not None:
+            self._channels[None] = self._channel(client)
 
     @classmethod
     def from_settings(
         cls, settings: Settings, *, retry: RetryPolicy | None = None
     ) -> GenaiModelClient:
-        """A client on the process-wide google-genai client for ``settings``."""
-        return cls(shared_genai_client(settings), retry=retry)
+        """A client for ``settings`` (backend, fast-path switch) on sessions of its own;
+        raises ConfigError at once when no model is configured."""
+        _backend_arguments(settings)
+        return cls(retry=retry, fast_path=settings.genai_fast_path, settings=settings)
 
     async def aclose(self) -> None:
-        """Closes the HTTP sessions of the underlying client (at process shutdown)."""
-        for key, client in list(_SHARED_CLIENTS.items()):
-            if client is self._client:
-                del _SHARED_CLIENTS[key]
-        await self._client.aio.aclose()
+        """Closes the HTTP sessions of the underlying clients (at process shutdown)."""
+        channels, self._channels = list(self._channels.items()), {}
+        running = asyncio.get_running_loop()
+        for loop, channel in channels:
+            if loop is None or loop is running:
+                # The client's own HTTP clients (google-genai leaves a given session alone).
+                await channel.client.aio.aclose()
+                if channel.session is not None:
+                    await channel.session.close()
+            elif channel.session is not None and loop.is_running():
+                asyncio.run_coroutine_threadsafe(channel.session.close(), loop)
+            # A session of a closed loop cannot be closed any more; dropping it frees it.
+
+    def _channel(
+        self, client: genai.Client, session: aiohttp.ClientSession | None = None
+    ) -> _Channel:
+        fast = FastGenerate(client) if self.fast_path_off_reason is None else None
+        return _Channel(client=client, fast=fast, session=session)
+
+    def _current_channel(self) -> _Channel:
+        """The channel of a given client, or ours for the running loop (made on first use)."""
+        channel = self._channels.get(None)
+        if channel is not None:
+            return channel
+        loop = asyncio.get_running_loop()
+        channel = self._channels.get(loop)
+        if channel is None:
+            assert self._settings is not None
+            for closed in [other for other in self._channels if other and other.is_closed()]:
+                del self._channels[closed]
+            session = None if _sdk_makes_mtls_session(self._settings) else new_session()
+            client = build_genai_client(self._settings, aiohttp_client=session)
+            channel = self._channels[loop] = self._channel(client, session)
+        return channel
 
     async def generate(
         self,
@@ -132,14 +190,14 @@ class GenaiModelClient:
         config: types.GenerateContentConfig | None = None,
     ) -> ModelReply:
         """One model call, retried on 429/5xx and dropped connections per the policy."""
-        head = self._fast.head_for(
-            model=model, system_instruction=system_instruction, tools=tools, config=config
-        )
+        channel = self._current_channel()
         with _tracer.start_as_current_span(f"chat {model}") as span:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", "gcp.gemini")
             span.set_attribute("gen_ai.request.model", model)
-            reply = await self._generate_with_retries(model, contents, head)
+            reply = await self._generate_with_retries(
+                channel, model, system_instruction, contents, tools, config
+            )
             span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
             if reply.finish_reason is not None:
@@ -147,19 +205,65 @@ class GenaiModelClient:
             span.set_attribute("agentfleet.model.attempts", reply.attempts)
             return reply
 
-    async def _generate_with_retries(
-        self, model: str, contents: Sequence[types.Content], head: RequestHead
+    async def generate_stream(
+        self,
+        *,
+        model: str,
+        system_instruction: str | None,
+        contents: Sequence[types.Content],
+        tools: Sequence[types.Tool] = (),
+        config: types.GenerateContentConfig | None = None,
+        on_delta: DeltaSink,
     ) -> ModelReply:
-        fast = self._fast.supports(head, contents)
+        """:meth:`generate` streamed: text pieces go to ``on_delta`` as they arrive; the
+        whole reply is returned at the end (:mod:`agentfleet.llm.genai_stream`)."""
+        from agentfleet.llm.genai_stream import stream_with_retries  # it imports this module
+
+        channel = self._current_channel()
+        self.calls_by_path["stream"] += 1
+        with _tracer.start_as_current_span(f"chat {model}") as span:
+            span.set_attribute("gen_ai.operation.name", "chat")
+            span.set_attribute("gen_ai.request.model", model)
+            reply = await stream_with_retries(
+                channel.client,
+                self._retry,
+                model=model,
+                contents=contents,
+                config=request_config(system_instruction, tools, config),
+                on_delta=on_delta,
+            )
+            span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+            return reply
+
+    async def _generate_with_retries(
+        self,
+        channel: _Channel,
+        model: str,
+        system_instruction: str | None,
+        contents: Sequence[types.Content],
+        tools: Sequence[types.Tool],
+        config: types.GenerateContentConfig | None,
+    ) -> ModelReply:
+        fast = channel.fast
+        if fast is not None:
+            head = fast.head_for(
+                model=model, system_instruction=system_instruction, tools=tools, config=config
+            )
+            if not fast.supports(head, contents):
+                fast = None
+            sent_config = head.config
+        else:
+            sent_config = request_config(system_instruction, tools, config)
+        self.calls_by_path["sdk" if fast is None else "fast"] += 1
         attempt = 0
         while True:
             attempt += 1
             try:
-                if fast:
-                    response = await self._fast.generate(head, contents)
+                if fast is not None:
+                    response = await fast.generate(head, contents)
                 else:
-                    response = await self._client.aio.models.generate_content(
-                        model=model, contents=list(contents), config=head.config
+                    response = await channel.client.aio.models.generate_content(
+                        model=model, contents=list(contents), config=sent_config
                     )
                 return reply_from_response(response, attempts=attempt)
             except MalformedModelReply:
@@ -184,6 +288,32 @@ class GenaiModelClient:
                 await asyncio.sleep(delay)
 
 
+def _uses_vertex(settings: Settings | None) -> bool:
+    return settings is not None and settings.gemini_base_url is None and settings.gemini_use_vertex
+
+
+def _sdk_makes_mtls_session(settings: Settings) -> bool:
+    """True when google-genai would open Vertex AI with a client certificate (mutual TLS)
+    on a session of its own, which a session of ours would replace: we leave it that one."""
+    if not _uses_vertex(settings):
+        return False
+    should_use = getattr(mtls, "should_use_client_cert", None)
+    return bool(should_use and should_use() and mtls.has_default_client_cert_source())
+
+
+def _fast_path_verdict(enabled: bool, *, vertex: bool) -> str | None:
+    """Why calls must take the SDK's path (None: the fast path may serve them); the reason
+    is logged once per process."""
+    if not enabled:
+        reason = "switched off (AGENTFLEET_GENAI_FAST_PATH=off)"
+    else:
+        reason = check_fast_path(vertex=vertex)
+    if reason is not None and reason not in _WARNED:
+        _WARNED.add(reason)
+        _log.warning("google-genai fast path off: model calls take the SDK's path", why=reason)
+    return reason
+
+
 def translate_error(exc: Exception, policy: RetryPolicy, *, attempts: int) -> ModelError | None:
     """The :class:`ModelError` for a google-genai or transport error; None if foreign."""
     if isinstance(exc, genai_errors.APIError):
@@ -194,6 +324,11 @@ def translate_error(exc: Exception, policy: RetryPolicy, *, attempts: int) -> Mo
         if code is not None and 400 <= code < 500:
             return ModelRequestError(message, status_code=code, attempts=attempts)
         return ModelError(message, status_code=code, attempts=attempts)
+    if isinstance(exc, RecursionError):
+        # A reply nested deeper than the JSON decoder goes (a hostile or broken server).
+        return MalformedModelReply(
+            "model reply is nested too deeply to decode", status_code=200, attempts=attempts
+        )
     if isinstance(
         exc, json.JSONDecodeError | genai_errors.UnknownApiResponseError | pydantic.ValidationError
     ):

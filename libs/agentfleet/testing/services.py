@@ -1,7 +1,8 @@
 """pytest fixtures for the services: in-process gRPC servers, and real service processes.
 
 ``stack`` starts all four services in the test's event loop on free loopback ports against
-the test's own database, with auth on and a service token for the calls between them.
+the test's own database, with auth on and one service token per service (each presents its
+own, see :func:`create_service_tokens`).
 ``process_stack`` starts them as real ``python -m services.<name>`` processes instead.
 """
 
@@ -24,10 +25,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.config import Settings, child_environment, load_settings
+from agentfleet.config import SERVICE_NAMES, Settings, child_environment, load_settings
+from agentfleet.secrets_crypto import new_key_entry
 from agentfleet.service_runtime import RunningService, start_service
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
+from agentfleet.tls import ClientTls, client_tls
 
 START_ORDER = ("toolpool", "history", "executor", "dispatcher")
+# Test MCP servers listen on 127.0.0.1; secrets need a key (one per test session).
+TEST_EGRESS_AND_SECRETS = {
+    "AGENTFLEET_MCP_ALLOWED_NETWORKS": "127.0.0.1/32",
+    "AGENTFLEET_SECRETS_KEYS": new_key_entry("test-1"),
+}
 
 
 def free_port() -> int:
@@ -39,7 +48,14 @@ def free_port() -> int:
 
 def test_settings(**environ: str) -> Settings:
     """Settings from an explicit environment only, so the developer's shell never leaks in."""
-    return load_settings({"AGENTFLEET_LOG_FORMAT": "console", **environ})
+    return load_settings(
+        {
+            "AGENTFLEET_LOG_FORMAT": "console",
+            "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
+            **TEST_EGRESS_AND_SECRETS,
+            **environ,
+        }
+    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -49,7 +65,8 @@ class Stack:
     settings: Settings
     pool: asyncpg.Pool
     services: dict[str, RunningService] = field(default_factory=dict)
-    service_token: str | None = None
+    service_tokens: dict[str, str] = field(default_factory=dict)
+    """Each service's own token (service name -> token), when the stack made them."""
     _channels: list[grpc.aio.Channel] = field(default_factory=list)
 
     def address(self, name: str) -> str:
@@ -57,7 +74,7 @@ class Stack:
 
     def channel(self, name: str, *, token: str | None = None) -> grpc.aio.Channel:
         """A channel to a service; closed when the stack stops."""
-        channel = open_channel(self.address(name), token=token)
+        channel = open_channel(self.address(name), token=token, tls=client_tls(self.settings))
         self._channels.append(channel)
         return channel
 
@@ -77,24 +94,52 @@ class Stack:
                 await self.services[name].stop(grace_s=1.0)
 
 
+async def create_service_tokens(
+    pool: asyncpg.Pool, names: tuple[str, ...] = SERVICE_NAMES, *, label: str = "test"
+) -> dict[str, str]:
+    """One service token per named service: service name -> token."""
+    store = TokenStore(pool)
+    tokens = {}
+    for name in names:
+        created = await store.create(project_id=None, role="service", service=name, name=label)
+        tokens[name] = created.token
+    return tokens
+
+
 async def start_stack(
     *,
     database_url: str,
     pool: asyncpg.Pool,
     environ: Mapping[str, str] | None = None,
     names: tuple[str, ...] = START_ORDER,
+    service_environ: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Stack:
-    """Starts the named services in-process, in dependency order, on free ports."""
+    """Starts the named services in-process, in dependency order, on free ports.
+
+    ``service_environ`` adds variables for one service only (e.g. its own
+    AGENTFLEET_SERVICE_TOKEN_FILE); a service given no token of its own gets one made here.
+    """
     settings = test_settings(DATABASE_URL=database_url, **dict(environ or {}))
     stack = Stack(settings=settings, pool=pool)
     if settings.auth_enabled and settings.service_token is None:
-        stack.service_token = await stack.create_token(None, role="service")
-        settings = settings.with_overrides(service_token=stack.service_token)
+        stack.service_tokens = await create_service_tokens(pool)
     try:
         for name in names:
+            own = test_settings(
+                DATABASE_URL=database_url,
+                **dict(environ or {}),
+                **dict((service_environ or {}).get(name, {})),
+            )
+            if own.auth_enabled and own.service_token is None and own.service_token_file is None:
+                own = own.with_overrides(service_token=stack.service_tokens[name])
             build = importlib.import_module(f"services.{name}.server").build
             service = await start_service(
-                name, build, settings=settings, pool=pool, database_url=database_url, port=0
+                name,
+                build,
+                settings=own.with_overrides(addresses=settings.addresses),
+                pool=pool,
+                database_url=database_url,
+                port=0,
             )
             stack.services[name] = service
             addresses = {**settings.addresses, name: f"127.0.0.1:{service.port}"}
@@ -102,7 +147,9 @@ async def start_stack(
             stack.settings = settings
             # Later services read the addresses of earlier ones from their settings.
             for running in stack.services.values():
-                running.context.settings = settings
+                running.context.settings = running.context.settings.with_overrides(
+                    addresses=addresses
+                )
     except BaseException:
         await stack.close()
         raise
@@ -145,10 +192,12 @@ class ProcessStack:
         return codes
 
 
-async def wait_serving(address: str, *, timeout_s: float, process=None) -> None:  # type: ignore[no-untyped-def]
+async def wait_serving(  # type: ignore[no-untyped-def]
+    address: str, *, timeout_s: float, process=None, tls: ClientTls | None = None
+) -> None:
     """Waits until the health service at ``address`` says SERVING, or fails with a reason."""
     deadline = time.monotonic() + timeout_s
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, tls=tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if process is not None and process.returncode is not None:
@@ -161,6 +210,11 @@ async def wait_serving(address: str, *, timeout_s: float, process=None) -> None:
     raise AssertionError(f"{address} not SERVING within {timeout_s}s")
 
 
+NO_METRICS_PORTS = {f"AGENTFLEET_{name.upper()}_METRICS_PORT": "0" for name in SERVICE_NAMES}
+"""Test processes serve no /metrics unless a test asks (tests/e2e/test_metrics.py does), so
+they never contend for the default ports."""
+
+
 async def start_process_stack(
     *,
     database_url: str,
@@ -168,11 +222,24 @@ async def start_process_stack(
     environ: Mapping[str, str] | None = None,
     names: tuple[str, ...] = START_ORDER,
     timeout_s: float = 30.0,
+    service_tokens: Mapping[str, str] | None = None,
+    tls: ClientTls | None = None,
 ) -> ProcessStack:
-    """Starts each named service as ``python -m services.<name>`` and waits for health."""
+    """Starts each named service as ``python -m services.<name>`` and waits for health.
+
+    ``service_tokens`` (from :func:`create_service_tokens`) gives each service its own
+    AGENTFLEET_SERVICE_TOKEN; ``tls``, how to reach services started with TLS ``environ``.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in names}
-    env = {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **dict(environ or {})}
+    env = {
+        "DATABASE_URL": database_url,
+        "AGENTFLEET_LOG_FORMAT": "json",
+        "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
+        **TEST_EGRESS_AND_SECRETS,
+        **NO_METRICS_PORTS,
+        **dict(environ or {}),
+    }
     for name, port in ports.items():
         env[f"AGENTFLEET_{name.upper()}_PORT"] = str(port)
         env[f"AGENTFLEET_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
@@ -189,14 +256,24 @@ async def start_process_stack(
                     sys.executable,
                     "-m",
                     f"services.{name}",
-                    env=child_environment(env),
+                    env=child_environment(_with_own_token(env, name, service_tokens)),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=log_file,
                 )
         for name in names:
-            await wait_serving(stack.addresses[name], timeout_s=timeout_s, process=processes[name])
+            await wait_serving(
+                stack.addresses[name], timeout_s=timeout_s, process=processes[name], tls=tls
+            )
     except BaseException:
         await stack.stop(grace_s=2.0)
         raise
     return stack
+
+
+def _with_own_token(
+    env: dict[str, str], name: str, service_tokens: Mapping[str, str] | None
+) -> dict[str, str]:
+    if service_tokens is None or name not in service_tokens:
+        return env
+    return {**env, "AGENTFLEET_SERVICE_TOKEN": service_tokens[name]}

@@ -22,12 +22,14 @@ from typing import Any, TextIO, TypeVar
 import structlog
 
 from agentfleet.db import Listener, Notification
-from agentfleet.errors import InvalidArgument
+from agentfleet.errors import InvalidArgument, PermissionDenied
+from agentfleet.mcp_stdio import StdioAllowlist
 
 from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools
 from .connection import CURRENT_MARK, McpConnection, SendMark
 from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result
+from .egress import EgressPolicy
 from .errors import (
     CircuitOpenError,
     McpProtocolError,
@@ -37,7 +39,9 @@ from .errors import (
 )
 from .interpolate import ResolvedServer, resolve_server
 from .models import CallOutcome, McpCallResult, McpServerConfig, McpServerProbe, McpToolInfo
+from .redaction import redact_structure, redactor
 from .store import CHANGES_CHANNEL
+from .validation import check_stdio_allowed
 
 log = structlog.get_logger(__name__)
 
@@ -55,8 +59,14 @@ class McpClientPool:
         cool_down_s: float = 30.0,
         max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
         errlog: TextIO | None = None,
+        stdio_allowlist: StdioAllowlist = (),
+        egress: EgressPolicy | None = None,
     ) -> None:
-        """``errlog`` receives stdio servers' stderr (default: this process's stderr)."""
+        """``errlog`` receives stdio servers' stderr (default: this process's stderr);
+        ``stdio_allowlist``: the command lines a stdio server may run (none by default)."""
+        self._stdio_allowlist = stdio_allowlist
+        self.egress = egress if egress is not None else EgressPolicy()
+        """Where HTTP servers may be reached (default: public addresses only)."""
         self._failure_threshold = failure_threshold
         self._cool_down_s = cool_down_s
         self._max_inline_bytes = max_inline_bytes
@@ -108,8 +118,11 @@ class McpClientPool:
         """
         started = time.monotonic()
         limit = timeout_s if timeout_s is not None else config.call_timeout_s
+        # Error texts reach the model and the tool call row: no secret in any form.
+        redact = redactor(secrets)
 
         def failed(outcome: CallOutcome, message: str) -> McpCallResult:
+            message = redact(message)
             return McpCallResult(
                 is_error=True,
                 result={"error": message},
@@ -126,7 +139,7 @@ class McpClientPool:
                 secrets,
                 lambda conn: call_tool(conn, tool_name, arguments, limit),
             )
-        except (MissingSecretError, InvalidArgument) as exc:
+        except (MissingSecretError, InvalidArgument, PermissionDenied) as exc:
             return failed("config_error", exc.message)
         except CircuitOpenError as exc:
             return failed("circuit_open", exc.message)
@@ -137,6 +150,8 @@ class McpClientPool:
         except McpProtocolError as exc:
             return failed("protocol_error", exc.message)
         mapped = map_call_result(raw, max_inline_bytes=self._max_inline_bytes)
+        if raw.is_error:
+            mapped = redact_structure(mapped, redact)
         message = _error_text(mapped) if raw.is_error else None
         return McpCallResult(
             is_error=bool(raw.is_error),
@@ -181,6 +196,11 @@ class McpClientPool:
         """``closed``, ``open`` or ``half_open`` (``closed`` for a server never used)."""
         breaker = self._breakers.get((project_id, name))
         return breaker.state if breaker is not None else "closed"
+
+    def health(self) -> tuple[list[str], int]:
+        """Every known server's breaker state, and the live sessions (metrics; no I/O)."""
+        sessions = sum(1 for conn in list(self._connections.values()) if conn.connected)
+        return [breaker.state for breaker in list(self._breakers.values())], sessions
 
     def is_connected(self, project_id: str, name: str) -> bool:
         """Whether a live, initialized session to the server exists now."""
@@ -352,19 +372,15 @@ class McpClientPool:
     def _new_connection(
         self, config: McpServerConfig, resolved: ResolvedServer, secrets: Mapping[str, str]
     ) -> McpConnection:
-        values = [v for v in secrets.values() if len(v) >= 4]
-
-        def redact(text: str) -> str:
-            for value in values:
-                text = text.replace(value, "***")
-            return text
-
+        # Checked at every start: the allowlist may have shrunk since the row was saved.
+        check_stdio_allowed(config, self._stdio_allowlist)
         return McpConnection(
             (config.project_id, config.name),
             resolved,
             connect_timeout_s=config.connect_timeout_s,
             errlog=self._errlog,
-            redact=redact,
+            redact=redactor(secrets),
+            egress=self.egress,
         )
 
     def _drop(self, conn: McpConnection) -> None:
