@@ -1,7 +1,7 @@
-"""What a step's writes hand to the in-process EventHub (issue #4): to a subscriber, the
-events exactly as stored (what a replay reads); with no subscriber for the run, nothing is
-rebuilt from the rows. And the tool message a step records is the content validation would
-have built."""
+"""What a step's writes leave behind (issue #4): its events numbered in order, stored in the
+statement that records the step, with nothing rebuilt from the rows in the process (followers
+read them from the table). And the tool message a step records is the content validation
+would have built."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from google.genai import types
 from agentfleet import events as ev
 from agentfleet.llm import ModelReply, TokenUsage, content_to_json
 from agentfleet.testing import factories as f
-from services.executor.persistence import CallResult, PlannedCall, RunRecorder
+from services.executor.calls import CallResult, PlannedCall
+from services.executor.persistence import RunRecorder
 from services.executor.runs import RunRecord
 
 PROJECT = "publish-proj"
@@ -65,24 +66,7 @@ def _step(step: int) -> tuple[ModelReply, list[PlannedCall], list[CallResult]]:
     return reply, planned, results
 
 
-async def test_a_subscriber_gets_the_step_events_as_stored(db_pool: asyncpg.Pool) -> None:
-    run = await _running_run(db_pool)
-    hub = ev.EventHub()
-    recorder = RunRecorder(db_pool, run, owner=OWNER, hub=hub, next_message_seq=1)
-    reply, planned, results = _step(1)
-    with hub.subscribe(run.id, until_finished=False) as subscription:
-        await recorder.record_model_reply(step=1, reply=reply, calls=planned)
-        await recorder.record_tool_results(step=1, results=results)
-        hub.close()
-        live = [item async for item in subscription]
-    stored = await ev.read_events(db_pool, project_id=PROJECT, run_id=run.id)
-    assert [p.event.type for p in live] == ["model_text"] + ["tool_request"] * 2 + [
-        "tool_response"
-    ] * 2
-    assert live == stored
-
-
-async def test_no_subscriber_no_rebuild(
+async def test_a_step_rebuilds_no_event(
     db_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rebuilt: list[object] = []
@@ -94,19 +78,17 @@ async def test_no_subscriber_no_rebuild(
 
     monkeypatch.setattr(ev, "persisted_from_row", counting)
     run = await _running_run(db_pool)
-    hub = ev.EventHub()
-    recorder = RunRecorder(db_pool, run, owner=OWNER, hub=hub, next_message_seq=1)
-    reply, planned, results = _step(1)
-    with hub.subscribe("another-run"):
-        await recorder.record_model_reply(step=1, reply=reply, calls=planned)
-        await recorder.record_tool_results(step=1, results=results)
+    recorder = RunRecorder(db_pool, run, owner=OWNER, next_message_seq=1)
+    for step in (1, 2):
+        reply, planned, results = _step(step)
+        await recorder.record_model_reply(step=step, reply=reply, calls=planned)
+        await recorder.record_tool_results(step=step, results=results)
     assert rebuilt == []
-    with hub.subscribe(run.id, until_finished=False):
-        reply, planned, results = _step(2)
-        await recorder.record_model_reply(step=2, reply=reply, calls=planned)
-    assert len(rebuilt) == 3  # MODEL_TEXT and two TOOL_REQUESTs
     stored = await ev.read_events(db_pool, project_id=PROJECT, run_id=run.id)
-    assert [p.seq for p in stored] == list(range(1, 9))
+    assert [p.seq for p in stored] == list(range(1, 11))
+    assert [p.event.type for p in stored[:5]] == ["model_text"] + ["tool_request"] * 2 + [
+        "tool_response"
+    ] * 2
 
 
 async def test_the_tool_message_is_what_validation_would_build(db_pool: asyncpg.Pool) -> None:

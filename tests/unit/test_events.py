@@ -1,8 +1,7 @@
-"""Pure parts of agentfleet.events: payload codec, protobuf conversion, EventHub."""
+"""Pure parts of agentfleet.events: payload codec, protobuf conversion, notifications."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -128,45 +127,3 @@ def test_parse_notification() -> None:
     assert ev.parse_notification(f"{RUN_ID}:12") == (RUN_ID, 12)
     assert ev.parse_notification("garbage") is None
     assert ev.parse_notification(f"{RUN_ID}:x") is None
-
-
-async def test_hub_delivers_in_order_and_ends_after_run_finished() -> None:
-    hub = ev.EventHub()
-    other = str(uuid.uuid4())
-    with hub.subscribe(RUN_ID) as events:
-        assert hub.subscriber_count(RUN_ID) == 1
-        hub.publish(_persisted(ev.ModelText(agent_name="w", text="other", step=1), run_id=other))
-        hub.publish(
-            [_persisted(e, seq=i) for i, e in enumerate(ONE_OF_EACH, start=1)]
-            + [_persisted(ev.ModelText(agent_name="w", text="after", step=9), seq=99)]
-        )
-        received = [p async for p in events]
-    assert [p.seq for p in received] == list(range(1, len(ONE_OF_EACH) + 1))
-    assert hub.subscriber_count(RUN_ID) == 0
-
-
-async def test_a_lagging_subscriber_is_told_where_it_stopped() -> None:
-    hub = ev.EventHub(queue_size=2)
-    with hub.subscribe(RUN_ID) as events:
-        hub.publish(
-            [_persisted(ev.ModelText(agent_name="w", text="t", step=1), seq=s) for s in (1, 2, 3)]
-        )
-        seen: list[int] = []
-
-        async def drain() -> None:
-            async for p in events:
-                seen.append(p.seq)
-
-        with pytest.raises(ev.EventStreamLagged) as lagged:
-            await drain()
-    # Cut off at once: everything it has not yet taken is re-read from the store.
-    assert seen == []
-    assert lagged.value.last_seq == 0
-
-
-async def test_closing_the_hub_ends_subscriptions() -> None:
-    hub = ev.EventHub()
-    with hub.subscribe(RUN_ID) as events:
-        reader = asyncio.create_task(anext(aiter(events), None))
-        hub.close()
-        assert await asyncio.wait_for(reader, 1) is None

@@ -1,0 +1,121 @@
+-- The statements that append run events (kb.agent_run_events), loaded by
+-- agentfleet.events.store, and the read of a run's events.
+--
+-- Seqs come from the run row's last_event_seq: the UPDATE of the CTE "numbered" takes the row
+-- lock, which orders concurrent appenders to one run until commit, and in read committed it
+-- re-reads the row as the previous holder committed it, so one statement both allocates the
+-- seqs and inserts the events (no max(seq) read, whose snapshot would predate the lock). A run
+-- that does not qualify (absent, another project, lease lost) writes nothing.
+--
+-- Every statement takes the events as four parallel arrays (event_types, event_agents,
+-- event_internal, event_payloads) and the NOTIFY channel, built by store.event_columns; the
+-- NOTIFY ('<run_id>:<last seq>', once per statement) is delivered at commit.
+
+-- fragment: insert_events
+-- The events' insert, numbered from "numbered", the run row after its last_event_seq was
+-- raised by the number of events.
+ev AS (
+    INSERT INTO kb.agent_run_events (
+        run_id, seq, root_run_id, type, agent_name, is_internal, payload)
+    SELECT r.id, r.last_event_seq - cardinality(:event_types::text[]) + e.ord,
+           :root_run_id::uuid, e.type, e.agent_name, e.is_internal, e.payload
+    FROM numbered r
+    CROSS JOIN unnest(:event_types::text[], :event_agents::text[], :event_internal::boolean[],
+                      :event_payloads::jsonb[])
+         WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
+    RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
+)
+
+-- name: append_events
+-- Appends events to a run of the project; no row when the run is not in the project.
+WITH numbered AS (
+    UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE id = :run_id::uuid AND project_id = :project_id
+    RETURNING id, last_event_seq
+),
+-- include: insert_events
+SELECT ev.*,
+       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
+        HAVING count(*) > 0) AS notified
+FROM ev
+
+-- name: read_events
+-- A run's events after a seq, in seq order; empty for a run of another project.
+SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
+       e.created_at
+FROM kb.agent_run_events e
+JOIN kb.agent_runs r ON r.id = e.run_id
+WHERE e.run_id = :run_id::uuid AND r.project_id = :project_id AND e.seq > :after_seq
+  AND (:include_internal OR NOT e.is_internal)
+ORDER BY e.seq
+LIMIT :row_limit
+
+-- The step's two hot writes (DESIGN §4) are one statement each, so each is one round trip and
+-- its own transaction: the run row's UPDATE checks the lease (the reply) or the project (the
+-- results) and numbers the events; every other write selects from that row, so a lost lease
+-- or a foreign project writes nothing and returns no row. Each returns one row per event, or
+-- one row of nulls when there is none.
+
+-- fragment: insert_step_message
+-- The step's message (the model's reply or the tool results), on the run row "numbered".
+msg AS (
+    INSERT INTO kb.agent_run_messages (
+        run_id, seq, step_number, role, agent_name, content, tokens)
+    SELECT id, :message_seq::integer, :step::integer, :message_role::text, :agent_name,
+           :content::jsonb, :tokens::integer
+    FROM numbered
+    RETURNING id
+)
+
+-- name: record_model_reply
+-- The model message, the run's counters (count_steps 0 or 1), every tool call row started.
+WITH numbered AS (
+    UPDATE kb.agent_runs
+    SET step_count = step_count + :count_steps::integer,
+        total_steps = total_steps + :count_steps::integer,
+        tokens_in = tokens_in + :prompt_tokens::bigint,
+        tokens_out = tokens_out + :tokens::integer,
+        tokens_total_tree = tokens_total_tree + :prompt_tokens::bigint + :tokens::integer,
+        last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE project_id = :project_id AND id = :run_id::uuid AND lease_owner = :lease_owner
+      AND status = 'running'
+    RETURNING id, last_event_seq
+),
+-- include: insert_step_message
+, calls AS (
+    INSERT INTO kb.agent_run_tool_calls (
+        run_id, message_id, tool_call_id, step_number, tool_name, source, input)
+    SELECT :run_id::uuid, msg.id, c.id, :step::integer, c.name, c.source, c.input
+    FROM msg, unnest(:call_ids::text[], :call_names::text[], :call_sources::text[],
+                     :call_inputs::jsonb[])
+         AS c(id, name, source, input)
+),
+-- include: insert_events
+SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
+       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
+        HAVING count(*) > 0) END AS notified
+FROM numbered LEFT JOIN ev ON true
+
+-- name: record_tool_results
+-- Every started call row finished (a call is answered once), the tool message.
+WITH numbered AS (
+    UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE project_id = :project_id AND id = :run_id::uuid
+    RETURNING id, last_event_seq
+), finished AS (
+    UPDATE kb.agent_run_tool_calls t
+    SET status = c.status, output = c.output, error = nullif(c.error, ''),
+        duration_ms = c.duration_ms, completed_at = now()
+    FROM numbered,
+         unnest(:call_ids::text[], :call_statuses::text[], :call_outputs::jsonb[],
+                :call_errors::text[], :call_durations::bigint[])
+         AS c(id, status, output, error, duration_ms)
+    WHERE t.run_id = numbered.id AND t.tool_call_id = c.id AND t.status = 'started'
+),
+-- include: insert_step_message
+,
+-- include: insert_events
+SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
+       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
+        HAVING count(*) > 0) END AS notified
+FROM numbered LEFT JOIN ev ON true
