@@ -7,9 +7,10 @@ CHILD_RUN_STARTED events. Each child's ``request_id`` is derived from the parent
 key (the spawning tool call, or a flow position) and its index, so starting a batch again --
 a parent recovered after a crash -- finds the same children instead of spawning new ones.
 
-The wait follows ``NOTIFY agentfleet_run_events`` for the children's ids (a short poll only
-as the fallback for a missed notification); as each child stops (terminal or ``paused``)
-the parent records CHILD_RUN_FINISHED and refreshes its ``tokens_total_tree``.
+The wait is woken by the process's run watcher (:meth:`agentfleet.run_watch.RunWatch.changes`)
+when a child records events (a short poll only as the fallback for a missed notification);
+as each child stops (terminal or ``paused``) the parent records CHILD_RUN_FINISHED and
+refreshes its ``tokens_total_tree``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import asyncpg
 import structlog
 
 from agentfleet import events
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import AgentFleetError, FailedPrecondition
+from agentfleet.run_watch import RunWatch
 from services.executor.definitions import DefinitionRepository
 from services.executor.queue import RunQueue
 from services.executor.resume import ResumeParams, resume_run
@@ -128,9 +129,9 @@ class ChildRuns:
     pool: asyncpg.Pool
     queue: RunQueue
     definitions: DefinitionRepository
-    listener: Listener | None = None
-    """NOTIFY source; without one (some tests) the wait polls every ``poll_s``."""
-    hub: events.EventHub | None = None
+    watch: RunWatch | None = None
+    """Wakes the wait when a child records events; without one (some tests) the wait
+    polls every ``poll_s``."""
     poll_s: float = FALLBACK_POLL_S
 
     async def start(self, batch: ChildBatch) -> StartedBatch:
@@ -156,7 +157,6 @@ class ChildRuns:
                 )
         refs: list[ChildRef] = []
         started_events: list[events.RunEvent] = []
-        published: list[events.PersistedEvent] = []
         async with self.pool.acquire() as conn, conn.transaction():
             reattached = bool(
                 batch.tool_call_id is not None
@@ -165,8 +165,7 @@ class ChildRuns:
                 )
             )
             for index, task, child_params in params:
-                child, created, stored = await RunQueue.enqueue_in(conn, child_params)
-                published += stored
+                child, created, _ = await RunQueue.enqueue_in(conn, child_params)
                 reattached = reattached or not created
                 refs.append(_ref(index, task, child.id))
                 if created:
@@ -184,14 +183,13 @@ class ChildRuns:
                     batch.tool_call_id,
                 )
             if started_events and not reattached:
-                published += await events.append_events(
+                await events.append_events(
                     conn,
                     project_id=parent.project_id,
                     run_id=parent.id,
                     root_run_id=parent.root_run_id,
                     events=started_events,
                 )
-        self._publish(published)
         log.info(
             "children_started",
             key=batch.key,
@@ -208,16 +206,12 @@ class ChildRuns:
         Cancelling the wait leaves the children as they are (the caller decides)."""
         pending = {c.run_id: c for c in children}
         done: dict[str, RunRecord] = {}
-        signal = asyncio.Event()
-
-        def on_notify(notification: Notification) -> None:
-            parsed = events.parse_notification(notification.payload)
-            if parsed is not None and parsed[0] in pending:
-                signal.set()
-
-        if self.listener is not None:
-            await self.listener.subscribe(events.CHANNEL, on_notify)
-        try:
+        changes = (
+            self.watch.changes(list(pending))
+            if self.watch is not None
+            else contextlib.nullcontext(asyncio.Event())
+        )
+        with changes as signal:
             recorded = {
                 r["child"]
                 for r in await self.pool.fetch(_FINISH_RECORDED, parent.id, list(pending))
@@ -238,9 +232,6 @@ class ChildRuns:
                 if pending:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(signal.wait(), timeout=self.poll_s)
-        finally:
-            if self.listener is not None:
-                await self.listener.unsubscribe(events.CHANNEL, on_notify)
         return done
 
     async def _record_stopped(
@@ -252,7 +243,7 @@ class ChildRuns:
         """CHILD_RUN_FINISHED for each child and the parent's refreshed tree tokens."""
         async with self.pool.acquire() as conn, conn.transaction():
             await refresh_tree_tokens(conn, parent.project_id, parent.id)
-            stored = await events.append_events(
+            await events.append_events(
                 conn,
                 project_id=parent.project_id,
                 run_id=parent.id,
@@ -271,7 +262,6 @@ class ChildRuns:
                     for ref, child in stopped
                 ],
             )
-        self._publish(stored)
 
     async def _params(self, batch: ChildBatch, index: int, task: ChildTask) -> StartRunParams:
         parent = batch.parent
@@ -316,13 +306,8 @@ class ChildRuns:
                 max_tokens=batch.max_tokens,
                 request_id=child_request_id(parent.id, batch.key, index),
             ),
-            hub=self.hub,
         )
         return resumed.run
-
-    def _publish(self, stored: Sequence[events.PersistedEvent]) -> None:
-        if self.hub is not None and stored:
-            self.hub.publish(stored)
 
 
 class _NotYourChild(FailedPrecondition):

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, struct_pb2
 
 from agentfleet.events import run_status_proto, tool_source_proto
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, history_pb2
 from services.history.models import (
     AgentInfo,
@@ -22,14 +23,6 @@ from services.history.models import (
 )
 
 TRUNCATION_MARKER = "…[truncated]"
-
-
-def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
 
 
 def _ms(value: float | None) -> duration_pb2.Duration | None:
@@ -71,8 +64,8 @@ def run_summary(row: RunOverview) -> history_pb2.RunSummary:
         tokens_out=row.tokens_out,
         input_preview=row.input_preview,
         input_truncated=row.input_truncated,
-        create_time=_ts(row.created_at),
-        complete_time=_ts(row.completed_at),
+        create_time=timestamp_proto(row.created_at),
+        complete_time=timestamp_proto(row.completed_at),
         duration=_ms(row.duration_ms),
         resume_count=row.resume_count,
         task_id=_id(row.task_id),
@@ -148,7 +141,7 @@ def message_summary(row: MessageRow, *, preview_chars: int) -> history_pb2.Messa
         function_names=names,
         tokens=row.tokens,
         is_internal=row.is_internal,
-        create_time=_ts(row.created_at),
+        create_time=timestamp_proto(row.created_at),
     )
 
 
@@ -164,7 +157,7 @@ def run_message(row: MessageRow) -> history_pb2.RunMessage:
         content=_struct(row.content),
         tokens=row.tokens,
         is_internal=row.is_internal,
-        create_time=_ts(row.created_at),
+        create_time=timestamp_proto(row.created_at),
     )
 
 
@@ -183,7 +176,7 @@ def tool_call_summary(row: ToolCallOverview) -> history_pb2.ToolCallSummary:
         input_size_bytes=row.input_size_bytes,
         output_size_bytes=row.output_size_bytes,
         child_run_ids=[str(c) for c in row.child_run_ids],
-        create_time=_ts(row.created_at),
+        create_time=timestamp_proto(row.created_at),
     )
 
 
@@ -203,8 +196,8 @@ def tool_call(row: ToolCallRow) -> history_pb2.ToolCall:
         error=row.error or "",
         duration=_ms(row.duration_ms),
         child_run_ids=[str(c) for c in row.child_run_ids],
-        create_time=_ts(row.created_at),
-        complete_time=_ts(row.completed_at),
+        create_time=timestamp_proto(row.created_at),
+        complete_time=timestamp_proto(row.completed_at),
     )
 
 
@@ -223,7 +216,7 @@ def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
         tokens_total_tree=row.tokens_total_tree,
         duration=_ms(row.duration_ms),
         summary_preview=row.summary_preview or "",
-        create_time=_ts(row.created_at),
+        create_time=timestamp_proto(row.created_at),
     )
 
 
@@ -232,8 +225,8 @@ def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2
     stopped = row.completed + row.failed + row.cancelled + row.paused
     return history_pb2.AgentStats(
         agent_name=row.agent_name,
-        window_start=_ts(start),
-        window_end=_ts(end),
+        window_start=timestamp_proto(start),
+        window_end=timestamp_proto(end),
         total_runs=row.total_runs,
         queued=row.queued,
         running=row.running,

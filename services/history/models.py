@@ -179,14 +179,3 @@ class StatsRow(_FromRow):
     mean_steps: float
     resumes: int
     task_retries: int
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class WatchTarget(_FromRow):
-    """What WatchRun needs of a run: identity for the events, status to know when to stop."""
-
-    id: Any
-    root_run_id: Any
-    parent_run_id: Any
-    trace_id: str | None
-    status: str

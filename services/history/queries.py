@@ -24,7 +24,6 @@ from services.history.models import (
     ToolCallOverview,
     ToolCallRow,
     TreeRow,
-    WatchTarget,
 )
 
 PREVIEW_CHARS = 200
@@ -336,13 +335,3 @@ class HistoryQueries:
             include_internal_agents,
         )
         return [StatsRow.from_row(row) for row in rows]
-
-    async def watch_target(self, project_id: str, run_id: str) -> WatchTarget | None:
-        """The run's identity and current status (WatchRun)."""
-        row = await self._pool.fetchrow(
-            "SELECT id, root_run_id, parent_run_id, trace_id, status FROM kb.agent_runs "
-            "WHERE id = $1::uuid AND project_id = $2",
-            run_id,
-            project_id,
-        )
-        return WatchTarget.from_row(row) if row else None

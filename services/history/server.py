@@ -2,12 +2,14 @@
 
 Requests are validated here (bad ids are INVALID_ARGUMENT naming the field); everything
 else is the repository (:mod:`services.history.queries`), the converters
-(:mod:`services.history.convert`) and the watcher (:mod:`services.history.watch`). A run of
+(:mod:`services.history.convert`) and the process's run watcher (:mod:`agentfleet.run_watch`,
+shared with the executor's StartRun). A run of
 another project is NOT_FOUND, exactly like a run that does not exist.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
@@ -16,16 +18,18 @@ from typing import Any
 import grpc
 
 from agentfleet import events as ev
+from agentfleet import metrics
+from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound, Unimplemented
 from agentfleet.grpc_server import Registration
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert
 from services.history.models import RunFilters
 from services.history.queries import PREVIEW_CHARS, HistoryQueries
 from services.history.tree import depth_first
-from services.history.watch import RunEventWatch
 
 CHILDREN_LIMIT = 500
 MAX_PREVIEW_CHARS = 2000
@@ -62,7 +66,7 @@ def _child_time(request: Any, field: str) -> datetime | None:
 class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
     """Thin RPC layer over the history repository and the event watcher."""
 
-    def __init__(self, queries: HistoryQueries, watch: RunEventWatch) -> None:
+    def __init__(self, queries: HistoryQueries, watch: RunWatch) -> None:
         self._queries = queries
         self._watch = watch
 
@@ -220,13 +224,14 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             raise InvalidArgument.for_field("after_seq", "must not be negative")
         if request.include_descendants or request.descendant_after_seq:
             raise Unimplemented("WatchRun: include_descendants is not supported yet")
-        async for event in self._watch.watch(
-            project_id=request.project_id,
-            run_id=run_id,
-            after_seq=request.after_seq,
-            include_internal=request.include_internal,
-        ):
-            yield event
+        with metrics.watch_subscriber():
+            async for event in self._watch.events(
+                project_id=request.project_id,
+                run_id=run_id,
+                after_seq=request.after_seq,
+                include_internal=request.include_internal,
+            ):
+                yield event
 
     async def GetRunTree(
         self, request: history_pb2.GetRunTreeRequest, context: grpc.aio.ServicerContext
@@ -271,10 +276,22 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
 
 async def build(context: ServiceContext) -> ServiceParts:
     """The history service: its servicer, the shared event listener loop, and its cleanup."""
-    watch = RunEventWatch(pool=context.pool, database_url=context.database_url)
+    listener = Listener(context.database_url)
+    watch = RunWatch(pool=context.pool, listener=listener)
     servicer = HistoryServicer(HistoryQueries(context.pool), watch)
+
+    async def listen(stopping: asyncio.Event) -> None:
+        # Until the service stops (the Listener reconnects itself); WatchRun waits for it.
+        await listener.start()
+        await watch.start()
+        await stopping.wait()
+
+    async def stop() -> None:
+        await listener.close()
+        await watch.close()
+
     return ServiceParts(
         registrations=[Registration.of(history_pb2, history_pb2_grpc, "HistoryService", servicer)],
-        background=[watch.run],
-        on_stop=[watch.close],
+        background=[listen],
+        on_stop=[stop],
     )

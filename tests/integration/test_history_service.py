@@ -11,12 +11,12 @@ import pytest
 from google.protobuf import duration_pb2
 
 from agentfleet import events as ev
+from agentfleet import run_watch as watch_module
 from agentfleet.clients import open_channel
 from agentfleet.service_runtime import start_service
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
-from services.history import watch as watch_module
 from services.history.server import build
 
 P = "hist-a"

@@ -11,11 +11,12 @@ import grpc
 import pytest
 
 from agentfleet import events as ev
+from agentfleet import run_feed
+from agentfleet import run_watch as watch
+from agentfleet.run_feed import RunTargets
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
-from services.history import run_feed, watch
-from services.history.queries import HistoryQueries
 
 P = "fan-a"
 OTHER = "fan-b"
@@ -46,7 +47,7 @@ class Statements:
 @pytest.fixture
 def statements(monkeypatch: pytest.MonkeyPatch) -> Statements:
     counts = Statements()
-    read_events, to_proto, watch_target = ev.read_events, ev.to_proto, HistoryQueries.watch_target
+    read_events, to_proto, watch_target = ev.read_events, ev.to_proto, RunTargets.get
 
     def counted_read_events(*args: Any, **kwargs: Any) -> Any:
         counts.event_reads.append(kwargs.get("after_seq", 0))
@@ -62,7 +63,7 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Statements:
 
     monkeypatch.setattr(ev, "read_events", counted_read_events)
     monkeypatch.setattr(ev, "to_proto", counted_to_proto)
-    monkeypatch.setattr(HistoryQueries, "watch_target", counted_watch_target)
+    monkeypatch.setattr(RunTargets, "get", counted_watch_target)
     return counts
 
 

@@ -1,4 +1,4 @@
-"""One run's recent events, read from the store once for every WatchRun of this process.
+"""One run's recent events, read from the store once for every follower in this process.
 
 A :class:`RunFeed` belongs to one ``(project_id, run_id)``: every read it makes is scoped by
 that project, the key a watcher is only given after its own project check. It keeps the
@@ -24,15 +24,48 @@ import asyncpg
 
 from agentfleet import events as ev
 from agentfleet.v1 import common_pb2
-from services.history.queries import HistoryQueries
 
 STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
+"""Run statuses after which a run records nothing more until it is resumed."""
 BATCH = 500
 """Rows per read, the feed's and a catching-up watcher's."""
 CAPACITY = 1024
 """Events kept in memory per run; a watcher further behind reads the store."""
 NO_READ = -1
 """A :meth:`RunFeed.refresh` mark asking for no read beyond those already owed."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RunTarget:
+    """What a follower needs of a run: identity for the events, status to know when to stop."""
+
+    parent_run_id: str | None
+    trace_id: str | None
+    status: str
+
+
+class RunTargets:
+    """Reads a run's :class:`RunTarget`, always scoped by the caller's project."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def get(self, project_id: str, run_id: str) -> RunTarget | None:
+        """The run's target; None if it does not exist in ``project_id``."""
+        row = await self._pool.fetchrow(
+            "SELECT parent_run_id, trace_id, status FROM kb.agent_runs "
+            "WHERE id = $1::uuid AND project_id = $2",
+            run_id,
+            project_id,
+        )
+        if row is None:
+            return None
+        parent = row["parent_run_id"]
+        return RunTarget(
+            parent_run_id=str(parent) if parent else None,
+            trace_id=row["trace_id"],
+            status=row["status"],
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,18 +97,18 @@ class RunFeed:
         self,
         *,
         pool: asyncpg.Pool,
-        queries: HistoryQueries,
+        targets: RunTargets,
         target_project: str,
         run_id: str,
-        parent_run_id: str | None,
-        trace_id: str | None,
+        target: RunTarget,
     ) -> None:
         self.project_id = target_project
         self.run_id = run_id
+        self._parent_run_id = target.parent_run_id
+        self._trace_id = target.trace_id
+        """Set when the run starts if it was enqueued without one (learnt at RUN_STARTED)."""
         self._pool = pool
-        self._queries = queries
-        self._parent_run_id = parent_run_id
-        self._trace_id = trace_id
+        self._targets = targets
         self._waiters: set[asyncio.Event] = set()
         self._events: list[FeedEvent] = []
         self._head: int | None = None
@@ -123,7 +156,27 @@ class RunFeed:
 
     # -- the buffer ---------------------------------------------------------------------
 
-    def convert(self, persisted: ev.PersistedEvent) -> FeedEvent:
+    @property
+    def parent_run_id(self) -> str | None:
+        return self._parent_run_id
+
+    @property
+    def trace_id(self) -> str | None:
+        return self._trace_id
+
+    async def convert_all(self, batch: Sequence[ev.PersistedEvent]) -> list[FeedEvent]:
+        """The wire form of stored events of this run, in order."""
+        if self._trace_id is None and any(p.event.type == "run_started" for p in batch):
+            # The worker records the run's trace id when it starts a run enqueued without
+            # one: from RUN_STARTED on, events carry it.
+            target = await self._targets.get(self.project_id, self.run_id)
+            started = next(p.seq for p in batch if p.event.type == "run_started")
+            before = [self._convert(p) for p in batch if p.seq < started]
+            self._trace_id = target.trace_id if target is not None else None
+            return before + [self._convert(p) for p in batch if p.seq >= started]
+        return [self._convert(p) for p in batch]
+
+    def _convert(self, persisted: ev.PersistedEvent) -> FeedEvent:
         """The wire form of one stored event of this run (the replay form, byte for byte)."""
         return FeedEvent(
             seq=persisted.seq,
@@ -202,7 +255,7 @@ class RunFeed:
         assert self._head is not None, "refresh before the feed was seeded"
         if await self._read_rows():
             return
-        target = await self._queries.watch_target(self.project_id, self.run_id)
+        target = await self._targets.get(self.project_id, self.run_id)
         if target is not None and target.status not in STOPPED:
             return
         # The status was read after the events: re-read to close the window in which the
@@ -226,7 +279,7 @@ class RunFeed:
         if not batch:
             self._complete = True
             return False
-        self._append([self.convert(p) for p in batch])
+        self._append(await self.convert_all(batch))
         self._complete = len(batch) < BATCH
         if not self._complete:
             self._wanted = self._reads_started  # the rest is owed to the next refresh
