@@ -15,9 +15,10 @@ import structlog
 from google.genai import types
 
 from agentfleet import events
-from services.executor.loop_state import Progress, Turn, complete_then_cancel
+from services.executor.calls import CallResult, PlannedCall
+from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result
-from services.executor.persistence import CallResult, PlannedCall, RunRecorder
+from services.executor.persistence import RunRecorder
 from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation
 
 log = structlog.get_logger(__name__)
@@ -66,7 +67,7 @@ async def continue_run(
         resumed=resumed,
         worker=worker,
     )
-    await complete_then_cancel(recorder.record_note(step=progress.step, batch=[started]))
+    await recorder.record_note(step=progress.step, batch=[started])
     log.info("run_continued", resumed=resumed, open_calls=len(recorder.open_calls))
     contents = list(continuation.contents)
     open_calls = list(recorder.open_calls)
@@ -82,9 +83,5 @@ async def continue_run(
         by_id.get(c.tool_call_id) or interrupted_call_result(c, INTERRUPTED_BY_CRASH)
         for c in open_calls
     ]
-    contents.append(
-        await complete_then_cancel(
-            recorder.record_tool_results(step=progress.step, results=results)
-        )
-    )
+    contents.append(await recorder.record_tool_results(step=progress.step, results=results))
     return contents

@@ -10,6 +10,10 @@ cancelled, ``paused`` after a soft stop (:mod:`soft_stop`). A task cancelled wit
 recorded reason (shutdown) or a lost lease leaves the run ``running`` for crash recovery.
 A run that ends leaves no child running: its queued and running descendants are cancelled.
 
+An execution: :mod:`run_position` positions it (the run's start, or its continuation),
+:mod:`step` runs each step, :mod:`persistence` records every moment (through
+:mod:`run_writes`), :mod:`soft_stop` ends it at a limit; this module drives them.
+
 Seams for the safety layers: every :class:`StepHook` is consulted at each step boundary and
 may stop the run with a :class:`StopRun`; :class:`RunControl` records why a run is stopped
 before its task is cancelled.
@@ -26,20 +30,13 @@ import structlog
 from google.genai import types
 from opentelemetry import trace
 
-from agentfleet import events, metrics
+from agentfleet import metrics
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.llm import ModelClient
+from agentfleet.run_limits import may_spawn
 from agentfleet.telemetry import current_trace_id
-from services.executor.approval_resume import (
-    begin_held_continuation,
-    held_calls,
-    hold_step,
-    not_held,
-    settle_held_step,
-    timeout_after_waiting,
-)
-from services.executor.approvals import parse_approval_policy
-from services.executor.continuation import continue_run
+from services.executor.approval_resume import timeout_after_waiting
+from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (
     DefinitionSource,
     RunControl,
@@ -47,23 +44,26 @@ from services.executor.control import (
     StepHook,
     StopRun,
 )
-from services.executor.coordination import MAX_SPAWN_DEPTH, Coordinator, screen_depth
+from services.executor.coordination import Coordinator
 from services.executor.definitions import AgentDefinition
 from services.executor.flows import FlowRunner
-from services.executor.loop_state import Progress, Turn, complete_then_cancel, run_span_context
+from services.executor.loop_state import Progress, Turn, run_span_context
 from services.executor.model_request import (
     function_tools,
     generation_config,
     interrupted_call_result,
     interrupted_result,
-    outcome_result,
-    plan_calls,
-    refused_result,
 )
 from services.executor.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
-from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
-from services.executor.recovery import INTERRUPTED_BY_CRASH, load_continuation
+from services.executor.persistence import LeaseLost, RunRecorder, complete_then_cancel
+from services.executor.recovery import INTERRUPTED_BY_CRASH
+from services.executor.run_position import (
+    load_position,
+    open_calls_for_stop,
+    open_flow_run,
+    open_run,
+)
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.safety import (
     DEFAULT_TIMEOUT_GRACE_S,
@@ -71,13 +71,10 @@ from services.executor.safety import (
     StepBudget,
     effective_max_steps,
     effective_timeout_s,
-    screen_calls,
 )
 from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
-from services.executor.streaming import ModelCall, call_model
-from services.executor.structured_output import StructuredFinish
-from services.executor.threads import parse_thread_policy, thread_history
-from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
+from services.executor.step import StepRunner
+from services.executor.tool_gateway import ToolGateway
 from services.executor.tree import ACTIVE, cancel_descendants
 
 __all__ = ["AgentLoop", "DefinitionSource", "RunControl", "StepBoundary", "StepHook", "StopRun"]
@@ -90,10 +87,6 @@ class _Released(Exception):
     """The loop stopped at a step boundary while draining; the run stays ``running``."""
 
 
-_NEXT_STEP = object()
-"""Returned by a step that did not end the run."""
-
-
 @dataclass(kw_only=True, slots=True)
 class AgentLoop:
     """Executes claimed runs; one instance serves every run of a worker."""
@@ -104,7 +97,6 @@ class AgentLoop:
     model: ModelClient
     owner: str
     """Lease owner name of the worker (host:pid:...)."""
-    hub: events.EventHub | None = None
     step_hooks: Sequence[StepHook] = ()
     tool_timeout_s: float | None = None
     timeout_grace_s: float = DEFAULT_TIMEOUT_GRACE_S
@@ -117,7 +109,7 @@ class AgentLoop:
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the claimed ``run`` to its end; the final row, or None when the run was left
         ``running`` (draining, or the lease was lost)."""
-        recorder = RunRecorder(self.pool, run, owner=self.owner, hub=self.hub)
+        recorder = RunRecorder(self.pool, run, owner=self.owner)
         progress = Progress(tokens_at_start=run.tokens_in + run.tokens_out)
         with (
             structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
@@ -173,7 +165,7 @@ class AgentLoop:
     async def _end_children(self, run: RunRecord) -> None:
         """A run that ended leaves no descendant queued or running (nobody would wait for
         it): cancel them, on whichever executor they run. Paused ones stay resumable."""
-        if self.coordinator is None or run.depth >= MAX_SPAWN_DEPTH:
+        if self.coordinator is None or not may_spawn(run.depth):
             return
         try:
             await cancel_descendants(
@@ -192,7 +184,7 @@ class AgentLoop:
     ) -> RunRecord | None:
         definition = await self.definitions.get(run.project_id, run.agent_name)
         if definition.flow_type != "single":
-            return await self._drive_flow(run, definition, recorder, control)
+            return await self._drive_flow(run, definition, recorder, control, progress)
         resolved = await self.tools.resolve(
             project_id=run.project_id, patterns=definition.tools, depth=run.depth
         )
@@ -209,61 +201,36 @@ class AgentLoop:
                 generation_config(definition.model), definition.output_schema, callable_tools
             ),
         )
-        continuation = await load_continuation(self.pool, run)
-        # A step held for approval whose calls are decided: settled below, all together.
-        held_step = await begin_held_continuation(self.pool, recorder, continuation)
-        if continuation.has_messages:
+        steps = StepRunner(
+            pool=self.pool,
+            model=self.model,
+            tools=self.tools,
+            owner=self.owner,
+            tool_timeout_s=self.tool_timeout_s,
+            coordinator=self.coordinator,
+        )
 
-            async def reattach(calls: Sequence[PlannedCall]) -> list[CallResult]:
-                return await self._run_calls(recorder.run, definition, calls, {})
+        async def run_calls(calls: Sequence[PlannedCall]) -> list[CallResult]:
+            return await steps.run_calls(recorder.run, definition, calls, {})
 
-            contents = await continue_run(
-                recorder=recorder,
-                progress=progress,
-                continuation=continuation,
-                turn=turn,
-                tool_names=sorted(callable_tools),
-                resumed=control.resumed or held_step is not None,
-                worker=self.owner,
-                reattach=reattach if self.coordinator is not None else None,
-            )
-            if held_step is not None:
-                contents.append(
-                    await complete_then_cancel(
-                        settle_held_step(
-                            pool=self.pool,
-                            recorder=recorder,
-                            continuation=continuation,
-                            rows=held_step,
-                            run_calls=reattach,
-                        )
-                    )
-                )
-            if continuation.final_text is not None:
-                # The model had answered; only the completion was lost with the worker.
-                return await complete_then_cancel(
-                    recorder.record_finish(
-                        status="completed",
-                        reason="model answered",
-                        summary=continuation.final_text,
-                    )
-                )
-        else:
-            # A thread's run starts from the thread's previous completed run (threads.py).
-            history = await thread_history(self.pool, run, parse_thread_policy(definition.config))
-            contents = [
-                *(content for _role, content in history),
-                types.Content(role="user", parts=[types.Part(text=run.input)]),
-            ]
-            await complete_then_cancel(
-                recorder.record_start(
-                    system_prompt=definition.system_prompt,
-                    user_input=contents[-1],
-                    model_name=definition.model.name,
-                    tool_names=sorted(callable_tools),
-                    trace_id=current_trace_id(),
-                    history=history,
-                )
+        position = await load_position(self.pool, run, progress)
+        contents = await open_run(
+            pool=self.pool,
+            recorder=recorder,
+            progress=progress,
+            position=position,
+            definition=definition,
+            turn=turn,
+            tool_names=sorted(callable_tools),
+            resumed=control.resumed,
+            worker=self.owner,
+            run_calls=run_calls,
+            can_reattach=self.coordinator is not None,
+        )
+        if position.final_text is not None:
+            # The model had answered; only the completion was lost with the worker.
+            return await recorder.record_finish(
+                status="completed", reason="model answered", summary=position.final_text
             )
         budget = StepBudget(
             max_steps=effective_max_steps(
@@ -298,7 +265,7 @@ class AgentLoop:
                 return await self._wrap_up(recorder, progress, turn, soft)
             try:
                 async with asyncio.timeout_at(deadline) as scope:
-                    finished = await self._step(
+                    step = await steps.run(
                         recorder, definition, progress, turn, contents, callable_tools
                     )
             except TimeoutError:
@@ -319,8 +286,8 @@ class AgentLoop:
                         details={"timeout_s": timeout_s, "grace_s": self.timeout_grace_s},
                     ),
                 )
-            if finished is not _NEXT_STEP:
-                return finished
+            if step.ended:
+                return step.run
 
     async def _drive_flow(
         self,
@@ -328,157 +295,25 @@ class AgentLoop:
         definition: AgentDefinition,
         recorder: RunRecorder,
         control: RunControl,
+        progress: Progress,
     ) -> RunRecord | None:
         """A sequential, loop or parallel run: its members run as child runs."""
         if self.flows is None:
             raise _FlowsUnavailable(f"flow_type {definition.flow_type!r} is not available here")
-        continuation = await load_continuation(self.pool, run)
-        model_name = f"flow:{definition.flow_type}"
-        if continuation.has_messages:
-            recorder.continue_at(next_message_seq=continuation.next_message_seq, open_calls=[])
-            started = events.RunStarted(
-                agent_name=run.agent_name,
-                model_name=model_name,
-                recovered=not control.resumed,
-                resumed=control.resumed,
-                worker=self.owner,
-            )
-            await complete_then_cancel(recorder.record_note(step=0, batch=[started]))
-        else:
-            await complete_then_cancel(
-                recorder.record_start(
-                    system_prompt="",
-                    user_input=types.Content(role="user", parts=[types.Part(text=run.input)]),
-                    model_name=model_name,
-                    tool_names=(),
-                    trace_id=current_trace_id(),
-                )
-            )
-        outcome = await self.flows.run(recorder.run, definition)
-        return await complete_then_cancel(
-            recorder.record_finish(
-                status=outcome.status,
-                reason=outcome.reason,
-                summary=outcome.summary,
-                error_message=outcome.error_message,
-            )
+        await open_flow_run(
+            recorder=recorder,
+            position=await load_position(self.pool, run, progress),
+            model_name=f"flow:{definition.flow_type}",
+            resumed=control.resumed,
+            worker=self.owner,
         )
-
-    async def _step(
-        self,
-        recorder: RunRecorder,
-        definition: AgentDefinition,
-        progress: Progress,
-        turn: Turn,
-        contents: list[types.Content],
-        callable_tools: dict[str, ResolvedTool],
-    ) -> RunRecord | object | None:
-        """One model call and its tool calls; the final row when the run ended, else
-        :data:`_NEXT_STEP`."""
-        progress.step += 1
-        step = progress.step
-        run = recorder.run
-        with (
-            _tracer.start_as_current_span(f"step {step}", attributes={"agentfleet.step": step}),
-            metrics.timed_step(run.agent_name),
-        ):
-            reply = await call_model(
-                model=self.model,
-                pool=self.pool,
-                run=run,
-                step=step,
-                call=ModelCall(
-                    model=turn.model,
-                    system_instruction=turn.system,
-                    contents=contents,
-                    tools=turn.tools,
-                    config=turn.config,
-                ),
-                streaming=definition.streaming,
-            )
-            planned, depth_events = screen_depth(
-                plan_calls(
-                    reply.function_calls, callable_tools, step=step, used_ids=progress.used_ids
-                ),
-                depth=run.depth,
-                definition_tools=definition.tools,
-                agent_name=run.agent_name,
-                step=step,
-            )
-            screened = screen_calls(
-                planned, progress.detector, agent_name=run.agent_name, step=step
-            )
-            if reply.text:
-                progress.last_text = reply.text
-            await complete_then_cancel(
-                recorder.record_model_reply(
-                    step=step,
-                    reply=reply,
-                    calls=screened.calls,
-                    extra_events=[*depth_events, *screened.safety_events],
-                )
-            )
-            contents.append(reply.content)
-            if not screened.calls and definition.output_schema is not None:
-                return await StructuredFinish(
-                    model=self.model,
-                    pool=self.pool,
-                    streaming=definition.streaming,
-                    recorder=recorder,
-                    progress=progress,
-                    turn=turn,
-                    contents=contents,
-                    schema=definition.output_schema,
-                ).finish(reply)
-            if not screened.calls:
-                return await complete_then_cancel(
-                    recorder.record_finish(
-                        status="completed", reason="model answered", summary=reply.text
-                    )
-                )
-            if screened.stop_error is not None:
-                await complete_then_cancel(
-                    recorder.record_tool_results(
-                        step=step, results=[refused_result(c) for c in screened.calls]
-                    )
-                )
-                return await complete_then_cancel(
-                    recorder.record_finish(
-                        status="failed",
-                        reason="doom loop",
-                        summary=progress.last_text or None,
-                        error_message=screened.stop_error,
-                    )
-                )
-            progress.results = {}
-            held = held_calls(
-                parse_approval_policy(definition.config), screened.calls, callable_tools
-            )
-            if held:
-                # Calls that need a person wait; the others run now (approval_resume.py).
-                results = await self._run_calls(
-                    recorder.run, definition, not_held(screened.calls, held), progress.results
-                )
-                await complete_then_cancel(
-                    hold_step(
-                        pool=self.pool,
-                        hub=self.hub,
-                        recorder=recorder,
-                        owner=self.owner,
-                        step=step,
-                        answered=results,
-                        held=held,
-                    )
-                )
-                return None  # the run is waiting: this execution ends without an outcome
-            results = await self._run_calls(
-                recorder.run, definition, screened.calls, progress.results
-            )
-            tool_content = await complete_then_cancel(
-                recorder.record_tool_results(step=step, results=results)
-            )
-            contents.append(tool_content)
-            return _NEXT_STEP
+        outcome = await self.flows.run(recorder.run, definition)
+        return await recorder.record_finish(
+            status=outcome.status,
+            reason=outcome.reason,
+            summary=outcome.summary,
+            error_message=outcome.error_message,
+        )
 
     async def _wrap_up(
         self, recorder: RunRecorder, progress: Progress, turn: Turn, stop: SoftStop
@@ -511,56 +346,6 @@ class AgentLoop:
                 return decision
         return None
 
-    async def _run_calls(
-        self,
-        run: RunRecord,
-        definition: AgentDefinition,
-        planned: Sequence[PlannedCall],
-        done: dict[str, CallResult],
-    ) -> list[CallResult]:
-        """Runs the calls concurrently; results in the order of the calls. Each result is
-        also put in ``done`` as soon as it exists."""
-        results: list[CallResult | None] = [None] * len(planned)
-
-        async def run_one(index: int, call: PlannedCall) -> None:
-            results[index] = done[call.tool_call_id] = await self._run_call(run, definition, call)
-
-        async with asyncio.TaskGroup() as group:
-            for index, call in enumerate(planned):
-                group.create_task(run_one(index, call))
-        return [r for r in results if r is not None]
-
-    async def _run_call(
-        self, run: RunRecord, definition: AgentDefinition, call: PlannedCall
-    ) -> CallResult:
-        if call.refusal is not None:
-            return refused_result(call)
-        with _tracer.start_as_current_span(
-            f"execute_tool {call.tool_name}",
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.tool_name,
-                "gen_ai.tool.call.id": call.tool_call_id,
-                "agentfleet.tool.source": call.source,
-            },
-        ) as span:
-            if call.source == "executor" and self.coordinator is not None:
-                outcome = await self.coordinator.call(run, definition, call)
-            else:
-                outcome = await self.tools.call(
-                    ToolCallRequest(
-                        project_id=run.project_id,
-                        run_id=run.id,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        arguments=call.arguments,
-                        timeout_s=self.tool_timeout_s,
-                    )
-                )
-            if outcome.is_error:
-                span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error))
-            return outcome_result(call, outcome)
-
     async def _stop(
         self,
         recorder: RunRecorder,
@@ -573,7 +358,9 @@ class AgentLoop:
     ) -> RunRecord | None:
         """Answers the calls still open, then ends the run with ``status``."""
         why = f"{status}: {reason}"
-        left_by_crash = set() if recorder.started else await self._position(recorder, progress)
+        left_by_crash = (
+            set() if recorder.started else await open_calls_for_stop(self.pool, recorder, progress)
+        )
         if recorder.open_calls:
             await recorder.record_tool_results(
                 step=progress.step,
@@ -590,20 +377,6 @@ class AgentLoop:
             summary=summary if summary is not None else (progress.last_text or None),
             error_message=error,
         )
-
-    async def _position(self, recorder: RunRecorder, progress: Progress) -> set[str]:
-        """Stopped before this execution loaded the conversation (e.g. cancelled as soon as
-        it took over a crashed worker's run): the calls the dead worker left ``started``
-        are found here, so they still get their answers before the run ends."""
-        continuation = await load_continuation(self.pool, recorder.run)
-        if not continuation.has_messages:
-            return set()
-        recorder.continue_at(
-            next_message_seq=continuation.next_message_seq, open_calls=continuation.open_calls
-        )
-        progress.step = continuation.step
-        progress.last_text = progress.last_text or continuation.last_text
-        return {c.tool_call_id for c in continuation.open_calls}
 
 
 class _FlowsUnavailable(FailedPrecondition):

@@ -3,9 +3,7 @@ the modules that end or continue it (:mod:`soft_stop`, :mod:`continuation`)."""
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -14,7 +12,8 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from services.executor.persistence import CallResult
+from services.executor.calls import CallResult
+from services.executor.recovery import Continuation
 from services.executor.runs import RunRecord
 from services.executor.safety import DoomLoopDetector
 
@@ -33,6 +32,8 @@ class Progress:
     """Results of the current step's calls as they finish (kept when a timeout cuts it)."""
     tokens_at_start: int = 0
     """tokens_in + tokens_out when this execution began (the token budget counts from it)."""
+    position: Continuation | None = None
+    """The run's persisted position, once read (:func:`run_position.load_position`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,20 +44,6 @@ class Turn:
     system: str | None
     tools: list[types.Tool]
     config: types.GenerateContentConfig
-
-
-async def complete_then_cancel(write: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
-    """Lets a bookkeeping write finish even if the run is cancelled meanwhile, then lets
-    the cancellation through: the rows and the in-memory state never disagree."""
-    task = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.done():
-            # The write is short and bounded by the database; the caller is cancelled
-            # right after it.
-            await asyncio.wait([task])
-        raise
 
 
 def run_span_context(run: RunRecord) -> Any:

@@ -17,7 +17,7 @@ import asyncpg
 from google.genai import types
 
 from agentfleet.llm import content_from_json
-from services.executor.persistence import PlannedCall
+from services.executor.calls import PlannedCall
 from services.executor.runs import RunRecord
 
 INTERRUPTED_BY_CRASH = (
@@ -76,6 +76,22 @@ async def load_continuation(pool: asyncpg.Pool, run: RunRecord) -> Continuation:
     return build_continuation(messages, calls)
 
 
+async def load_conversation(
+    conn: asyncpg.Connection | asyncpg.Pool, *, project_id: str, run_id: str
+) -> tuple[str | None, list[types.Content]]:
+    """The run's system instruction and conversation, rebuilt exactly from its messages."""
+    messages = await conn.fetch(_MESSAGES, project_id, run_id)
+    system = next(
+        (
+            "".join(p.text or "" for p in content_from_json(m["content"]).parts or [])
+            for m in messages
+            if m["role"] == "system"
+        ),
+        None,
+    )
+    return system, build_continuation(messages, []).contents
+
+
 def build_continuation(
     messages: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]]
 ) -> Continuation:
@@ -124,27 +140,23 @@ def pair_open_calls(
         row = _take(remaining, call, index)
         if row is None:
             continue  # already answered (not possible today: results commit together)
-        paired.append(
-            PlannedCall(
-                tool_call_id=row["tool_call_id"],
-                tool_name=row["tool_name"],
-                arguments=dict(row["input"] or {}),
-                source=row["source"],
-                call=call,
-            )
-        )
+        paired.append(_planned(row, call))
     # Rows that matched no call (should not happen) still get an answer.
     paired.extend(
-        PlannedCall(
-            tool_call_id=row["tool_call_id"],
-            tool_name=row["tool_name"],
-            arguments=dict(row["input"] or {}),
-            source=row["source"],
-            call=types.FunctionCall(name=row["tool_name"], args=dict(row["input"] or {})),
-        )
+        _planned(row, types.FunctionCall(name=row["tool_name"], args=dict(row["input"] or {})))
         for row in remaining
     )
     return paired
+
+
+def _planned(row: Mapping[str, Any], call: types.FunctionCall) -> PlannedCall:
+    return PlannedCall(
+        tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"],
+        arguments=dict(row["input"] or {}),
+        source=row["source"],
+        call=call,
+    )
 
 
 def _take(

@@ -19,12 +19,13 @@ from google.genai import types
 from agentfleet import events
 from agentfleet.llm import ModelClient
 from agentfleet.llm.errors import ModelError
-from services.executor.loop_state import Progress, Turn, complete_then_cancel
+from agentfleet.run_limits import MAX_TOTAL_STEPS
+from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result, plan_calls, refused_result
-from services.executor.persistence import RunRecorder, load_conversation
+from services.executor.persistence import RunRecorder
+from services.executor.recovery import load_conversation
 from services.executor.runs import RunRecord
 from services.executor.safety import (
-    MAX_TOTAL_STEPS,
     STEP_LIMIT_MESSAGE,
     TOKEN_BUDGET_MESSAGE,
     StepBudget,
@@ -67,7 +68,7 @@ async def wrap_up(
             progress.results.get(c.tool_call_id) or interrupted_call_result(c, why)
             for c in recorder.open_calls
         ]
-        await complete_then_cancel(recorder.record_tool_results(step=step, results=results))
+        await recorder.record_tool_results(step=step, results=results)
     # The conversation as persisted: a cut-off step may have recorded more than the
     # in-memory list holds.
     _system, contents = await load_conversation(pool, project_id=run.project_id, run_id=run.id)
@@ -75,9 +76,7 @@ async def wrap_up(
     safety = events.Safety(
         agent_name=run.agent_name, kind=kind, message=stop.message, details=stop.details, step=step
     )
-    await complete_then_cancel(
-        recorder.record_note(step=step, batch=[safety], user_message=request)
-    )
+    await recorder.record_note(step=step, batch=[safety], user_message=request)
     contents.append(request)
     summary = progress.last_text or None
     reason = f"{kind}: summary given"
@@ -110,19 +109,15 @@ async def wrap_up(
             )
         if reply.text:
             summary = reply.text
-        await complete_then_cancel(
-            recorder.record_model_reply(
-                step=step, reply=reply, calls=calls, count_step=False, extra_events=extra
-            )
+        await recorder.record_model_reply(
+            step=step, reply=reply, calls=calls, count_step=False, extra_events=extra
         )
         if calls:
-            await complete_then_cancel(
-                recorder.record_tool_results(step=step, results=[refused_result(c) for c in calls])
+            await recorder.record_tool_results(
+                step=step, results=[refused_result(c) for c in calls]
             )
             reason = f"{kind}: function call after the soft stop refused"
-    return await complete_then_cancel(
-        recorder.record_finish(status="paused", reason=reason, summary=summary)
-    )
+    return await recorder.record_finish(status="paused", reason=reason, summary=summary)
 
 
 def soft_stop_due(run: RunRecord, budget: StepBudget, progress: Progress) -> SoftStop | None:

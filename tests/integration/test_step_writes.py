@@ -22,7 +22,8 @@ from agentfleet.llm import ModelReply, TokenUsage
 from agentfleet.migrate import migrate_up
 from agentfleet.testing import factories as f
 from agentfleet.testing.database import DatabaseFactory
-from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
+from services.executor.calls import CallResult, PlannedCall
+from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.runs import RunRecord
 
 PROJECT = "steps-proj"
@@ -305,3 +306,38 @@ async def test_migration_counts_the_events_runs_already_have(
             await conn.close()
     finally:
         await database_factory.drop_database(url)
+
+
+async def test_a_write_whose_caller_is_cancelled_still_commits_and_keeps_state(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The recorder shields its own writes (issue #17): no caller wraps them, yet a run
+    # cancelled mid-write keeps its rows and the recorder's state in agreement.
+    run = await _running_run(db_pool)
+    recorder = RunRecorder(db_pool, run, owner=OWNER, next_message_seq=1)
+    reply, planned = _reply(1, calls=2)
+    write = asyncio.create_task(recorder.record_model_reply(step=1, reply=reply, calls=planned))
+    await asyncio.sleep(0)  # one turn: the write has begun and waits on the database
+    assert not write.done()
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    assert await _event_seqs(db_pool, run) == [1, 2, 3]  # MODEL_TEXT, two TOOL_REQUESTs
+    calls = await db_pool.fetch(
+        "SELECT tool_call_id, status FROM kb.agent_run_tool_calls WHERE run_id = $1::uuid"
+        " ORDER BY tool_call_id",
+        run.id,
+    )
+    assert [(c["tool_call_id"], c["status"]) for c in calls] == [
+        ("c1-0", "started"),
+        ("c1-1", "started"),
+    ]
+    assert recorder.open_calls == planned
+    assert recorder.run.step_count == 1
+    # The next write continues the message series where the cancelled one left it.
+    await recorder.record_tool_results(step=1, results=_done(planned))
+    seqs = await db_pool.fetch(
+        "SELECT seq, role FROM kb.agent_run_messages WHERE run_id = $1::uuid ORDER BY seq",
+        run.id,
+    )
+    assert [(r["seq"], r["role"]) for r in seqs] == [(1, "model"), (2, "tool")]

@@ -1,0 +1,179 @@
+"""How the writes of one run reach the database (DESIGN §4): its messages numbered in one
+``seq`` series, each write retried on a new connection through a PostgreSQL restart or
+failover (:mod:`write_guards`), a retry first checking whether the cut attempt had
+committed, so nothing is written twice. What each moment writes is :mod:`persistence`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+from google.genai import types
+
+from agentfleet import events
+from agentfleet.llm import content_to_json
+from services.executor.runs import RunRecord, RunStatus
+from services.executor.write_guards import (
+    events_appended,
+    events_with_message,
+    finished_with,
+    message_written,
+    write_once,
+)
+
+_WHAT = "recording a run"
+"""What the executor was doing, in the warning of a database outage."""
+
+_INSERT_MESSAGE = """
+INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content, tokens)
+VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
+RETURNING id
+"""
+
+FinishWrite = Callable[[], Awaitable[tuple[RunRecord | None, list[events.PersistedEvent]]]]
+
+
+class RunWriter:
+    """Writes of one run, once each; the recorder's only way to the database."""
+
+    def __init__(self, pool: asyncpg.Pool, run: RunRecord, *, next_message_seq: int) -> None:
+        self.pool = pool
+        self.run = run
+        """The run written (only its identity is read: id, project, root, agent)."""
+        self.next_seq = next_message_seq
+        """seq of the next message."""
+
+    async def events_once(
+        self,
+        write: Callable[[], Awaitable[list[events.PersistedEvent]]],
+        batch: Sequence[events.RunEvent],
+    ) -> list[events.PersistedEvent]:
+        """Runs a transaction that appends ``batch`` (no message), never twice."""
+
+        async def committed() -> list[events.PersistedEvent] | None:
+            rows = await events_appended(self.pool, run_id=self.run.id, batch=batch)
+            return None if rows is None else [events.persisted_from_row(r) for r in rows]
+
+        return await write_once(write, committed=committed, what=_WHAT, pool=self.pool)
+
+    async def finish_once(self, write: FinishWrite, status: RunStatus) -> RunRecord | None:
+        """Runs the transaction that ends the run with ``status``, never twice; the final
+        row, or None when the run had already moved on."""
+
+        async def committed() -> tuple[RunRecord | None, list[events.PersistedEvent]] | None:
+            found = await finished_with(self.pool, self.run, status)
+            if found is None:
+                return None
+            return found[0], [events.persisted_from_row(r) for r in found[1]]
+
+        finished, _ = await write_once(write, committed=committed, what=_WHAT, pool=self.pool)
+        return finished
+
+    async def insert_message(
+        self,
+        conn: asyncpg.Connection,
+        step: int,
+        role: str,
+        content: types.Content,
+        *,
+        tokens: int = 0,
+    ) -> str:
+        seq = self.next_seq
+        message_id = await conn.fetchval(
+            _INSERT_MESSAGE,
+            self.run.id,
+            seq,
+            step,
+            role,
+            self.run.agent_name,
+            content_to_json(content),
+            tokens,
+        )
+        self.next_seq = seq + 1
+        return str(message_id)
+
+    async def step(
+        self,
+        name: str,
+        batch: Sequence[events.RunEvent],
+        *,
+        step: int,
+        content: types.Content,
+        tokens: int,
+        rows: dict[str, Any],
+    ) -> list[asyncpg.Record] | None:
+        """Runs the step statement ``name`` of :data:`agentfleet.events.STATEMENTS` outside
+        any transaction block: a single statement commits on its own, so this is one round
+        trip. ``rows``: the statement's own parameters (the call rows). The rows of the
+        stored events (one row of nulls when there is none), or None when the run row did
+        not qualify (nothing was written)."""
+        run = self.run
+        seq = self.next_seq
+        statement = events.STATEMENTS[name]
+        columns = events.event_columns(
+            project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
+        )
+        arguments = statement.arguments(
+            columns
+            | rows
+            | {
+                "message_seq": seq,
+                "step": step,
+                "agent_name": run.agent_name,
+                "content": content_to_json(content),
+                "tokens": tokens,
+            }
+        )
+        # A cut attempt that had committed wrote the message at ``seq`` (a retried one
+        # would fail on its unique seq anyway, writing nothing).
+        earlier: list[list[asyncpg.Record]] = []
+
+        async def committed() -> list[asyncpg.Record] | None:
+            if not await message_written(self.pool, run_id=run.id, seq=seq):
+                return None
+            earlier.append(await events_with_message(self.pool, run_id=run.id, seq=seq))
+            return earlier[0]
+
+        stored_rows = await write_once(
+            lambda: self.pool.fetch(statement.text, *arguments),
+            committed=committed,
+            what=_WHAT,
+            pool=self.pool,
+        )
+        if not stored_rows and not earlier:
+            return None
+        self.next_seq = seq + 1
+        return stored_rows
+
+    async def with_messages(
+        self,
+        write: Callable[[], Awaitable[list[events.PersistedEvent]]],
+        *,
+        first_seq: int,
+        messages: int,
+    ) -> list[events.PersistedEvent]:
+        """Runs a transaction that adds ``messages`` messages from ``first_seq`` (and
+        events), through database outages, never twice."""
+
+        async def committed() -> list[events.PersistedEvent] | None:
+            if not await message_written(self.pool, run_id=self.run.id, seq=first_seq):
+                return None
+            self.next_seq = first_seq + messages
+            rows = await events_with_message(self.pool, run_id=self.run.id, seq=first_seq)
+            return [events.persisted_from_row(r) for r in rows]
+
+        return await write_once(write, committed=committed, what=_WHAT, pool=self.pool)
+
+    async def append(
+        self, conn: asyncpg.Connection, batch: Sequence[events.RunEvent]
+    ) -> list[events.PersistedEvent]:
+        if not batch:
+            return []
+        return await events.append_events(
+            conn,
+            project_id=self.run.project_id,
+            run_id=self.run.id,
+            root_run_id=self.run.root_run_id,
+            events=batch,
+        )
