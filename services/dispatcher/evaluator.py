@@ -7,14 +7,13 @@ upgrade, never a dependency: any failure of the model call accepts the output.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
-from google.genai import types
 
 from agentfleet.llm import ModelClient
+from services.dispatcher.model_json import ask_for_json
 
 log = structlog.get_logger(__name__)
 
@@ -54,15 +53,13 @@ class LlmEvaluator:
     async def evaluate(self, *, title: str, description: str, output: str) -> Verdict:
         prompt = f"Task: {title}\n{description}\n\nOutput:\n{output[:20_000]}"
         try:
-            reply = await self._client.generate(
+            answer = await ask_for_json(
+                self._client,
                 model=self._model,
-                system_instruction=_INSTRUCTION,
-                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
-                config=types.GenerateContentConfig(
-                    response_mime_type="application/json", response_json_schema=VERDICT_SCHEMA
-                ),
+                instruction=_INSTRUCTION,
+                prompt=prompt,
+                schema=VERDICT_SCHEMA,
             )
-            answer = json.loads(reply.text)
         except Exception as exc:  # the evaluator is an upgrade, never a dependency
             log.warning("output evaluation failed; accepting the output", error=str(exc))
             return Verdict(accept=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, struct_pb2
 
 from agentfleet.graph import (
     FOLLOWS_UP,
@@ -24,6 +24,7 @@ from agentfleet.graph.task_properties import (
     task_timeout_s,
     whole_number,
 )
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
 
 # TASK_GRAPH, SESSION and the session edge types are the reserved names of
@@ -42,7 +43,6 @@ __all__ = [
     "iso_now",
     "session_to_proto",
     "task_to_proto",
-    "ts",
 ]
 
 
@@ -81,14 +81,6 @@ TERMINAL_GRAPH = frozenset({"completed", "failed", "paused", "cancelled"})
 
 def iso_now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def ts(value: datetime | str | None) -> timestamp_pb2.Timestamp | None:
-    if value is None or value == "":
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(datetime.fromisoformat(value) if isinstance(value, str) else value)
-    return stamp
 
 
 @dataclass(kw_only=True, slots=True)
@@ -186,7 +178,7 @@ def task_to_proto(view: TaskView) -> dispatcher_pb2.Task:
         ("start_time", p.get("start_time")),
         ("complete_time", p.get("complete_time")),
     ):
-        stamp = ts(value)
+        stamp = timestamp_proto(value)
         if stamp is not None:
             getattr(task, name).CopyFrom(stamp)
     return task
@@ -211,8 +203,8 @@ def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
         informed_by_session_ids=[str(s) for s in p.get("informed_by", [])],
         resume_count=_count(p.get("resume_count")),
     )
-    session.create_time.CopyFrom(ts(obj.created_at))
-    stamp = ts(p.get("complete_time"))
+    session.create_time.CopyFrom(timestamp_proto(obj.created_at))
+    stamp = timestamp_proto(p.get("complete_time"))
     if stamp is not None:
         session.complete_time.CopyFrom(stamp)
     return session

@@ -1,4 +1,4 @@
-"""ListTaskGraphs, CancelTaskGraph, RetryTask and ListTaskSessions on the store."""
+"""ListTaskGraphs, CancelTaskGraph, RetryTask and ListTaskSessions on the database."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agentfleet.errors import FailedPrecondition, NotFound
 from agentfleet.graph import SPEC_TASK, GraphObject, parse_id
 from agentfleet.graph.task_properties import sql_int, sql_uuid, whole_number
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token
+from services.dispatcher.graph_reads import GraphReader, GraphView
 from services.dispatcher.models import HAS_SESSION, TASK_GRAPH, TaskView, iso_now
 from services.dispatcher.queries import (
     T_COLUMNS,
@@ -20,7 +21,6 @@ from services.dispatcher.queries import (
     notify_ready,
 )
 from services.dispatcher.runs import RunControl
-from services.dispatcher.store import GraphStore, GraphView
 
 __all__ = ["cancel_graph", "list_graphs", "list_sessions", "retry_task"]
 
@@ -30,7 +30,7 @@ _ATTEMPT = "coalesce({}, 0)".format(sql_int("t.properties -> 'attempt'", 0, 2**3
 
 
 async def list_graphs(
-    store: GraphStore,
+    reader: GraphReader,
     pool: asyncpg.Pool,
     project_id: str,
     *,
@@ -61,7 +61,7 @@ async def list_graphs(
         if not rows:
             break
         graphs = [GraphObject.from_row(r) for r in rows]
-        for view in await store.views(project_id, graphs):
+        for view in await reader.views(project_id, graphs):
             if not statuses or view.status in statuses:
                 page.append(view)
         last = graphs[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
@@ -11,7 +12,7 @@ from google.protobuf import duration_pb2
 
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
 
-__all__ = ["GrpcRunControl", "RunControl", "TriggerRefused"]
+__all__ = ["CredentialRejected", "GrpcRunControl", "RunControl", "RunRequest", "TriggerRefused"]
 
 RESUME_ACCEPT_TIMEOUT_S = 10.0
 
@@ -20,19 +21,29 @@ class TriggerRefused(Exception):
     """The executor refused the run for good (unknown agent, bad input): a failed attempt."""
 
 
+class CredentialRejected(Exception):
+    """The executor rejected the dispatcher's own credential (UNAUTHENTICATED): no task can
+    start until the service token is fixed, so this is not a failure of the task."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRequest:
+    """The run of one attempt, as TriggerRun asks for it."""
+
+    project_id: str
+    agent_name: str
+    input: str
+    request_id: str
+    """The attempt's session id: an adopter of the attempt gets the same run."""
+    task_id: str
+    timeout_s: float | None
+
+
 class RunControl(Protocol):
-    async def trigger(
-        self,
-        *,
-        project_id: str,
-        agent_name: str,
-        input: str,
-        request_id: str,
-        task_id: str,
-        timeout_s: float | None,
-    ) -> str:
+    async def trigger(self, run: RunRequest) -> str:
         """Queues a run (idempotent by request_id); returns its id. TriggerRefused when the
-        executor refuses the request itself; other errors are transient."""
+        executor refuses the request itself, CredentialRejected when it rejects the caller's
+        credential; other errors are transient."""
         ...
 
     async def cancel(self, project_id: str, run_id: str, reason: str) -> None: ...
@@ -56,32 +67,25 @@ class GrpcRunControl:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = executor_pb2_grpc.ExecutorServiceStub(channel)
 
-    async def trigger(
-        self,
-        *,
-        project_id: str,
-        agent_name: str,
-        input: str,
-        request_id: str,
-        task_id: str,
-        timeout_s: float | None,
-    ) -> str:
+    async def trigger(self, run: RunRequest) -> str:
         request = executor_pb2.StartRunRequest(
-            project_id=project_id,
-            agent_name=agent_name,
-            input=input,
-            request_id=request_id,
-            task_id=task_id,
+            project_id=run.project_id,
+            agent_name=run.agent_name,
+            input=run.input,
+            request_id=run.request_id,
+            task_id=run.task_id,
         )
-        if timeout_s:
-            request.timeout.CopyFrom(duration_pb2.Duration(seconds=max(1, int(timeout_s))))
+        if run.timeout_s:
+            request.timeout.CopyFrom(duration_pb2.Duration(seconds=max(1, int(run.timeout_s))))
         try:
-            run = await self._stub.TriggerRun(request, timeout=30.0)
+            started = await self._stub.TriggerRun(request, timeout=30.0)
         except grpc.aio.AioRpcError as exc:
             if exc.code() in _REFUSED:
                 raise TriggerRefused(exc.details() or exc.code().name) from exc
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise CredentialRejected(exc.details() or exc.code().name) from exc
             raise
-        return run.id
+        return started.id
 
     async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError):

@@ -7,17 +7,16 @@ hand work to a more privileged one through the dispatcher."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import asyncpg
 import structlog
-from google.genai import types
 
 from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns
 from agentfleet.llm import ModelClient
+from services.dispatcher.model_json import ask_for_json
 from services.dispatcher.sessions import Choice
 
 __all__ = ["AgentInfo", "LlmChooser", "NoAgent", "Selector", "choose_by_rules"]
@@ -104,16 +103,14 @@ class LlmChooser:
         )
         prompt = f"Task: {title}\n{description}\n\nAgents:\n{listing}"
         try:
-            reply = await self._client.generate(
+            answer = await ask_for_json(
+                self._client,
                 model=self._model,
-                system_instruction="You assign a task to the best agent of a list. Answer "
+                instruction="You assign a task to the best agent of a list. Answer "
                 "with JSON naming one agent of the list and why.",
-                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
-                config=types.GenerateContentConfig(
-                    response_mime_type="application/json", response_json_schema=CHOICE_SCHEMA
-                ),
+                prompt=prompt,
+                schema=CHOICE_SCHEMA,
             )
-            answer = json.loads(reply.text)
         except Exception as exc:  # the LLM is an upgrade, never a dependency
             log.warning("llm agent choice failed; falling back", error=str(exc))
             return None

@@ -14,29 +14,31 @@ from agentfleet.db import Listener
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.grpc_server import Registration
 from agentfleet.llm import GenaiModelClient
+from agentfleet.request_ids import checked_request_id
 from agentfleet.service_runtime import ServiceContext, ServiceParts
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.dispatcher import operations
 from services.dispatcher.dag import DEFAULT_MAX_RETRIES, NewTask
 from services.dispatcher.evaluator import LlmEvaluator
-from services.dispatcher.loop import Dispatcher, LoopTiming
+from services.dispatcher.graph_reads import GraphReader, GraphView
+from services.dispatcher.loop import Dispatcher
 from services.dispatcher.models import (
     GRAPH_STATUS,
     GRAPH_STATUS_NAMES,
     jsonable,
     session_to_proto,
     task_to_proto,
-    ts,
 )
 from services.dispatcher.runs import GrpcRunControl, RunControl
 from services.dispatcher.selector import LlmChooser, Selector
-from services.dispatcher.store import GraphStore, GraphView
+from services.dispatcher.store import GraphStore
+from services.dispatcher.timing import LoopTiming
 from services.dispatcher.watch import GraphWatcher
 
 __all__ = ["DispatcherServicer", "build", "graph_to_proto", "new_tasks"]
 
-MAX_REQUEST_ID_CHARS = 128
 DEFAULT_CANCEL_REASON = "task graph cancelled"
 
 
@@ -81,7 +83,7 @@ def graph_to_proto(view: GraphView, *, with_tasks: bool) -> pb.TaskGraph:
         ("update_time", view.update_time),
         ("complete_time", view.complete_time),
     ):
-        stamp = ts(value)
+        stamp = timestamp_proto(value)
         if stamp is not None:
             getattr(graph, name).CopyFrom(stamp)
     return graph
@@ -93,18 +95,11 @@ def _require(**fields: str) -> None:
         raise InvalidArgument.for_fields(problems)
 
 
-def _request_id(value: str) -> str:
-    if len(value) > MAX_REQUEST_ID_CHARS:
-        raise InvalidArgument.for_field(
-            "request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters"
-        )
-    return value
-
-
 class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     def __init__(self, *, pool: asyncpg.Pool, runs: RunControl, watcher: GraphWatcher) -> None:
         self._pool = pool
         self._store = GraphStore(pool)
+        self._graphs = GraphReader(pool)
         self._runs = runs
         self._watcher = watcher
 
@@ -121,12 +116,12 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
             edges=[(e.blocker_key, e.blocked_key) for e in request.edges],
             max_parallel=request.max_parallel,
             labels=dict(request.labels),
-            request_id=_request_id(request.request_id),
+            request_id=checked_request_id(request.request_id),
             validate_only=request.validate_only,
         )
         if graph_id is None:
             return pb.CreateTaskGraphResponse()
-        view = await self._store.load(request.project_id, graph_id)
+        view = await self._graphs.load(request.project_id, graph_id)
         return pb.CreateTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
 
     async def AddTasks(
@@ -140,9 +135,9 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
             request.task_graph_id,
             tasks=new_tasks(list(request.tasks)),
             edges=[(e.blocker_key, e.blocked_key) for e in request.edges],
-            request_id=_request_id(request.request_id),
+            request_id=checked_request_id(request.request_id),
         )
-        view = await self._store.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, request.task_graph_id)
         graph = graph_to_proto(view, with_tasks=True)
         wanted = set(ids)
         return pb.AddTasksResponse(
@@ -153,7 +148,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         self, request: pb.GetTaskGraphRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTaskGraphResponse:
         _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
-        view = await self._store.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, request.task_graph_id)
         return pb.GetTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
 
     async def ListTaskGraphs(
@@ -170,7 +165,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         if request.statuses and not statuses:
             return pb.ListTaskGraphsResponse()  # only UNSPECIFIED: nothing matches
         views, token = await operations.list_graphs(
-            self._store,
+            self._graphs,
             self._pool,
             request.project_id,
             page_size=request.page_size,
@@ -193,7 +188,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
             request.task_graph_id,
             request.reason or DEFAULT_CANCEL_REASON,
         )
-        view = await self._store.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, request.task_graph_id)
         return pb.CancelTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
 
     async def RetryTask(
@@ -237,7 +232,7 @@ async def build(context: ServiceContext) -> ServiceParts:
     servicer = DispatcherServicer(
         pool=context.pool,
         runs=runs,
-        watcher=GraphWatcher(GraphStore(context.pool), context.pool, listener),
+        watcher=GraphWatcher(GraphReader(context.pool), context.pool, listener),
     )
     # One model client for the selector and the evaluator; its HTTP sessions close at stop.
     needs_model = settings.dispatcher_selector_model or settings.dispatcher_evaluator_model

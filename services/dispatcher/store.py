@@ -1,12 +1,11 @@
 """Task graphs in the knowledge graph: a TaskGraph object, SpecTask objects and ``blocks``
 edges, written in one transaction under the project's DAG lock (the same lock and the same
-representation as the toolpool's ``create_subtasks``)."""
+representation as the toolpool's ``create_subtasks``). Reading them back is ``graph_reads``."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -16,13 +15,11 @@ from agentfleet.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
-    NotFound,
 )
 from agentfleet.graph import (
     BLOCKS,
     SPEC_TASK,
     TASK_GRAPH_ADDITION,
-    GraphObject,
     GraphRepository,
     NewObject,
     lock_task_dag,
@@ -30,40 +27,23 @@ from agentfleet.graph import (
     parse_id,
 )
 from services.dispatcher import statistics
-from services.dispatcher.dag import NewTask, validate_graph
+from services.dispatcher.dag import NewTask, ValidatedGraph, validate_graph
+from services.dispatcher.graph_reads import graph_object
 from services.dispatcher.models import (
     TASK_GRAPH,
-    Counts,
     TaskView,
-    graph_status,
-    iso_now,
 )
 from services.dispatcher.queries import (
-    graph_counts,
     graph_edges,
     graph_tasks,
     notify_changes,
     notify_ready,
-    topological,
 )
 
-__all__ = ["GraphStore", "GraphView", "task_properties"]
+__all__ = ["GraphStore", "task_properties"]
 
 ADDITION = TASK_GRAPH_ADDITION
 """Marker object of an AddTasks request_id (key ``<graph id>/<request id>``)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class GraphView:
-    """A graph with its derived status; tasks and edges when loaded in full."""
-
-    object: GraphObject
-    counts: Counts
-    status: str
-    tasks: list[TaskView] = field(default_factory=list)
-    edges: list[tuple[str, str]] = field(default_factory=list)
-    complete_time: str | None = None
-    update_time: Any = None
 
 
 def task_properties(task: NewTask, graph_id: str, *, ready: bool) -> dict[str, Any]:
@@ -91,7 +71,7 @@ def task_properties(task: NewTask, graph_id: str, *, ready: bool) -> dict[str, A
 
 
 class GraphStore:
-    """Writes and reads of task graphs on a pool."""
+    """Writes of task graphs on a pool."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -110,17 +90,20 @@ class GraphStore:
     ) -> str | None:
         """Creates the graph; returns its id (``None`` for validate_only)."""
         graph = validate_graph(tasks, edges)
+        graph_id = uuid.uuid4()
+        graph_object = NewObject(
+            id=graph_id,
+            type=TASK_GRAPH,
+            key=request_id or None,
+            properties={
+                "title": title or f"graph {graph_id}",
+                "status": "active",
+                "max_parallel": max_parallel,
+                "labels": labels,
+            },
+        )
         try:
-            graph_id = await self._create(
-                project_id,
-                graph.tasks,
-                graph.edges,
-                title=title,
-                max_parallel=max_parallel,
-                labels=labels,
-                request_id=request_id,
-                validate_only=validate_only,
-            )
+            created = await self._create(project_id, graph, graph_object, validate_only)
         except AlreadyExists:
             # A concurrent call with the same request_id won the key: answer its graph.
             earlier = await self._pool.fetchval(
@@ -132,58 +115,39 @@ class GraphStore:
             if earlier is None:
                 raise
             return str(earlier)
-        if graph_id is not None:
+        if created is not None:
             await statistics.refresh_after_write(
                 self._pool, max(len(graph.tasks), len(graph.edges))
             )
-        return graph_id
+        return created
 
     async def _create(
         self,
         project_id: str,
-        tasks: Sequence[NewTask],
-        edges: Sequence[tuple[str, str]],
-        *,
-        title: str,
-        max_parallel: int,
-        labels: dict[str, str],
-        request_id: str,
+        graph: ValidatedGraph,
+        graph_object: NewObject,
         validate_only: bool,
     ) -> str | None:
-        graph = validate_graph(tasks, edges)
+        """The create_graph transaction; the id of an earlier graph of the same request_id
+        (the object's key) if there is one."""
         async with self._pool.acquire() as conn, conn.transaction():
             await self._check_agents(conn, project_id, graph.tasks)
             if validate_only:
                 return None
-            if request_id:
+            if graph_object.key:
                 earlier = await conn.fetchval(
                     "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = $2 "
                     "AND key = $3",
                     project_id,
                     TASK_GRAPH,
-                    request_id,
+                    graph_object.key,
                 )
                 if earlier is not None:
                     return str(earlier)
             await lock_task_dag(conn, project_id)
             repo = GraphRepository.bound(conn)
-            graph_id = uuid.uuid4()
-            await repo.create_objects(
-                project_id,
-                [
-                    NewObject(
-                        id=graph_id,
-                        type=TASK_GRAPH,
-                        key=request_id or None,
-                        properties={
-                            "title": title or f"graph {graph_id}",
-                            "status": "active",
-                            "max_parallel": max_parallel,
-                            "labels": labels,
-                        },
-                    )
-                ],
-            )
+            await repo.create_objects(project_id, [graph_object])
+            graph_id = graph_object.id
             blocked = {dst for _, dst in graph.edges}
             ids = {t.key: uuid.uuid4() for t in graph.tasks}
             await repo.create_objects(
@@ -218,7 +182,7 @@ class GraphStore:
         parse_id(graph_id, "task_graph_id")
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_task_dag(conn, project_id)
-            graph = await self._graph_object(conn, project_id, graph_id, for_update=True)
+            graph = await graph_object(conn, project_id, graph_id, for_update=True)
             if graph.properties.get("status") == "cancelled":
                 raise FailedPrecondition(f"task graph {graph_id} is cancelled")
             marker_key = f"{graph_id}/{request_id}" if request_id else None
@@ -347,77 +311,3 @@ class GraphStore:
         ]
         if problems:
             raise InvalidArgument.for_fields(problems)
-
-    async def _graph_object(
-        self,
-        conn: asyncpg.Connection | asyncpg.Pool,
-        project_id: str,
-        graph_id: str,
-        *,
-        for_update: bool = False,
-    ) -> GraphObject:
-        lock = "FOR UPDATE" if for_update else ""
-        row = await conn.fetchrow(
-            "SELECT id, project_id, type, key, properties, status, version, created_at, "
-            f"updated_at FROM kb.graph_objects WHERE project_id = $1 AND id = $2 AND type = $3 "
-            f"{lock}",
-            project_id,
-            parse_id(graph_id, "task_graph_id"),
-            TASK_GRAPH,
-        )
-        if row is None:
-            raise NotFound(f"task graph {graph_id} not found in project {project_id}")
-        return GraphObject.from_row(row)
-
-    async def load(self, project_id: str, graph_id: str, *, with_tasks: bool = True) -> GraphView:
-        """The graph with its derived status, and its tasks (topological) and edges."""
-        graph = await self._graph_object(self._pool, project_id, graph_id)
-        view = await self._view(project_id, graph)
-        if with_tasks:
-            view.tasks = topological(await graph_tasks(self._pool, project_id, graph_id))
-            view.edges = await graph_edges(self._pool, project_id, graph_id)
-        return view
-
-    async def _view(self, project_id: str, graph: GraphObject) -> GraphView:
-        found = await graph_counts(self._pool, project_id, [graph.id])
-        return view_of(graph, found.get(graph.id))
-
-    async def views(self, project_id: str, graphs: Sequence[GraphObject]) -> list[GraphView]:
-        """Views (without tasks) of several graphs, with one counting statement."""
-        found = await graph_counts(self._pool, project_id, [g.id for g in graphs])
-        return [view_of(g, found.get(g.id)) for g in graphs]
-
-    async def task(self, project_id: str, task_id: str) -> TaskView:
-        """One SpecTask with its blocker facts; NotFound if it is not a task of the project."""
-        row = await self._pool.fetchrow(
-            "SELECT properties ->> 'graph_id' AS graph_id FROM kb.graph_objects "
-            "WHERE project_id = $1 AND id = $2 AND type = $3",
-            project_id,
-            parse_id(task_id, "task_id"),
-            SPEC_TASK,
-        )
-        if row is None:
-            raise NotFound(f"task {task_id} not found in project {project_id}")
-        for view in await graph_tasks(self._pool, project_id, row["graph_id"] or ""):
-            if view.object.id == str(task_id):
-                return view
-        raise NotFound(f"task {task_id} belongs to no task graph")
-
-
-def view_of(graph: GraphObject, found: tuple[Counts, str | None, Any] | None) -> GraphView:
-    counts, last_complete, last_update = found or (Counts(), None, None)
-    cancelled = graph.properties.get("status") == "cancelled"
-    status = graph_status(cancelled, counts)
-    complete_time = None
-    if status == "cancelled":
-        complete_time = graph.properties.get("cancel_time") or iso_now()
-    elif status != "active":
-        complete_time = last_complete
-    update_time = max(filter(None, [graph.updated_at, last_update]))
-    return GraphView(
-        object=graph,
-        counts=counts,
-        status=status,
-        complete_time=complete_time,
-        update_time=update_time,
-    )

@@ -1,13 +1,13 @@
 """How an attempt ends (DESIGN §9 "Outcome"), as conditional updates: each applies only
 while the task is still ``in_progress`` with the attempt's session, so a late or repeated
-outcome (a second dispatcher, a cancelled graph) changes nothing."""
+outcome (a second dispatcher, a cancelled graph) changes nothing. Readying the dependents a
+completion left waiting is in ``dependents``."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import asyncpg
 
@@ -23,7 +23,6 @@ from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.queries import (
     CHANGES_CHANNEL,
     READY_CHANNEL,
-    UNFINISHED_BLOCKER,
     notify_changes,
     notify_ready,
 )
@@ -36,15 +35,14 @@ __all__ = [
     "Completion",
     "RetryBackoff",
     "Settled",
-    "SweepCursor",
     "cancel",
     "complete",
+    "evaluation_subject",
+    "exhaust_retries",
     "fail",
     "graph_cancelled",
     "pause",
     "settle",
-    "sweep",
-    "unblock",
 ]
 
 ENDED = ("completed", "failed", "cancelled", "paused")
@@ -107,7 +105,7 @@ async def graph_cancelled(conn: asyncpg.Connection | asyncpg.Pool, attempt: Atte
 # The snapshot cannot see a blocker that a concurrent transaction completes (issue 8: two
 # transactions completing the last two blockers of D each see the other one unfinished, and
 # neither readies D). ``waiting`` reports that some dependent stayed pending and not ready;
-# the caller then runs ``unblock`` for the completed tasks after its commit (see there).
+# the caller then runs ``dependents.unblock`` for the completed tasks after its commit.
 _RESUME_COUNT = "coalesce({}, 0)".format(sql_int("s.properties -> 'resume_count'", 0, 2**31 - 1))
 _COMPLETE_CTES = f"""
     done AS (
@@ -196,102 +194,6 @@ _COMPLETE = f"""
     FROM notified CROSS JOIN waiting
     """
 
-# The re-check of ``unblock``: the dependents of the given completed tasks that are pending,
-# not yet marked ready and have no unfinished blocker in this statement's (fresh) snapshot.
-# Both lookups are array probes of unique indexes: as joins against the unnest the planner,
-# guessing sizes, chose a scan of the relationships and of the project's tasks (25 ms per
-# call on a 4,000-task graph). Edges join objects of one project; ids are unique, and the
-# project check on t is written ``IS TRUE`` so it stays a filter, not a project-wide scan.
-_UNBLOCK = f"""
-    WITH deps AS MATERIALIZED (
-        SELECT DISTINCT r.project_id, r.dst_id
-        FROM kb.graph_relationships r
-        JOIN unnest($1::text[], $2::uuid[]) AS c (project_id, task_id)
-          ON r.project_id = c.project_id AND r.src_id = c.task_id
-        WHERE r.project_id = ANY($1::text[]) AND r.src_id = ANY($2::uuid[])
-          AND r.type = '{BLOCKS}'
-    ), ready AS (
-        UPDATE kb.graph_objects t
-        SET properties = t.properties || '{{"ready": true}}',
-            version = t.version + 1, updated_at = now()
-        WHERE t.id = ANY (ARRAY(SELECT dst_id FROM deps))
-          AND (t.project_id = ANY($1::text[])) IS TRUE
-          AND t.type = '{SPEC_TASK}' AND t.status = 'pending'
-          AND (t.properties ->> 'ready') IS DISTINCT FROM 'true'
-          AND NOT {UNFINISHED_BLOCKER}
-        RETURNING t.project_id
-    )
-    SELECT count(*) AS n,
-           (SELECT count(pg_notify('{READY_CHANNEL}', p))
-            FROM (SELECT DISTINCT project_id FROM ready) AS y (p)) AS notified
-    FROM ready
-    """
-
-
-# The backstop of ``sweep``: one page of pending tasks in the order of their partial index
-# (graph_objects_pending_spectasks_idx), after the cursor; those not marked ready whose
-# blockers are all completed become ready. The page's rows are probed by id (an array, as in
-# _UNBLOCK): as a join, a planner that expects most pending tasks to qualify hashes the page
-# against a scan of the whole table, and the page stops being bounded (8 ms at 10,000 tasks).
-# The page and the rows updated are the same rows, so they are of the same project.
-_SWEEP = f"""
-    WITH page AS MATERIALIZED (
-        SELECT t.project_id, t.created_at, t.id FROM kb.graph_objects t
-        WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
-          AND (t.project_id, t.created_at, t.id) > ($1::text, $2::timestamptz, $3::uuid)
-        ORDER BY t.project_id, t.created_at, t.id
-        LIMIT $4
-    ), ready AS (
-        UPDATE kb.graph_objects t
-        SET properties = t.properties || '{{"ready": true}}',
-            version = t.version + 1, updated_at = now()
-        WHERE t.id = ANY (ARRAY(SELECT id FROM page))
-          AND (t.project_id = ANY (ARRAY(SELECT project_id FROM page))) IS TRUE
-          AND t.type = '{SPEC_TASK}' AND t.status = 'pending'
-          AND (t.properties ->> 'ready') IS DISTINCT FROM 'true'
-          AND NOT {UNFINISHED_BLOCKER}
-        RETURNING t.project_id
-    ), notified AS MATERIALIZED (
-        SELECT count(pg_notify('{READY_CHANNEL}', p)) AS n
-        FROM (SELECT DISTINCT project_id FROM ready) AS y (p)
-    )
-    SELECT (SELECT count(*) FROM ready) AS readied, last.project_id, last.created_at, last.id
-    FROM notified LEFT JOIN (
-        SELECT * FROM page ORDER BY project_id DESC, created_at DESC, id DESC LIMIT 1
-    ) AS last ON true
-    """
-
-
-_EARLIEST = datetime.min.replace(tzinfo=UTC)
-_NO_ID = uuid.UUID(int=0)
-
-
-@dataclass(frozen=True, slots=True)
-class SweepCursor:
-    """Where the next ``sweep`` page starts (after this pending task)."""
-
-    project_id: str = ""
-    created_at: datetime = _EARLIEST
-    task_id: uuid.UUID = _NO_ID
-
-
-async def sweep(
-    conn: asyncpg.Connection | asyncpg.Pool, cursor: SweepCursor, *, limit: int
-) -> tuple[int, SweepCursor]:
-    """Readies up to ``limit`` pending tasks' worth of dependents left waiting; returns how
-    many and the next cursor (back to the start after the last page).
-
-    ``unblock`` runs right after the completing commit, in the same process: a dispatcher
-    that dies between the two (or a completion made by another writer) would leave a
-    raced dependent waiting for good. This bounded, index-ordered walk over pending tasks,
-    a page per idle poll tick, finds such a task within a few passes.
-    """
-    row = await conn.fetchrow(_SWEEP, cursor.project_id, cursor.created_at, cursor.task_id, limit)
-    assert row is not None  # the statement always returns its one row
-    if row["id"] is None:
-        return int(row["readied"]), SweepCursor()
-    return int(row["readied"]), SweepCursor(row["project_id"], row["created_at"], row["id"])
-
 
 @dataclass(kw_only=True, slots=True)
 class Settled:
@@ -349,25 +251,29 @@ async def complete(conn: asyncpg.Connection, attempt: Attempt, *, summary: str) 
     return Completion(done=bool(row["done"]), recheck=bool(row["recheck"]))
 
 
-async def unblock(
-    conn: asyncpg.Connection | asyncpg.Pool, completed: Sequence[tuple[str, str]]
-) -> int:
-    """Marks ready the dependents of ``completed`` (project id, task id) whose blockers are
-    all completed; run after the completing transaction committed. Returns how many.
-
-    Why this closes the race: take a dependent D and, among the transactions completing its
-    blockers, the one that commits last (L). If L's completing statement saw every other
-    blocker completed, it readied D itself. Otherwise it saw D pending and not readied and
-    asked for this re-check, which runs after L's commit, so after every other blocker's
-    completion committed too: a statement started then sees all of D's blockers completed.
-    Only L's own re-check is needed, so no transaction has to wait for another one.
-    """
-    if not completed:
-        return 0
-    row = await conn.fetchrow(
-        _UNBLOCK, [p for p, _ in completed], [uuid.UUID(t) for _, t in completed]
+async def exhaust_retries(conn: asyncpg.Connection, attempt: Attempt) -> None:
+    """Uses up the task's retries, so that the next ``fail`` fails it for good (an attempt
+    that no retry can fix, such as no agent to run it)."""
+    await conn.execute(
+        "UPDATE kb.graph_objects SET properties = properties || "
+        f"jsonb_build_object('retry_count', {MAX_RETRIES}) "
+        "WHERE project_id = $1 AND id = $2",
+        attempt.project_id,
+        uuid.UUID(attempt.task_id),
     )
-    return int(row["n"]) if row is not None else 0
+
+
+async def evaluation_subject(pool: asyncpg.Pool, attempt: Attempt) -> asyncpg.Record | None:
+    """The task's title and description for the output evaluator, and ``can_retry``: whether
+    a rejected output may still send the task back for a retry."""
+    return await pool.fetchrow(
+        f"""SELECT properties ->> 'title' AS title,
+                  coalesce(properties ->> 'description', '') AS description,
+                  {RETRY_COUNT} < {MAX_RETRIES} AS can_retry
+           FROM kb.graph_objects WHERE project_id = $1 AND id = $2::uuid""",
+        attempt.project_id,
+        attempt.task_id,
+    )
 
 
 async def fail(

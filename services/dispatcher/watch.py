@@ -16,17 +16,17 @@ import asyncpg
 
 from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
+from services.dispatcher.graph_reads import GraphReader, GraphView
 from services.dispatcher.models import (
     GRAPH_STATUS,
     TASK_STATUS,
     TERMINAL_GRAPH,
     session_to_proto,
     task_to_proto,
-    ts,
 )
 from services.dispatcher.queries import CHANGES_CHANNEL, T_COLUMNS
-from services.dispatcher.store import GraphStore, GraphView
 
 __all__ = ["GraphWatcher"]
 
@@ -37,8 +37,8 @@ E = dispatcher_pb2
 class GraphWatcher:
     """Streams task graph changes; one shared listener for every watch of the process."""
 
-    def __init__(self, store: GraphStore, pool: asyncpg.Pool, listener: Listener) -> None:
-        self._store = store
+    def __init__(self, graphs: GraphReader, pool: asyncpg.Pool, listener: Listener) -> None:
+        self._graphs = graphs
         self._pool = pool
         self._listener = listener
 
@@ -52,7 +52,7 @@ class GraphWatcher:
         await self._listener.subscribe(CHANGES_CHANNEL, on_note)
         await self._listener.subscribe(TASKS_ADDED_CHANNEL, on_note)
         try:
-            view = await self._store.load(project_id, graph_id)
+            view = await self._graphs.load(project_id, graph_id)
             sent: dict[str, tuple[int, str]] = {}
             for task in view.tasks:
                 sent[task.object.id] = (task.object.version, str(task.object.status))
@@ -62,7 +62,7 @@ class GraphWatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(signal.wait(), timeout=POLL_S)
                 signal.clear()
-                view = await self._store.load(project_id, graph_id)
+                view = await self._graphs.load(project_id, graph_id)
                 changed = [
                     t
                     for t in view.tasks
@@ -128,7 +128,7 @@ class GraphWatcher:
             event.task.CopyFrom(task)
         if session is not None:
             event.session.CopyFrom(session)
-        stamp = ts(view.update_time)
+        stamp = timestamp_proto(view.update_time)
         if stamp is not None:
             event.create_time.CopyFrom(stamp)
         return event

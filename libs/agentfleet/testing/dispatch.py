@@ -5,10 +5,14 @@ the real executor sends, so what is left is the dispatcher's own work."""
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from agentfleet import events
+
+if TYPE_CHECKING:  # typing only: the library does not depend on the services
+    from services.dispatcher.runs import RunRequest
 
 __all__ = ["InstantRuns"]
 
@@ -21,16 +25,7 @@ class InstantRuns:
         self._pool = pool
         self.triggered = 0
 
-    async def trigger(
-        self,
-        *,
-        project_id: str,
-        agent_name: str,
-        input: str,
-        request_id: str,
-        task_id: str,
-        timeout_s: float | None,
-    ) -> str:
+    async def trigger(self, run: RunRequest) -> str:
         self.triggered += 1
         async with self._pool.acquire() as conn, conn.transaction():
             run_id = await conn.fetchval(
@@ -42,11 +37,11 @@ class InstantRuns:
                 DO UPDATE SET request_id = EXCLUDED.request_id
                 RETURNING id::text
                 """,
-                project_id,
-                agent_name,
-                input,
-                request_id,
-                uuid.UUID(task_id),
+                run.project_id,
+                run.agent_name,
+                run.input,
+                run.request_id,
+                uuid.UUID(run.task_id),
             )
             await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
         return str(run_id)

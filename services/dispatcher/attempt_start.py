@@ -1,0 +1,180 @@
+"""Starting an attempt: its session (found again for an adopted task, else created with the
+chosen agent and the prompt) and its run, triggered with bounded retries.
+
+TriggerRun fails in three ways (see :class:`services.dispatcher.runs.RunControl`):
+
+- ``TriggerRefused``: the executor refuses this task; the attempt fails (retried by the
+  task's own ``max_retries`` and backoff).
+- ``CredentialRejected``: the executor rejects the dispatcher's own credential; no retry of
+  any task can fix that, so it is not retried here and the loop pauses dispatching
+  (:class:`CredentialPause`).
+- a transient gRPC error: retried with exponential backoff, at most ``TriggerRetry.attempts``
+  times, after which the error reaches the caller (which leaves the task to its lease).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import asyncpg
+import grpc
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from agentfleet.graph import GraphObject
+from agentfleet.graph.task_properties import task_timeout_s, whole_number
+from services.dispatcher import sessions
+from services.dispatcher.prompt import BlockerResult, build_prompt
+from services.dispatcher.runs import RunControl, RunRequest
+from services.dispatcher.selector import AgentInfo, Selector
+from services.dispatcher.timing import CredentialPauseTiming, TriggerRetry
+from services.dispatcher.transitions import Attempt
+
+__all__ = ["AttemptStarter", "CredentialPause"]
+
+log = structlog.get_logger(__name__)
+
+
+class CredentialPause:
+    """Dispatching stops while the executor rejects the dispatcher's credential (its service
+    token is wrong or revoked): one error line when the pause starts, one trial claim at the
+    end of each pause (doubling, capped), one info line once a run is accepted again."""
+
+    def __init__(self, timing: CredentialPauseTiming) -> None:
+        self._timing = timing
+        self._pause_s = 0.0
+        self._until = 0.0
+
+    @property
+    def active(self) -> bool:
+        return time.monotonic() < self._until
+
+    def rejected(self, reason: str) -> None:
+        if time.monotonic() < self._until:
+            return  # a start that was already under way: the same rejection
+        if self._pause_s == 0.0:
+            log.error(
+                "the executor rejects the dispatcher's service credential; dispatching "
+                "paused until it accepts it (check AGENTFLEET_SERVICE_TOKEN or _FILE)",
+                reason=reason,
+                retry_in_s=self._timing.first_s,
+            )
+            self._pause_s = self._timing.first_s
+        else:
+            self._pause_s = min(self._pause_s * 2, self._timing.max_s)
+        self._until = time.monotonic() + self._pause_s
+
+    def accepted(self) -> None:
+        if self._pause_s:
+            log.info("the executor accepts the dispatcher's credential again; dispatching")
+        self._pause_s = 0.0
+        self._until = 0.0
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
+    delay = state.next_action.sleep if state.next_action is not None else 0.0
+    log.warning("TriggerRun failed; retrying", code=code, delay_s=delay)
+
+
+class AttemptStarter:
+    """Prepares an attempt's session and triggers its run."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        runs: RunControl,
+        selector: Selector,
+        owner: str,
+        retry: TriggerRetry,
+    ) -> None:
+        self._pool = pool
+        self._runs = runs
+        self._selector = selector
+        self._owner = owner
+        self._retry = retry
+
+    async def agents_by_project(
+        self, tasks: list[GraphObject], conn: asyncpg.Connection
+    ) -> dict[str, list[AgentInfo]]:
+        """The agents of the projects of a claimed batch whose tasks need a choice: read once
+        per batch, not once per task."""
+        agents: dict[str, list[AgentInfo]] = {}
+        for task in tasks:
+            if task.project_id not in agents and not task.properties.get("assigned_agent"):
+                agents[task.project_id] = await self._selector.agents(task.project_id, conn=conn)
+        return agents
+
+    async def find_session(self, attempt: Attempt) -> GraphObject | None:
+        """The session an earlier owner of an adopted attempt created, if it got that far."""
+        row = await self._pool.fetchrow(
+            f"SELECT {sessions.OBJECT_COLUMNS} FROM kb.graph_objects "
+            "WHERE project_id = $1 AND id = $2",
+            attempt.project_id,
+            uuid.UUID(attempt.session_id),
+        )
+        return GraphObject.from_row(row) if row is not None else None
+
+    async def create_session(
+        self,
+        task: GraphObject,
+        attempt: Attempt,
+        blockers: list[BlockerResult] | None,
+        agents: list[AgentInfo] | None,
+    ) -> GraphObject:
+        """Chooses the agent (NoAgent when none fits) and writes the session with its prompt;
+        ``blockers`` and ``agents`` when the claim already read them."""
+        p = task.properties
+        choice = await self._selector.select(attempt.project_id, p, agents=agents)
+        if blockers is None:
+            blockers = await sessions.completed_blockers(self._pool, attempt.project_id, task.id)
+        previous = p.get("previous_session_id")
+        prompt = build_prompt(
+            title=str(p.get("title", "")),
+            description=str(p.get("description", "")),
+            context=p.get("context"),
+            blockers=blockers,
+            previous_error=str(p["error_message"]) if previous and p.get("error_message") else None,
+            feedback=p.get("feedback"),
+        )
+        return await sessions.create_session(
+            self._pool,
+            attempt.project_id,
+            session_id=attempt.session_id,
+            task=task,
+            attempt=whole_number(p.get("attempts"), 1, 2**31 - 1) or 1,
+            choice=choice,
+            prompt=prompt,
+            follows_up=str(previous) if previous else None,
+            informed_by=[b.session_id for b in blockers if b.session_id],
+            dispatcher=self._owner,
+        )
+
+    async def trigger(self, task: GraphObject, attempt: Attempt, agent: str, prompt: str) -> str:
+        """TriggerRun with request_id = session id (idempotent: an adopter gets the same
+        run); transient errors retried as :class:`TriggerRetry` says."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(grpc.aio.AioRpcError),
+            stop=stop_after_attempt(self._retry.attempts),
+            wait=wait_exponential(multiplier=self._retry.first_wait_s, max=self._retry.max_wait_s),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        run = RunRequest(
+            project_id=attempt.project_id,
+            agent_name=agent,
+            input=prompt,
+            request_id=attempt.session_id,
+            task_id=attempt.task_id,
+            timeout_s=task_timeout_s(task.properties),
+        )
+        return await retrying(self._runs.trigger, run)

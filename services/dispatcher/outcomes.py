@@ -1,0 +1,124 @@
+"""Applying the end of a followed run to its task (DESIGN §9 "Outcome"): a paused run is
+resumed while the step cap allows, a completed output may be judged by the evaluator and sent
+back for a retry, and every other end becomes the task's outcome through ``transitions``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+import structlog
+
+from agentfleet.run_limits import MAX_TOTAL_STEPS
+from services.dispatcher import sessions, transitions
+from services.dispatcher.evaluator import OutputEvaluator
+from services.dispatcher.runs import RunControl
+from services.dispatcher.transitions import Attempt, RetryBackoff
+
+__all__ = ["AttemptOutcomes", "Ended"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ended:
+    """What ``AttemptOutcomes.finish`` did with the attempt."""
+
+    resumed: bool = False
+    """The paused run was resumed: the attempt goes on."""
+    recheck: bool = False
+    """The task completed and left a dependent waiting: ``dependents.unblock`` it."""
+
+
+class AttemptOutcomes:
+    """Writes how attempts end."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        runs: RunControl,
+        evaluator: OutputEvaluator | None,
+        backoff: RetryBackoff,
+    ) -> None:
+        self._pool = pool
+        self._runs = runs
+        self._evaluator = evaluator
+        self._backoff = backoff
+
+    async def finish(self, attempt: Attempt, row: asyncpg.Record) -> Ended:
+        """Applies the ended run of ``row`` (a ``transitions.settle`` row) to the task."""
+        status = row["status"]
+        if status == "paused" and await self._resume(attempt, row):
+            return Ended(resumed=True)
+        rejection = await self._rejection(attempt, row) if status == "completed" else None
+        recheck = False
+        async with self._pool.acquire() as conn, conn.transaction():
+            if rejection is not None:
+                await transitions.fail(conn, attempt, error=rejection, backoff=self._backoff)
+            elif status == "completed":
+                completion = await transitions.complete(conn, attempt, summary=row["summary"])
+                recheck = completion.done and completion.recheck
+            elif status == "paused":
+                await transitions.pause(conn, attempt, summary=row["summary"])
+            elif await transitions.graph_cancelled(conn, attempt):
+                await transitions.cancel(conn, attempt, summary=row["summary"])
+            elif status == "cancelled":
+                await transitions.fail(
+                    conn, attempt, error=f"run cancelled: {row['summary']}", backoff=self._backoff
+                )
+            else:
+                error = row["error_message"] or "run failed"
+                await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
+        return Ended(recheck=recheck)
+
+    async def fail(self, attempt: Attempt, error: str, *, retry: bool = True) -> None:
+        """The attempt failed before its run: retried while retries remain (never when
+        ``retry`` is false)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if not retry:
+                await transitions.exhaust_retries(conn, attempt)
+            await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
+
+    async def _rejection(self, attempt: Attempt, row: asyncpg.Record) -> str | None:
+        """The evaluator's feedback when it sends a completed output back for a retry.
+
+        With no retry left the output stands: a task is never failed for its evaluation.
+        """
+        if self._evaluator is None:
+            return None
+        task = await transitions.evaluation_subject(self._pool, attempt)
+        if task is None or not task["can_retry"]:
+            return None
+        verdict = await self._evaluator.evaluate(
+            title=task["title"] or attempt.key,
+            description=task["description"],
+            output=row["summary"],
+        )
+        if verdict.accept:
+            return None
+        return f"the output was not accepted by the evaluator: {verdict.feedback}"
+
+    async def _resume(self, attempt: Attempt, row: asyncpg.Record) -> bool:
+        """ResumeRun while the step cap allows; False when the task must end PAUSED."""
+        if row["total_steps"] >= MAX_TOTAL_STEPS or attempt.run_id is None:
+            return False
+        if await transitions.graph_cancelled(self._pool, attempt):
+            return False
+        why_not = await self._runs.resume(
+            attempt.project_id, attempt.run_id, f"{attempt.session_id}:resume:{attempt.resumes + 1}"
+        )
+        if why_not is not None:
+            log.info("cannot resume paused run", run_id=attempt.run_id, reason=why_not)
+            return False
+        attempt.resumes += 1
+        async with self._pool.acquire() as conn:
+            await sessions.finish_session(
+                conn,
+                attempt.project_id,
+                attempt.session_id,
+                outcome="in_progress",
+                final=False,
+                resumed=True,
+            )
+        return True
