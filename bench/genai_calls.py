@@ -39,7 +39,7 @@ from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
-from agentfleet.llm.genai_client import reply_from_response
+from agentfleet.llm.genai_translate import reply_from_response
 
 STUB_READY = "bench stub at "
 MODEL = "stub"

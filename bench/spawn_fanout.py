@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from agentfleet import db, events
+from agentfleet import db
 from agentfleet.db import Listener
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from bench._common import bench_database, machine, report
 from services.executor.children import ChildRuns
@@ -86,8 +87,7 @@ async def main() -> None:
                     tools=tools,
                 ),
             )
-        hub = events.EventHub()
-        queue = RunQueue(pool, hub=hub)
+        queue = RunQueue(pool)
         stopping = asyncio.Event()
         listeners = [Listener(url) for _ in range(2)]
         models = [model_client_for(stub) for _ in range(2)]
@@ -95,8 +95,10 @@ async def main() -> None:
             async with asyncio.TaskGroup() as group:
                 for index, (listener, model) in enumerate(zip(listeners, models, strict=True)):
                     await listener.start()
+                    watch = RunWatch(pool=pool, listener=listener)
+                    await watch.start()
                     children = ChildRuns(
-                        pool=pool, queue=queue, definitions=definitions, listener=listener, hub=hub
+                        pool=pool, queue=queue, definitions=definitions, watch=watch
                     )
                     loop = AgentLoop(
                         pool=pool,
@@ -104,7 +106,6 @@ async def main() -> None:
                         tools=SpawnGateway(),
                         model=model,
                         owner=f"bench-{index}",
-                        hub=hub,
                         coordinator=Coordinator(
                             pool=pool,
                             definitions=definitions,

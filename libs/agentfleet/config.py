@@ -6,16 +6,15 @@ line naming the variable (:class:`ConfigError`), never deep inside a request.
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import os
-import re
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlsplit
+
+from agentfleet import config_values as parsers
+from agentfleet.grpc_limits import ServerLimits
 
 T = TypeVar("T")
 
@@ -52,24 +51,9 @@ class Settings:
     """AGENTFLEET_SERVICE_TOKEN_FILE: file holding that token, re-read when it changes."""
     token_cache_ttl_s: float = 10.0
     """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay)."""
-    max_streams_per_token: int = 64
-    """AGENTFLEET_MAX_STREAMS_PER_TOKEN: response streams one token may hold open per process."""
-    grpc_max_concurrent_rpcs: int = 1000
-    """AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS: RPCs one server runs at once (streams included)."""
-    grpc_max_streams_per_connection: int = 100
-    """AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION: HTTP/2 streams per client connection."""
-    grpc_keepalive_s: float = 60.0
-    """AGENTFLEET_GRPC_KEEPALIVE_S: the server pings a client connection this often."""
-    grpc_keepalive_timeout_s: float = 20.0
-    """AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S: an unanswered ping closes the connection after it."""
-    grpc_min_ping_interval_s: float = 10.0
-    """AGENTFLEET_GRPC_MIN_PING_INTERVAL_S: clients pinging more often get GOAWAY."""
-    grpc_max_connection_idle_s: float = 300.0
-    """AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S: a connection without RPCs is closed after it."""
-    grpc_max_connection_age_s: float = 1800.0
-    """AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S: connections are recycled after it (rebalancing)."""
-    grpc_max_connection_age_grace_s: float = 1800.0
-    """AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S: time RPCs get on a recycled connection."""
+    grpc_limits: ServerLimits = field(default_factory=ServerLimits)
+    """AGENTFLEET_GRPC_* and AGENTFLEET_MAX_STREAMS_PER_TOKEN: the limits every gRPC server
+    applies, one field each (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float
@@ -161,31 +145,33 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Reads and validates every setting; raises :class:`ConfigError` naming the variable."""
     env = _Env(os.environ if environ is None else environ)
     ports = {
-        name: env.get(f"AGENTFLEET_{name.upper()}_PORT", DEFAULT_PORTS[name], _port)
+        name: env.get(f"AGENTFLEET_{name.upper()}_PORT", DEFAULT_PORTS[name], parsers.port_number)
         for name in SERVICE_NAMES
     }
     addresses = {
-        name: env.get(f"AGENTFLEET_{name.upper()}_ADDR", f"127.0.0.1:{ports[name]}", _address)
+        name: env.get(
+            f"AGENTFLEET_{name.upper()}_ADDR", f"127.0.0.1:{ports[name]}", parsers.address
+        )
         for name in SERVICE_NAMES
     }
-    lease_s = env.get("AGENTFLEET_EXECUTOR_LEASE_S", 30.0, _positive_float)
-    heartbeat_s = env.get("AGENTFLEET_EXECUTOR_HEARTBEAT_S", 10.0, _positive_float)
+    lease_s = env.get("AGENTFLEET_EXECUTOR_LEASE_S", 30.0, parsers.positive_float)
+    heartbeat_s = env.get("AGENTFLEET_EXECUTOR_HEARTBEAT_S", 10.0, parsers.positive_float)
     if heartbeat_s >= lease_s:
         raise ConfigError(
             "AGENTFLEET_EXECUTOR_HEARTBEAT_S", "must be shorter than AGENTFLEET_EXECUTOR_LEASE_S"
         )
-    pool_min = env.get("AGENTFLEET_DB_POOL_MIN", 1, _int_range(0, 1000))
-    pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 10, _int_range(1, 1000))
+    pool_min = env.get("AGENTFLEET_DB_POOL_MIN", 1, parsers.int_range(0, 1000))
+    pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 10, parsers.int_range(1, 1000))
     if pool_max < pool_min:
         raise ConfigError("AGENTFLEET_DB_POOL_MAX", "must be >= AGENTFLEET_DB_POOL_MIN")
-    service_token = env.get("AGENTFLEET_SERVICE_TOKEN", None, _nonempty)
-    service_token_file = env.get("AGENTFLEET_SERVICE_TOKEN_FILE", None, _readable_file)
+    service_token = env.get("AGENTFLEET_SERVICE_TOKEN", None, parsers.nonempty)
+    service_token_file = env.get("AGENTFLEET_SERVICE_TOKEN_FILE", None, parsers.readable_file)
     if service_token is not None and service_token_file is not None:
         raise ConfigError(
             "AGENTFLEET_SERVICE_TOKEN_FILE", "set it or AGENTFLEET_SERVICE_TOKEN, not both"
         )
     tls_files = {
-        name: env.get(f"AGENTFLEET_{name.upper()}", None, _readable_file)
+        name: env.get(f"AGENTFLEET_{name.upper()}", None, parsers.readable_file)
         for name in (
             "tls_cert_file",
             "tls_key_file",
@@ -197,88 +183,117 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     }
     _check_tls_files(tls_files)
     return Settings(
-        database_url=env.get("DATABASE_URL", None, database_url),
-        data_dir=Path(env.get("AGENTFLEET_DATA_DIR", ".data", _nonempty)).absolute(),
-        listen_host=env.get("AGENTFLEET_LISTEN_HOST", "127.0.0.1", _nonempty),
+        database_url=env.get("DATABASE_URL", None, parsers.database_url),
+        data_dir=Path(env.get("AGENTFLEET_DATA_DIR", ".data", parsers.nonempty)).absolute(),
+        listen_host=env.get("AGENTFLEET_LISTEN_HOST", "127.0.0.1", parsers.nonempty),
         ports=ports,
         addresses=addresses,
-        auth_enabled=env.get("AGENTFLEET_AUTH", True, _on_off),
+        auth_enabled=env.get("AGENTFLEET_AUTH", True, parsers.on_off),
         service_token=service_token,
         service_token_file=service_token_file,
-        token_cache_ttl_s=env.get("AGENTFLEET_TOKEN_CACHE_TTL_S", 10.0, _positive_float),
-        max_streams_per_token=env.get(
-            "AGENTFLEET_MAX_STREAMS_PER_TOKEN", 64, _int_range(1, 100_000)
-        ),
-        grpc_max_concurrent_rpcs=env.get(
-            "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS", 1000, _int_range(1, 1_000_000)
-        ),
-        grpc_max_streams_per_connection=env.get(
-            "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION", 100, _int_range(1, 100_000)
-        ),
-        grpc_keepalive_s=env.get("AGENTFLEET_GRPC_KEEPALIVE_S", 60.0, _positive_float),
-        grpc_keepalive_timeout_s=env.get(
-            "AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S", 20.0, _positive_float
-        ),
-        grpc_min_ping_interval_s=env.get(
-            "AGENTFLEET_GRPC_MIN_PING_INTERVAL_S", 10.0, _positive_float
-        ),
-        grpc_max_connection_idle_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S", 300.0, _positive_float
-        ),
-        grpc_max_connection_age_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S", 1800.0, _positive_float
-        ),
-        grpc_max_connection_age_grace_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S", 1800.0, _positive_float
-        ),
+        token_cache_ttl_s=env.get("AGENTFLEET_TOKEN_CACHE_TTL_S", 10.0, parsers.positive_float),
+        grpc_limits=_server_limits(env),
         db_pool_min=pool_min,
         db_pool_max=pool_max,
-        shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, _positive_float),
-        executor_concurrency=env.get("AGENTFLEET_EXECUTOR_CONCURRENCY", 16, _int_range(1, 1000)),
+        shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, parsers.positive_float),
+        executor_concurrency=env.get(
+            "AGENTFLEET_EXECUTOR_CONCURRENCY", 16, parsers.int_range(1, 1000)
+        ),
         max_running_per_project=env.get(
-            "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, _int_range(1, 100_000)
+            "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, parsers.int_range(1, 100_000)
         ),
         max_queued_per_project=env.get(
-            "AGENTFLEET_MAX_QUEUED_PER_PROJECT", 1000, _int_range(1, 1_000_000)
+            "AGENTFLEET_MAX_QUEUED_PER_PROJECT", 1000, parsers.int_range(1, 1_000_000)
         ),
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,
-        timeout_grace_s=env.get("AGENTFLEET_TIMEOUT_GRACE_S", 30.0, _positive_float),
-        dispatcher_slots=env.get("AGENTFLEET_DISPATCHER_SLOTS", 8, _int_range(1, 1000)),
-        dispatcher_lease_s=env.get("AGENTFLEET_DISPATCHER_LEASE_S", 5.0, _positive_float),
-        dispatcher_selector_model=env.get("AGENTFLEET_DISPATCHER_SELECTOR_MODEL", None, _nonempty),
+        timeout_grace_s=env.get("AGENTFLEET_TIMEOUT_GRACE_S", 30.0, parsers.positive_float),
+        dispatcher_slots=env.get("AGENTFLEET_DISPATCHER_SLOTS", 8, parsers.int_range(1, 1000)),
+        dispatcher_lease_s=env.get("AGENTFLEET_DISPATCHER_LEASE_S", 5.0, parsers.positive_float),
+        dispatcher_selector_model=env.get(
+            "AGENTFLEET_DISPATCHER_SELECTOR_MODEL", None, parsers.nonempty
+        ),
         dispatcher_evaluator_model=env.get(
-            "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, _nonempty
+            "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, parsers.nonempty
         ),
-        log_format=env.get("AGENTFLEET_LOG_FORMAT", "auto", _choice("auto", "json", "console")),
+        log_format=env.get(
+            "AGENTFLEET_LOG_FORMAT", "auto", parsers.choice("auto", "json", "console")
+        ),
         log_level=env.get(
-            "AGENTFLEET_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error")
+            "AGENTFLEET_LOG_LEVEL", "info", parsers.choice("debug", "info", "warning", "error")
         ),
-        gemini_api_key=env.get("GEMINI_API_KEY", None, _nonempty)
-        or env.get("GOOGLE_API_KEY", None, _nonempty),
-        gemini_use_vertex=env.get("GOOGLE_GENAI_USE_VERTEXAI", False, _bool),
-        google_cloud_project=env.get("GOOGLE_CLOUD_PROJECT", None, _nonempty),
-        google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION", None, _nonempty),
-        model_max_attempts=env.get("AGENTFLEET_MODEL_MAX_ATTEMPTS", 4, _int_range(1, 20)),
-        model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, _positive_float),
-        gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, _http_url),
-        genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, _on_off),
-        migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, _directory),
-        client_token=env.get("AGENTFLEET_TOKEN", None, _nonempty),
-        client_project=env.get("AGENTFLEET_PROJECT", None, _nonempty),
-        otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT", None, _http_url),
-        otel_service_name=env.get("OTEL_SERVICE_NAME", None, _nonempty),
+        gemini_api_key=env.get("GEMINI_API_KEY", None, parsers.nonempty)
+        or env.get("GOOGLE_API_KEY", None, parsers.nonempty),
+        gemini_use_vertex=env.get("GOOGLE_GENAI_USE_VERTEXAI", False, parsers.true_false),
+        google_cloud_project=env.get("GOOGLE_CLOUD_PROJECT", None, parsers.nonempty),
+        google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION", None, parsers.nonempty),
+        model_max_attempts=env.get("AGENTFLEET_MODEL_MAX_ATTEMPTS", 4, parsers.int_range(1, 20)),
+        model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, parsers.positive_float),
+        gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, parsers.http_url),
+        genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, parsers.on_off),
+        migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, parsers.directory),
+        client_token=env.get("AGENTFLEET_TOKEN", None, parsers.nonempty),
+        client_project=env.get("AGENTFLEET_PROJECT", None, parsers.nonempty),
+        otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT", None, parsers.http_url),
+        otel_service_name=env.get("OTEL_SERVICE_NAME", None, parsers.nonempty),
         metrics_ports={
-            name: env.get(f"AGENTFLEET_{name.upper()}_METRICS_PORT", port, _int_range(0, 65535))
+            name: env.get(
+                f"AGENTFLEET_{name.upper()}_METRICS_PORT", port, parsers.int_range(0, 65535)
+            )
             for name, port in DEFAULT_METRICS_PORTS.items()
         },
-        metrics_sample_s=env.get("AGENTFLEET_METRICS_SAMPLE_S", 15.0, _positive_float),
-        mcp_stdio_allowlist=env.get("AGENTFLEET_MCP_STDIO_ALLOWLIST", (), _command_lines),
-        mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), _networks),
-        secrets_keys=env.get("AGENTFLEET_SECRETS_KEYS", (), parse_secrets_keys, secret=True),
+        metrics_sample_s=env.get("AGENTFLEET_METRICS_SAMPLE_S", 15.0, parsers.positive_float),
+        mcp_stdio_allowlist=env.get("AGENTFLEET_MCP_STDIO_ALLOWLIST", (), parsers.command_lines),
+        mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), parsers.networks),
+        secrets_keys=env.get(
+            "AGENTFLEET_SECRETS_KEYS", (), parsers.parse_secrets_keys, secret=True
+        ),
         **tls_files,
-        readiness_interval_s=env.get("AGENTFLEET_READINESS_INTERVAL_S", 2.0, _positive_float),
-        readiness_timeout_s=env.get("AGENTFLEET_READINESS_TIMEOUT_S", 2.0, _positive_float),
+        readiness_interval_s=env.get(
+            "AGENTFLEET_READINESS_INTERVAL_S", 2.0, parsers.positive_float
+        ),
+        readiness_timeout_s=env.get("AGENTFLEET_READINESS_TIMEOUT_S", 2.0, parsers.positive_float),
+    )
+
+
+def _server_limits(env: _Env) -> ServerLimits:
+    """The gRPC server limits; each unset variable keeps :class:`ServerLimits`' default."""
+    default = ServerLimits()
+    seconds = parsers.positive_float
+    return ServerLimits(
+        max_concurrent_rpcs=env.get(
+            "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS",
+            default.max_concurrent_rpcs,
+            parsers.int_range(1, 1_000_000),
+        ),
+        max_streams_per_connection=env.get(
+            "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION",
+            default.max_streams_per_connection,
+            parsers.int_range(1, 100_000),
+        ),
+        max_streams_per_token=env.get(
+            "AGENTFLEET_MAX_STREAMS_PER_TOKEN",
+            default.max_streams_per_token,
+            parsers.int_range(1, 100_000),
+        ),
+        keepalive_time_s=env.get("AGENTFLEET_GRPC_KEEPALIVE_S", default.keepalive_time_s, seconds),
+        keepalive_timeout_s=env.get(
+            "AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S", default.keepalive_timeout_s, seconds
+        ),
+        min_client_ping_interval_s=env.get(
+            "AGENTFLEET_GRPC_MIN_PING_INTERVAL_S", default.min_client_ping_interval_s, seconds
+        ),
+        max_connection_idle_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S", default.max_connection_idle_s, seconds
+        ),
+        max_connection_age_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S", default.max_connection_age_s, seconds
+        ),
+        max_connection_age_grace_s=env.get(
+            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S",
+            default.max_connection_age_grace_s,
+            seconds,
+        ),
     )
 
 
@@ -311,149 +326,6 @@ class _Env:
         except ValueError as exc:
             got = "" if secret else f" (got {raw!r})"
             raise ConfigError(name, f"{exc}{got}") from None
-
-
-def _nonempty(raw: str) -> str:
-    return raw
-
-
-def _directory(raw: str) -> Path:
-    path = Path(raw)
-    if not path.is_dir():
-        raise ValueError("is not a directory")
-    return path
-
-
-def _readable_file(raw: str) -> Path:
-    path = Path(raw)
-    if not path.is_file():
-        raise ValueError("is not a file")
-    return path
-
-
-def _int_range(low: int, high: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError("must be an integer") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-_port = _int_range(1, 65535)
-
-
-def _positive_float(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError("must be a number") from None
-    if value <= 0:
-        raise ValueError("must be greater than 0")
-    return value
-
-
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        if raw.lower() not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return raw.lower()
-
-    return parse
-
-
-def _bool(raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("must be true or false")
-
-
-def _on_off(raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered not in ("on", "off"):
-        raise ValueError("must be on or off")
-    return lowered == "on"
-
-
-def _command_lines(raw: str) -> tuple[tuple[str, ...], ...]:
-    """Command lines separated by ';' or newlines, each split the way a shell would."""
-    entries = []
-    for line in raw.replace(";", "\n").splitlines():
-        try:
-            argv = tuple(shlex.split(line))
-        except ValueError as exc:
-            raise ValueError(f"cannot split {line.strip()!r}: {exc}") from None
-        if argv:
-            entries.append(argv)
-    return tuple(entries)
-
-
-def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    """Comma-separated CIDRs; a bare address is its /32 or /128."""
-    networks = []
-    for part in filter(None, (p.strip() for p in raw.split(","))):
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise ValueError(f"{part!r} is not a CIDR network such as 10.1.0.0/16") from None
-    return tuple(networks)
-
-
-def parse_secrets_keys(raw: str) -> tuple[tuple[str, bytes], ...]:
-    """Comma-separated ``id:base64key`` entries, each key 32 bytes (AES-256); unique ids."""
-    keys: list[tuple[str, bytes]] = []
-    for part in filter(None, (p.strip() for p in raw.split(","))):
-        key_id, sep, encoded = part.partition(":")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key_id):
-            raise ValueError("each entry must be id:base64key, id of letters, digits, _ . -")
-        try:
-            key = base64.b64decode(encoded, validate=True)
-        except ValueError:
-            raise ValueError(f"key {key_id!r} is not valid base64") from None
-        if len(key) != 32:
-            raise ValueError(f"key {key_id!r} must be 32 bytes (AES-256), got {len(key)}")
-        if any(key_id == known for known, _ in keys):
-            raise ValueError(f"key id {key_id!r} appears twice")
-        keys.append((key_id, key))
-    return tuple(keys)
-
-
-def _address(raw: str) -> str:
-    host, sep, port = raw.rpartition(":")
-    if not sep or not host:
-        raise ValueError("must be host:port")
-    _port(port)
-    return raw
-
-
-def database_url(raw: str) -> str:
-    """Validates a PostgreSQL URL the way asyncpg will read it, with a readable reason."""
-    parts = urlsplit(raw)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise ValueError("must be a postgresql:// URL")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("has an invalid port") from None
-    if port is not None and not 1 <= port <= 65535:
-        raise ValueError("has an invalid port")
-    if not parts.hostname and "host=" not in parts.query:
-        raise ValueError("names no host")
-    return raw
-
-
-def _http_url(raw: str) -> str:
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("must be an http:// or https:// URL")
-    return raw.rstrip("/")
 
 
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:

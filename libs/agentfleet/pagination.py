@@ -3,6 +3,9 @@
 A token is the base64url of a small JSON document holding the keyset position of the last
 row served and a hash of the filters it was issued for. Reusing a token with other filters,
 or sending anything that is not a token, is INVALID_ARGUMENT — never INTERNAL.
+
+The one page-token codec of the platform: the gRPC listings' ``page_token`` and the
+knowledge graph's ``cursor`` alike.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def decode_page_token(
     if not token:
         return None
     if len(token) > _MAX_TOKEN_CHARS:
-        raise InvalidArgument.for_field(field, "is not a page token of this listing")
+        raise not_a_page_token(field)
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         document = json.loads(raw)
@@ -62,12 +65,18 @@ def decode_page_token(
             raise ValueError("wrong arity")
         position = [_decode_value(v) for v in values]
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise InvalidArgument.for_field(field, "is not a page token of this listing") from None
+        raise not_a_page_token(field) from None
     if digest != filters_digest(filters):
         raise InvalidArgument.for_field(
-            field, "was issued for other filters; start again without a page_token"
+            field, f"was issued for other filters; start again without a {field}"
         )
     return position
+
+
+def not_a_page_token(field: str = "page_token") -> InvalidArgument:
+    """The refusal of a value in ``field`` that no listing issued (also for a decoded
+    position whose values a caller finds of the wrong kind)."""
+    return InvalidArgument.for_field(field, "is not a page token of this listing")
 
 
 def _decode_value(value: Any) -> Any:

@@ -116,17 +116,7 @@ def make_authenticator(settings: Settings, pool: asyncpg.Pool) -> Authenticator:
 
 def server_limits(settings: Settings) -> ServerLimits:
     """The gRPC server limits of the AGENTFLEET_GRPC_* and _MAX_STREAMS_PER_TOKEN settings."""
-    return ServerLimits(
-        max_concurrent_rpcs=settings.grpc_max_concurrent_rpcs,
-        max_streams_per_connection=settings.grpc_max_streams_per_connection,
-        max_streams_per_token=settings.max_streams_per_token,
-        keepalive_time_s=settings.grpc_keepalive_s,
-        keepalive_timeout_s=settings.grpc_keepalive_timeout_s,
-        min_client_ping_interval_s=settings.grpc_min_ping_interval_s,
-        max_connection_idle_s=settings.grpc_max_connection_idle_s,
-        max_connection_age_s=settings.grpc_max_connection_age_s,
-        max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
-    )
+    return settings.grpc_limits
 
 
 async def start_service(

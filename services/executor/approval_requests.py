@@ -8,12 +8,12 @@ import uuid
 from google.protobuf import json_format
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.request_ids import request_id_violations
 from agentfleet.v1 import executor_pb2
 from services.executor.approval_store import Decision
 
 MAX_TOOL_CALL_ID_CHARS = 256
 MAX_REASON_CHARS = 2000
-MAX_REQUEST_ID_CHARS = 128
 
 
 def decision_params(request: executor_pb2.DecideToolCallRequest, *, decided_by: str) -> Decision:
@@ -37,10 +37,7 @@ def decision_params(request: executor_pb2.DecideToolCallRequest, *, decided_by: 
         problems.append(FieldViolation("reason", f"is longer than {MAX_REASON_CHARS} characters"))
     if request.HasField("arguments") and not approve:
         problems.append(FieldViolation("arguments", "may only be given with APPROVE"))
-    if len(request.request_id) > MAX_REQUEST_ID_CHARS:
-        problems.append(
-            FieldViolation("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")
-        )
+    problems += request_id_violations(request.request_id)
     if problems:
         raise InvalidArgument.for_fields(problems)
     return Decision(

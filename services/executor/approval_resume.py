@@ -30,8 +30,9 @@ from google.genai import types
 
 from agentfleet import events
 from services.executor.approvals import ApprovalPolicy, ApprovalRule, parse_approval_policy
+from services.executor.calls import CallResult, PlannedCall, tool_responses
 from services.executor.model_request import interrupted_call_result
-from services.executor.persistence import CallResult, LeaseLost, PlannedCall, RunRecorder
+from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation, pair_open_calls
 from services.executor.runs import RunRecord
 from services.executor.tool_gateway import ResolvedTool
@@ -39,7 +40,7 @@ from services.executor.tool_gateway import ResolvedTool
 log = structlog.get_logger(__name__)
 
 RunCalls = Callable[[Sequence[PlannedCall]], Awaitable[list[CallResult]]]
-"""Runs calls concurrently (the loop's ``_run_calls``); results in order."""
+"""Runs calls concurrently (:meth:`StepRunner.run_calls`); results in order."""
 
 _ANSWERED = frozenset({"completed", "failed", "refused", "interrupted", "rejected"})
 
@@ -73,7 +74,6 @@ def held_calls(
 async def hold_step(
     *,
     pool: asyncpg.Pool,
-    hub: events.EventHub | None,
     recorder: RunRecorder,
     owner: str,
     step: int,
@@ -83,19 +83,7 @@ async def hold_step(
     """Parks the run once the step's calls that need no approval ran (``answered``), see
     the module docstring. :class:`LeaseLost` when the run is no longer this worker's."""
     run = recorder.run
-    batch: list[events.RunEvent] = [
-        events.ToolResponse(
-            agent_name=run.agent_name,
-            tool_call_id=r.planned.tool_call_id,
-            tool_name=r.planned.tool_name,
-            status=r.status,
-            result=r.response,
-            error=r.error,
-            duration_ms=r.duration_ms,
-            step=step,
-        )
-        for r in answered
-    ]
+    batch: list[events.RunEvent] = [*tool_responses(answered, agent_name=run.agent_name, step=step)]
     waits = [
         {
             "tool_call_id": h.planned.tool_call_id,
@@ -169,15 +157,13 @@ async def hold_step(
             [h.rule.on_deadline for h in held],
             [h.rule.deadline_s for h in held],
         )
-        stored = await events.append_events(
+        await events.append_events(
             conn,
             project_id=run.project_id,
             run_id=run.id,
             root_run_id=run.root_run_id,
             events=batch,
         )
-    if hub is not None and stored:
-        hub.publish(stored)
     recorder.open_calls = []
     log.info("run_waiting", step=step, held=[h.planned.tool_call_id for h in held])
 

@@ -25,15 +25,13 @@ import asyncpg
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentfleet import events
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, spawn_tool_refusal
+from services.executor.calls import PlannedCall
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.persistence import PlannedCall
 from services.executor.runs import RunRecord
 from services.executor.tool_gateway import ToolOutcome
 
-SPAWN_TOOLS = frozenset({"list_available_agents", "spawn_agents"})
-MAX_SPAWN_DEPTH = 2
-"""Runs at this depth cannot spawn (mirrors services.toolpool.catalog.MAX_DEPTH)."""
 MAX_CHILDREN_PER_CALL = 16
 """Tasks one spawn_agents call may start."""
 MAX_RUNS_PER_TREE = 200
@@ -59,7 +57,9 @@ def screen_depth(
     screened: list[PlannedCall] = []
     safety: list[events.RunEvent] = []
     for call in calls:
-        why = _depth_refusal(call.tool_name, depth=depth, definition_tools=definition_tools)
+        why = spawn_tool_refusal(
+            call.tool_name, depth=depth, named_exactly=call.tool_name in definition_tools
+        )
         if why is None:
             screened.append(call)
             continue
@@ -74,22 +74,6 @@ def screen_depth(
             )
         )
     return screened, safety
-
-
-def _depth_refusal(name: str, *, depth: int, definition_tools: Sequence[str]) -> str | None:
-    if name not in SPAWN_TOOLS or depth == 0:
-        return None
-    if depth >= MAX_SPAWN_DEPTH:
-        return (
-            f"depth refusal: this run is at depth {depth}, the cap is {MAX_SPAWN_DEPTH}; "
-            f"runs at depth {MAX_SPAWN_DEPTH} cannot use {name}"
-        )
-    if name not in definition_tools:
-        return (
-            f"depth refusal: a sub-agent (depth {depth}) may use {name} only when its "
-            "definition names it exactly"
-        )
-    return None
 
 
 def parse_spawn_arguments(arguments: dict[str, Any]) -> tuple[list[ChildTask], int | None]:
@@ -175,7 +159,9 @@ class Coordinator:
     async def _call(
         self, run: RunRecord, definition: AgentDefinition, call: PlannedCall
     ) -> ToolOutcome:
-        refusal = _depth_refusal(call.tool_name, depth=run.depth, definition_tools=definition.tools)
+        refusal = spawn_tool_refusal(
+            call.tool_name, depth=run.depth, named_exactly=call.tool_name in definition.tools
+        )
         if refusal is not None:
             return _error(refusal, failed=True)
         match call.tool_name:

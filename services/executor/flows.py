@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import asyncpg
 from opentelemetry import trace
 
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
-from services.executor.coordination import MAX_SPAWN_DEPTH, current_trace_parent
+from services.executor.coordination import current_trace_parent
 from services.executor.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
 from services.executor.runs import RunRecord, RunStatus
 
@@ -57,7 +58,7 @@ class FlowRunner:
         flow = definition.flow_type
         if not definition.sub_agents:
             return _failed(f"{flow} flow {definition.name!r} has no sub_agents")
-        if run.depth >= MAX_SPAWN_DEPTH:
+        if not may_spawn(run.depth):
             return _failed(
                 f"{flow} flow at depth {run.depth} cannot start its members: runs at depth "
                 f"{MAX_SPAWN_DEPTH} cannot spawn"

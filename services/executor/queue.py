@@ -104,12 +104,10 @@ class RunQueue:
         self,
         pool: asyncpg.Pool,
         *,
-        hub: events.EventHub | None = None,
         max_running_per_project: int = DEFAULT_MAX_RUNNING_PER_PROJECT,
         max_queued_per_project: int = DEFAULT_MAX_QUEUED_PER_PROJECT,
     ) -> None:
         self._pool = pool
-        self._hub = hub
         self._max_running_per_project = max_running_per_project
         self._max_queued_per_project = max_queued_per_project
 
@@ -129,10 +127,9 @@ class RunQueue:
                     "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                     f"agentfleet.run-queue:{params.project_id}",
                 )
-            run, created, stored = await self.enqueue_in(
+            run, created, _ = await self.enqueue_in(
                 conn, params, max_queued=self._max_queued_per_project if top_level else None
             )
-        self.publish(stored)
         return run, created
 
     @staticmethod
@@ -218,7 +215,7 @@ class RunQueue:
         for a resumed run), then queued ones in the slots left (as :meth:`claim_next`, owner
         None). Spans projects."""
         # Approval deadlines are enforced on the workers' claim tick (any executor).
-        self.publish(await expire_overdue_approvals(self._pool))
+        await expire_overdue_approvals(self._pool)
         rows = await self._pool.fetch(
             CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
         )
@@ -308,7 +305,6 @@ class RunQueue:
 
         A run that already ended is returned unchanged. :class:`NotFound` if not in project.
         """
-        stored: list[events.PersistedEvent] = []
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 """
@@ -341,7 +337,7 @@ class RunQueue:
                 from_statuses=(previous,),
             )
             assert finished is not None  # the row is locked by the UPDATE above
-            stored = await events.append_events(
+            await events.append_events(
                 conn,
                 project_id=run.project_id,
                 run_id=run.id,
@@ -357,13 +353,7 @@ class RunQueue:
                     events.RunFinished(agent_name=run.agent_name, run=finished.snapshot()),
                 ],
             )
-        self.publish(stored)
         return finished
-
-    def publish(self, stored: Sequence[events.PersistedEvent]) -> None:
-        """Hands committed events to in-process subscribers (StartRun streams)."""
-        if self._hub is not None and stored:
-            self._hub.publish(stored)
 
 
 def parse_cancel_payload(payload: str) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from agentfleet.db import notify
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
 from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.request_ids import checked_request_id
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.manifest import (
     Manifest,
@@ -46,7 +47,6 @@ from services.executor.product_store import (
 
 MCP_SERVERS_CHANNEL = "agentfleet_mcp_servers"
 """NOTIFY channel whose payload is a project id whose MCP servers changed."""
-MAX_REQUEST_ID_CHARS = 128
 
 
 @dataclass(kw_only=True, slots=True)
@@ -157,10 +157,7 @@ class ProductRegistry:
         the product does not own. A ``request_id`` seen before returns the first result.
         ``validate_only`` does all the work and checks, then rolls it back.
         """
-        if len(request_id) > MAX_REQUEST_ID_CHARS:
-            raise InvalidArgument.for_field(
-                "request_id", f"at most {MAX_REQUEST_ID_CHARS} characters"
-            )
+        checked_request_id(request_id)
         manifest = parse_manifest(document)
         check_stdio_servers(manifest, self._stdio_allowlist)
         try:

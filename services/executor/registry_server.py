@@ -6,12 +6,13 @@ manifests and Struct fields cross as plain dicts through ``json_format``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import grpc
-from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.definitions import (
     AgentDefinition,
@@ -231,8 +232,8 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
         config=_struct(definition.config),
         product_name=definition.product_name,
         version=definition.version,
-        create_time=_timestamp(definition.created_at),
-        update_time=_timestamp(definition.updated_at),
+        create_time=timestamp_proto(definition.created_at),
+        update_time=timestamp_proto(definition.updated_at),
         output_schema=(
             _struct(definition.output_schema) if definition.output_schema is not None else None
         ),
@@ -250,8 +251,8 @@ def product_to_proto(product: Product) -> registry_pb2.Product:
         name=product.name,
         version=product.version,
         manifest=_struct(product.manifest),
-        install_time=_timestamp(product.installed_at),
-        update_time=_timestamp(product.updated_at),
+        install_time=timestamp_proto(product.installed_at),
+        update_time=timestamp_proto(product.updated_at),
         agent_names=product.agent_names,
         mcp_server_names=product.mcp_server_names,
     )
@@ -271,11 +272,3 @@ def _install_response(result: InstallResult) -> registry_pb2.InstallProductRespo
 
 def _struct(document: dict) -> struct_pb2.Struct:  # type: ignore[type-arg]
     return json_format.ParseDict(document, struct_pb2.Struct())
-
-
-def _timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp

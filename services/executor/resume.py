@@ -97,9 +97,7 @@ def resume_reason(request_id: str | None) -> str:
     return f"resumed (request_id {request_id})" if request_id else "resumed"
 
 
-async def resume_run(
-    pool: asyncpg.Pool, params: ResumeParams, *, hub: events.EventHub | None = None
-) -> ResumedRun:
+async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
     """Resumes a paused run. NotFound when the run is not in the project;
     FailedPrecondition when it is not paused or the global step cap forbids it."""
     reason = resume_reason(params.request_id)
@@ -157,6 +155,4 @@ async def resume_run(
             ],
         )
         await notify(conn, QUEUED_CHANNEL, run.id)
-    if hub is not None:
-        hub.publish(stored)
     return ResumedRun(run=resumed, after_seq=stored[0].seq - 1)

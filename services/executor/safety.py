@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentfleet import events
-from services.executor.persistence import PlannedCall
+from agentfleet.run_limits import MAX_TOTAL_STEPS
+from services.executor.calls import PlannedCall
 
-MAX_TOTAL_STEPS = 500
-"""Global cap on a run's steps across all its resumes (seed 000 D10)."""
 SUB_AGENT_DEFAULT_MAX_STEPS = 50
 """Step limit of a spawned run (depth > 0) whose request and definition name none."""
 DEFAULT_TIMEOUT_GRACE_S = 30.0

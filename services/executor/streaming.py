@@ -1,7 +1,7 @@
 """Token streaming of a step's model call (issue #19).
 
 A definition with ``streaming`` set has its model calls streamed: each text or thought
-piece goes out as a transient MODEL_TEXT_DELTA (:mod:`agentfleet.events_delta`) while the
+piece goes out as a transient MODEL_TEXT_DELTA (:mod:`agentfleet.events.delta`) while the
 reply arrives, and the loop gets the whole reply at the end, persisted as before (MODEL_TEXT
 with the whole text). Function calls are acted on only then, once the stream is complete.
 A model client that cannot stream answers unstreamed.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import asyncpg
 from google.genai import types
 
-from agentfleet.events_delta import TextDelta, publish_delta
+from agentfleet.events.delta import TextDelta, publish_delta
 from agentfleet.llm import ModelClient, ModelReply, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
 from services.executor.runs import RunRecord

@@ -27,7 +27,7 @@ import asyncpg
 from google.genai import types
 
 from agentfleet.llm import ModelClient, ModelReply
-from services.executor.loop_state import Progress, Turn, complete_then_cancel
+from services.executor.loop_state import Progress, Turn
 from services.executor.output_schema import check_output, with_output_schema
 from services.executor.persistence import RunRecorder
 from services.executor.runs import RunRecord
@@ -68,27 +68,21 @@ class StructuredFinish:
             reply = await self._ask(REPAIR_NOTE.format(error=error))
             output, error = check_output(self.schema, reply.text)
         if output is None:
-            return await complete_then_cancel(
-                self.recorder.record_finish(
-                    status="failed",
-                    reason="output invalid after one repair",
-                    summary=reply.text or None,
-                    error_message=error,
-                )
+            return await self.recorder.record_finish(
+                status="failed",
+                reason="output invalid after one repair",
+                summary=reply.text or None,
+                error_message=error,
             )
-        return await complete_then_cancel(
-            self.recorder.record_finish(
-                status="completed", reason="model answered", summary=reply.text, output=output
-            )
+        return await self.recorder.record_finish(
+            status="completed", reason="model answered", summary=reply.text, output=output
         )
 
     async def _ask(self, note: str) -> ModelReply:
         """One more step: ``note`` as a user message, the schema set, no tools."""
         request = types.Content(role="user", parts=[types.Part(text=note)])
         step = self.progress.step
-        await complete_then_cancel(
-            self.recorder.record_note(step=step, batch=[], user_message=request)
-        )
+        await self.recorder.record_note(step=step, batch=[], user_message=request)
         self.contents.append(request)
         self.progress.step += 1
         config = with_output_schema(self.turn.config, self.schema)
@@ -108,8 +102,6 @@ class StructuredFinish:
         )
         if reply.text:
             self.progress.last_text = reply.text
-        await complete_then_cancel(
-            self.recorder.record_model_reply(step=self.progress.step, reply=reply, calls=[])
-        )
+        await self.recorder.record_model_reply(step=self.progress.step, reply=reply, calls=[])
         self.contents.append(reply.content)
         return reply

@@ -25,7 +25,7 @@ import asyncpg
 from agentfleet.errors import FailedPrecondition, PermissionDenied
 from agentfleet.graph import SPEC_TASK
 from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns, sql_uuid
-from services.executor.coordination import MAX_SPAWN_DEPTH
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.definitions import AgentDefinition
 from services.executor.runs import StartRunParams
 from services.executor.safety import effective_max_steps
@@ -73,7 +73,7 @@ async def inherit_task_limits(
             f"may assign only {', '.join(allowed) or 'no agents'}"
         )
     depth = row["creator_depth"] + 1
-    if depth > MAX_SPAWN_DEPTH:
+    if not may_spawn(row["creator_depth"]):
         raise FailedPrecondition(
             f"task {task} was created by a run at depth {row['creator_depth']}; runs below "
             f"depth {MAX_SPAWN_DEPTH} cannot be started"

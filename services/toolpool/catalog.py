@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentfleet.errors import FieldViolation, InvalidArgument, NotFound
+from agentfleet.run_limits import spawn_tool_refusal
 
 SourceKind = Literal["builtin", "mcp", "executor"]
 
-SPAWN_TOOLS = frozenset({"list_available_agents", "spawn_agents"})
-MAX_DEPTH = 2
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _PATTERN = re.compile(r"^[A-Za-z0-9_.\-*?\[\]!]{1,200}$")
 
@@ -129,9 +128,7 @@ def validate_patterns(patterns: Sequence[str], *, field_name: str = "patterns") 
 
 def _kept_at_depth(name: str, depth: int, exact: bool) -> bool:
     """DESIGN §6: spawn tools vanish below the top unless named exactly, and at depth 2."""
-    if name not in SPAWN_TOOLS or depth == 0:
-        return True
-    return exact and depth < MAX_DEPTH
+    return spawn_tool_refusal(name, depth=depth, named_exactly=exact) is None
 
 
 def resolve(catalog: Iterable[ToolSpec], patterns: Sequence[str], depth: int) -> list[ToolSpec]:

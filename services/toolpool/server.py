@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2
 
 from agentfleet import metrics
 from agentfleet.db import Listener
@@ -15,6 +15,7 @@ from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
+from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec
 from services.toolpool.clashes import check_clashes
@@ -257,9 +258,9 @@ def mcp_server_message(config: McpServerConfig) -> toolpool_pb2.McpServer:
     if config.tool_prefix is not None:
         message.tool_prefix = config.tool_prefix
     if config.created_at is not None:
-        message.create_time.CopyFrom(_timestamp(config.created_at))
+        message.create_time.CopyFrom(timestamp_proto(config.created_at))
     if config.updated_at is not None:
-        message.update_time.CopyFrom(_timestamp(config.updated_at))
+        message.update_time.CopyFrom(timestamp_proto(config.updated_at))
     return message
 
 
@@ -286,8 +287,8 @@ def _unavailable(catalog: Catalog) -> list[toolpool_pb2.UnavailableServer]:
 def _secret(info) -> toolpool_pb2.Secret:  # type: ignore[no-untyped-def]
     return toolpool_pb2.Secret(
         name=info.name,
-        create_time=_timestamp(info.created_at),
-        update_time=_timestamp(info.updated_at),
+        create_time=timestamp_proto(info.created_at),
+        update_time=timestamp_proto(info.updated_at),
     )
 
 
@@ -301,12 +302,6 @@ def _duration(seconds: float) -> duration_pb2.Duration:
     duration = duration_pb2.Duration()
     duration.FromNanoseconds(int(seconds * 1e9))
     return duration
-
-
-def _timestamp(value) -> timestamp_pb2.Timestamp:  # type: ignore[no-untyped-def]
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
 
 
 def _required(field: str, value: str) -> None:

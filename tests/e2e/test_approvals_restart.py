@@ -5,9 +5,7 @@ the real ToolPoolService contract that counts every execution; the model is the 
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.grpc_server import Registration, start_server
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack, start_process_stack
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -99,15 +98,6 @@ async def start_executor(
     )
 
 
-async def wait_until(
-    pool: asyncpg.Pool, query: str, *args: object, timeout_s: float = 60.0
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await pool.fetchval(query, *args):
-        assert time.monotonic() < deadline, f"timed out waiting for: {query}"
-        await asyncio.sleep(0.05)
-
-
 def careful(request: StubRequest) -> Reply:
     responses = request.function_responses()
     if not responses:
@@ -140,8 +130,11 @@ async def test_a_waiting_run_survives_its_executor_and_continues_on_another(
             run = await executor_pb2_grpc.ExecutorServiceStub(channel).TriggerRun(
                 executor_pb2.StartRunRequest(project_id=PROJECT, agent_name="careful", input="go")
             )
-        await wait_until(
-            db_pool, "SELECT status = 'waiting' FROM kb.agent_runs WHERE id = $1", run.id
+        await wait_for_query(
+            db_pool,
+            "SELECT status = 'waiting' FROM kb.agent_runs WHERE id = $1",
+            run.id,
+            timeout_s=60.0,
         )
         process = first.processes["executor"]
         process.kill()
@@ -163,8 +156,11 @@ async def test_a_waiting_run_survives_its_executor_and_continues_on_another(
         async with open_channel(second.addresses["executor"]) as channel:
             reply = await executor_pb2_grpc.ExecutorServiceStub(channel).DecideToolCall(request)
         assert reply.status == common_pb2.TOOL_CALL_STATUS_APPROVED
-        await wait_until(
-            db_pool, "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1", run.id
+        await wait_for_query(
+            db_pool,
+            "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1",
+            run.id,
+            timeout_s=60.0,
         )
     finally:
         await first.stop(grace_s=2.0)

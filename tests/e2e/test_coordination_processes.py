@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-import asyncpg
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.graph.repository import GraphRepository
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2
 from examples.products.research.stub_scripts import TOPIC, research_scripts
 from tests.e2e.conftest import Fleet
@@ -26,17 +24,6 @@ from tests.e2e.conftest import Fleet
 MANIFEST = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 CHILD_DELAY_S = 0.6
 T = common_pb2.RunEventType
-
-
-async def wait_for(pool: asyncpg.Pool, query: str, *args: Any, timeout_s: float = 20.0) -> Any:
-    """Polls ``query`` until it returns a truthy value (a database condition, with a deadline)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await pool.fetchval(query, *args)
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"condition not met within {timeout_s}s: {query}"
-        await asyncio.sleep(0.05)
 
 
 async def test_seed_001_research_scenario_end_to_end(fleet: Fleet) -> None:
@@ -172,7 +159,7 @@ async def test_cancel_root_cancels_four_children_on_two_executors(fleet: Fleet) 
     root = await project.executor().TriggerRun(
         executor_pb2.StartRunRequest(project_id=project.project_id, agent_name="boss", input="go")
     )
-    await wait_for(
+    await wait_for_query(
         fleet.pool,
         "SELECT count(*) = 4 FROM kb.agent_runs r WHERE parent_run_id = $1 AND status = 'running'"
         " AND EXISTS (SELECT 1 FROM kb.agent_run_messages m WHERE m.run_id = r.id)",
@@ -186,7 +173,7 @@ async def test_cancel_root_cancels_four_children_on_two_executors(fleet: Fleet) 
     await project.executor("executor-b").CancelRun(
         executor_pb2.CancelRunRequest(project_id=project.project_id, run_id=root.id)
     )
-    await wait_for(
+    await wait_for_query(
         fleet.pool,
         "SELECT bool_and(status = 'cancelled') AND count(*) = 5 FROM kb.agent_runs "
         "WHERE root_run_id = $1",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from agentfleet.auth import AllowAll
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.grpc_server import Registration, start_server
 from agentfleet.testing.services import ProcessStack, start_process_stack
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.executor.queue import RunQueue
@@ -113,15 +113,6 @@ async def enqueue(pool: asyncpg.Pool) -> str:
     return run.id
 
 
-async def wait_until(
-    pool: asyncpg.Pool, query: str, *args: object, timeout_s: float = 60.0
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await pool.fetchval(query, *args):
-        assert time.monotonic() < deadline, f"timed out waiting for: {query}"
-        await asyncio.sleep(0.05)
-
-
 async def check_events(pool: asyncpg.Pool, run_id: str) -> list[events.RunEvent]:
     """The run's events: gapless, no seq repeated, every TOOL_REQUEST answered once."""
     stored = await events.read_events(
@@ -164,8 +155,11 @@ async def test_sigkill_mid_tool_call_second_executor_finishes_the_run(
         process.kill()
         await process.wait()
         second = await start_executor(database_url, tmp_path / "b", gemini_stub, toolpool_addr)
-        await wait_until(
-            db_pool, "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1", run_id
+        await wait_for_query(
+            db_pool,
+            "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1",
+            run_id,
+            timeout_s=60.0,
         )
     finally:
         await first.stop(grace_s=2.0)
@@ -220,11 +214,12 @@ async def test_sigterm_with_20_running_runs_hands_them_all_to_the_other_executor
     try:
         run_ids = [await enqueue(db_pool) for _ in range(20)]
         # All 20 running on the first executor, each past its first step.
-        await wait_until(
+        await wait_for_query(
             db_pool,
             "SELECT count(*) = 20 FROM kb.agent_runs WHERE id = ANY($1::uuid[]) "
             "AND status = 'running' AND step_count >= 1",
             run_ids,
+            timeout_s=60.0,
         )
         second = await start_executor(
             database_url, tmp_path / "b", gemini_stub, toolpool_addr, concurrency=20
@@ -234,11 +229,12 @@ async def test_sigterm_with_20_running_runs_hands_them_all_to_the_other_executor
         # The first executor lets each in-flight step finish, then hands the run over.
         gate.set()
         assert await asyncio.wait_for(process.wait(), 20) == 0
-        await wait_until(
+        await wait_for_query(
             db_pool,
             "SELECT count(*) = 20 FROM kb.agent_runs WHERE id = ANY($1::uuid[]) "
             "AND status = 'completed'",
             run_ids,
+            timeout_s=60.0,
         )
     finally:
         await first.stop(grace_s=2.0)

@@ -12,7 +12,6 @@ import asyncio
 import shutil
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack, start_process_stack, wait_serving
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
+from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for, wait_for_query
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -98,25 +98,8 @@ class Api:
             await channel.close()
 
 
-async def wait_for(
-    pool: asyncpg.Pool, query: str, *args: Any, timeout_s: float = 30.0, what: str = ""
-) -> Any:
-    """Polls ``query`` until it returns a truthy value; fails after ``timeout_s``.
-    Connection errors count as "not yet" (the database may be restarting)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = await pool.fetchval(query, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not within {timeout_s}s: {what or query}"
-        await asyncio.sleep(0.05)
-
-
 async def wait_all_terminal(pool: asyncpg.Pool, run_ids: list[str], timeout_s: float) -> None:
-    await wait_for(
+    await wait_for_query(
         pool,
         "SELECT count(*) = cardinality($1::uuid[]) FROM kb.agent_runs "
         "WHERE id = ANY($1::uuid[]) AND status = ANY($2::text[])",
@@ -124,6 +107,7 @@ async def wait_all_terminal(pool: asyncpg.Pool, run_ids: list[str], timeout_s: f
         list(ENDED),
         timeout_s=timeout_s,
         what=f"{len(run_ids)} runs ended",
+        transient=DATABASE_RESTARTING,
     )
 
 
@@ -183,12 +167,13 @@ async def test_postgres_restart_mid_run_services_reconnect_and_runs_end_cleanly(
     try:
         await api.define("w", ["create_entity"])
         before = [await api.trigger("w", f"job {i}") for i in range(8)]
-        await wait_for(
+        await wait_for_query(
             pool,
             "SELECT count(*) >= 4 FROM kb.agent_runs WHERE id = ANY($1::uuid[]) "
             "AND status = 'running' AND step_count >= 1",
             before,
             what="runs in flight",
+            transient=DATABASE_RESTARTING,
         )
         await asyncio.to_thread(server.stop)
         await server.start("faults")
@@ -199,10 +184,11 @@ async def test_postgres_restart_mid_run_services_reconnect_and_runs_end_cleanly(
         await wait_all_terminal(pool, [after], timeout_s=30)
         assert (await run_row(pool, after))["status"] == "completed"
         # Both services' LISTEN connections came back (NOTIFY wake-ups, WatchRun).
-        deadline = time.monotonic() + 30
-        while not all('"listener_reconnected"' in stack.log(n) for n in stack.processes):
-            assert time.monotonic() < deadline, "a Listener did not reconnect"
-            await asyncio.sleep(0.1)
+        await wait_for(
+            lambda: all('"listener_reconnected"' in stack.log(n) for n in stack.processes),
+            "every Listener to reconnect",
+            interval_s=0.1,
+        )
         assert_alive(stack)
         for run_id in before:
             row = await run_row(pool, run_id)
@@ -252,10 +238,11 @@ def processes_with(marker: str) -> list[int]:
 
 
 async def wait_no_processes(marker: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while left := processes_with(marker):
-        assert time.monotonic() < deadline, f"MCP server processes left behind: {left}"
-        await asyncio.sleep(0.05)
+    await wait_for(
+        lambda: not processes_with(marker),
+        f"MCP server processes left behind: {processes_with(marker)}",
+        timeout_s=timeout_s,
+    )
 
 
 async def restart(stack: ProcessStack, name: str, database_url: str, env: dict[str, str]) -> None:
@@ -307,12 +294,13 @@ async def test_toolpool_killed_mid_call_model_told_run_goes_on_after_restart(
         )
         await api.define("k", ["test__slow", "test__echo"])
         run_id = await api.trigger("k")
-        await wait_for(
+        await wait_for_query(
             db_pool,
             "SELECT true FROM kb.agent_run_tool_calls WHERE run_id = $1 "
             "AND tool_name = 'test__slow' AND status = 'started'",
             run_id,
             what="the slow tool call under way",
+            transient=DATABASE_RESTARTING,
         )
         await wait_for_processes(marker)
         toolpool = stack.processes["toolpool"]
@@ -347,10 +335,9 @@ async def test_toolpool_killed_mid_call_model_told_run_goes_on_after_restart(
 
 
 async def wait_for_processes(marker: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not processes_with(marker):
-        assert time.monotonic() < deadline, "the MCP server process never started"
-        await asyncio.sleep(0.05)
+    await wait_for(
+        lambda: processes_with(marker), "the MCP server process to start", timeout_s=timeout_s
+    )
 
 
 # --- (c) a hanging MCP server, (d) a broken model: one stack for both -----------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from agentfleet.testing.services import (
     start_process_stack,
 )
 from agentfleet.testing.stdio_allowlist import TEST_SERVER
+from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import (
     dispatcher_pb2,
     dispatcher_pb2_grpc,
@@ -72,13 +72,11 @@ class Metered:
     async def wait_for(
         self, service: str, check: Callable[[Samples], bool], what: str, timeout_s: float = 15
     ) -> Samples:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        async def seen() -> Samples | None:
             samples = await self.scrape(service)
-            if check(samples):
-                return samples
-            assert time.monotonic() < deadline, f"{service}: {what} not seen in {timeout_s} s"
-            await asyncio.sleep(0.1)
+            return samples if check(samples) else None
+
+        return await wait_for(seen, f"{service}: {what}", timeout_s=timeout_s, interval_s=0.1)
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -13,11 +13,9 @@ import asyncio
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from agentfleet import db
@@ -28,6 +26,7 @@ from agentfleet.migrate import migrate_up
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
+from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for, wait_for_query
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -60,23 +59,6 @@ async def own_postgres() -> AsyncIterator[tuple[EmbeddedPostgres, str]]:
         # remove(): as root the cluster may live outside ``folder``.
         await asyncio.to_thread(server.remove)
         shutil.rmtree(folder, ignore_errors=True)
-
-
-async def fetch_when_up(pool: asyncpg.Pool, query: str, *args: object) -> object:
-    """``fetchval`` that counts a connection error as "not yet" (None)."""
-    try:
-        return await pool.fetchval(query, *args)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        return None
-
-
-async def wait_until(
-    pool: asyncpg.Pool, query: str, *args: object, timeout_s: float, what: str
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await fetch_when_up(pool, query, *args):
-        assert time.monotonic() < deadline, f"not within {timeout_s}s: {what}"
-        await asyncio.sleep(0.05)
 
 
 def log_records(text: str) -> list[dict[str, object]]:
@@ -144,30 +126,32 @@ async def test_postgres_restart_under_50_runs_every_run_completes_once(
             for i in range(RUNS)
         ]
         # In the middle: some runs mid-step, with more queued behind them.
-        await wait_until(
+        await wait_for_query(
             pool,
             "SELECT count(*) >= 10 FROM kb.agent_runs WHERE id = ANY($1::uuid[]) "
             "AND status = 'running' AND step_count >= 1",
             run_ids,
             timeout_s=60,
             what="runs in flight",
+            transient=DATABASE_RESTARTING,
         )
         await asyncio.to_thread(server.stop)
-        deadline = time.monotonic() + 30
-        while '"database_unreachable"' not in stack.log("executor"):
-            assert time.monotonic() < deadline, "the executor never noticed the outage"
-            await asyncio.sleep(0.05)
+        await wait_for(
+            lambda: '"database_unreachable"' in stack.log("executor"),
+            "the executor to notice the outage",
+        )
         # The outage's length, on purpose (not a wait for some state): leases expire.
         await asyncio.sleep(OUTAGE_S)
         assert await server.start(PROJECT) == url
 
-        await wait_until(
+        await wait_for_query(
             pool,
             "SELECT count(*) = cardinality($1::uuid[]) FROM kb.agent_runs "
             "WHERE id = ANY($1::uuid[]) AND status IN ('completed', 'failed', 'cancelled')",
             run_ids,
             timeout_s=120,
             what=f"{RUNS} runs ended",
+            transient=DATABASE_RESTARTING,
         )
         statuses = await pool.fetch(
             "SELECT status, count(*) AS n, min(error_message) AS error FROM kb.agent_runs "

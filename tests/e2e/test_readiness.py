@@ -10,7 +10,6 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.grpc_server import LIVENESS, READINESS
 from agentfleet.migrate import migrate_up
 from agentfleet.testing.services import ProcessStack, start_process_stack, wait_serving
+from agentfleet.testing.waiting import wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -46,13 +46,11 @@ async def health_of(address: str, service: str) -> int:
 
 
 async def wait_health(address: str, service: str, status: int, *, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (seen := await health_of(address, service)) != status:
-        assert time.monotonic() < deadline, (
-            f"{address} {service!r} still {health_pb2.HealthCheckResponse.ServingStatus.Name(seen)}"
-            f" after {timeout_s}s"
-        )
-        await asyncio.sleep(0.05)
+    async def reached() -> bool:
+        return await health_of(address, service) == status
+
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+    await wait_for(reached, f"{address} {service!r} to be {name}", timeout_s=timeout_s)
 
 
 def logged(stack: ProcessStack, name: str, event: str) -> list[dict[str, Any]]:

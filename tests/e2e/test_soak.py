@@ -31,6 +31,7 @@ from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import free_port, wait_serving
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
+from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for_query
 from agentfleet.v1 import (
     dispatcher_pb2,
     dispatcher_pb2_grpc,
@@ -44,7 +45,6 @@ from tests.e2e.test_faults import (
     ENDED,
     mcp_server,
     processes_with,
-    wait_for,
     wait_no_processes,
 )
 
@@ -251,24 +251,26 @@ async def test_soak(
 
         async def cancel(run_id: str, *, wait_running: bool) -> None:
             if wait_running:
-                await wait_for(
+                await wait_for_query(
                     pool,
                     "SELECT status <> 'queued' FROM kb.agent_runs WHERE id = $1",
                     run_id,
                     timeout_s=120,
+                    transient=DATABASE_RESTARTING,
                 )
             await runs.CancelRun(
                 executor_pb2.CancelRunRequest(project_id=PROJECT, run_id=run_id, reason="soak")
             )
 
         async def kill_half_way() -> None:
-            await wait_for(
+            await wait_for_query(
                 pool,
                 "SELECT count(*) >= $1 FROM kb.agent_runs WHERE project_id = $2 "
                 "AND status IN ('completed', 'failed', 'cancelled', 'paused')",
                 total // 2,
                 PROJECT,
                 timeout_s=300,
+                transient=DATABASE_RESTARTING,
             )
             await fleet.kill("executor-a")
             killed.set()
@@ -279,7 +281,7 @@ async def test_soak(
         # Batches of WINDOW, the next once fewer than WINDOW runs are open: a steady load
         # near the executors' 64 slots rather than one queue 2,000 deep.
         for start in range(0, total, WINDOW):
-            await wait_for(
+            await wait_for_query(
                 pool,
                 "SELECT count(*) < $1 FROM kb.agent_runs WHERE project_id = $2 "
                 "AND status IN ('queued', 'running')",
@@ -287,12 +289,13 @@ async def test_soak(
                 PROJECT,
                 timeout_s=120,
                 what="the open runs to drain below the window",
+                transient=DATABASE_RESTARTING,
             )
             batch = range(start, min(start + WINDOW, total))
             submitted += await asyncio.gather(*(submit(i) for i in batch))
         await killer
         await asyncio.gather(*cancels)
-        await wait_for(
+        await wait_for_query(
             pool,
             "SELECT count(*) = 0 FROM kb.agent_runs WHERE project_id = $1 "
             "AND NOT status = ANY($2::text[])",
@@ -300,6 +303,7 @@ async def test_soak(
             list(ENDED),
             timeout_s=300,
             what="every run ended",
+            transient=DATABASE_RESTARTING,
         )
         get_graph = dispatcher_pb2.GetTaskGraphRequest(
             project_id=PROJECT, task_graph_id=graph.task_graph.id

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -19,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentfleet.cli.supervise import CrashLoop, RestartPolicy, supervise
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.services import free_port
+from agentfleet.testing.waiting import wait_for
 
 SERVICES = ("toolpool", "history", "executor", "dispatcher")
 ROW = re.compile(r"(toolpool|history|executor|dispatcher)\W+127\.0\.0\.1:(\d+)\W+(\d+)")
@@ -105,10 +105,10 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
         assert new_pid != pids["toolpool"]
 
         # Back on its port...
-        deadline = time.monotonic() + 60
-        while await health(ports["toolpool"]) != health_pb2.HealthCheckResponse.SERVING:
-            assert time.monotonic() < deadline, "the restarted toolpool never served"
-            await asyncio.sleep(0.1)
+        async def serving() -> bool:
+            return await health(ports["toolpool"]) == health_pb2.HealthCheckResponse.SERVING
+
+        await wait_for(serving, "the restarted toolpool to serve", timeout_s=60, interval_s=0.1)
         assert alive(new_pid)
         # ... while the others kept their processes, still serving, and up kept running.
         for name in ("history", "executor", "dispatcher"):
@@ -208,10 +208,8 @@ async def test_supervision_returns_on_stop_without_restarting(tmp_path: Path) ->
             policy=RestartPolicy(first_backoff_s=30),
         )
     )
-    deadline = time.monotonic() + 10
-    while not said:  # the exit was seen; the restart waits out its backoff
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    # The exit was seen; the restart waits out its backoff.
+    await wait_for(lambda: said, "the exit to be reported", timeout_s=10, interval_s=0.01)
     stop.set()
     await asyncio.wait_for(task, 5)
     assert said == [

@@ -4,8 +4,6 @@ person, and waits on database conditions with a deadline."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +15,7 @@ from google.protobuf import json_format
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, history_pb2_grpc
 from services.executor.definitions import AgentDefinition, DefinitionRepository
 
@@ -70,7 +69,7 @@ class Deployment:
         return run.id
 
     async def held_call(self, run_id: str) -> asyncpg.Record:
-        await wait_for(
+        await wait_for_query(
             self.pool, "SELECT status = 'waiting' FROM kb.agent_runs WHERE id = $1", run_id
         )
         return await self.pool.fetchrow(
@@ -90,14 +89,6 @@ class Deployment:
         if arguments is not None:
             json_format.ParseDict(arguments, request.arguments)
         return request
-
-
-async def wait_for(pool: asyncpg.Pool, query: str, *args: object, timeout_s: float = 30.0) -> None:
-    """Until ``query`` returns true, or fail naming it."""
-    deadline = time.monotonic() + timeout_s
-    while not await pool.fetchval(query, *args):
-        assert time.monotonic() < deadline, f"timed out waiting for: {query} {args}"
-        await asyncio.sleep(0.05)
 
 
 async def snapshot(pool: asyncpg.Pool) -> dict[str, list[dict[str, Any]]]:

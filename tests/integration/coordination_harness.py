@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,9 @@ import asyncpg
 from agentfleet import events
 from agentfleet.db import Listener
 from agentfleet.gemini_stub import GeminiStub
+from agentfleet.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
+from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
@@ -68,7 +69,6 @@ class Executor:
     stub: GeminiStub
     queue: RunQueue
     definitions: DefinitionRepository
-    hub: events.EventHub
     gateway: CoordinationGateway = field(
         default_factory=lambda: CoordinationGateway(tools={"echo": _echo})
     )
@@ -94,20 +94,18 @@ class Executor:
         timeout_s: float = 15.0,
     ) -> RunRecord:
         """The run once it is in one of ``statuses`` (a database condition, deadline bound)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        async def ended() -> RunRecord | None:
             run = await self.queue.get(PROJECT, run_id)
-            if run.status in statuses:
-                return run
-            assert time.monotonic() < deadline, f"run {run_id} still {run.status}"
-            await asyncio.sleep(0.02)
+            return run if run.status in statuses else None
+
+        return await wait_for(
+            ended, f"run {run_id} to be {'/'.join(statuses)}", timeout_s=timeout_s
+        )
 
     async def wait_until(self, query: str, *args: Any, timeout_s: float = 15.0) -> None:
         """Polls ``query`` until it returns true (a database condition, deadline bound)."""
-        deadline = time.monotonic() + timeout_s
-        while not await self.pool.fetchval(query, *args):
-            assert time.monotonic() < deadline, f"not true within {timeout_s}s: {query}"
-            await asyncio.sleep(0.02)
+        await wait_for_query(self.pool, query, *args, timeout_s=timeout_s)
 
     async def children(self, run_id: str) -> list[RunRecord]:
         rows = await self.pool.fetch(
@@ -133,10 +131,9 @@ async def running_executor(
     pool: asyncpg.Pool, database_url: str, stub: GeminiStub, *, workers: int = 1
 ) -> AsyncIterator[Executor]:
     """``workers`` RunWorkers on the database until the block ends."""
-    hub = events.EventHub()
-    queue = RunQueue(pool, hub=hub)
+    queue = RunQueue(pool)
     definitions = DefinitionRepository(pool)
-    executor = Executor(pool=pool, stub=stub, queue=queue, definitions=definitions, hub=hub)
+    executor = Executor(pool=pool, stub=stub, queue=queue, definitions=definitions)
     listeners = [Listener(database_url) for _ in range(workers)]
     models = [model_client_for(stub) for _ in range(workers)]
     stopping = asyncio.Event()
@@ -144,16 +141,15 @@ async def running_executor(
         async with asyncio.TaskGroup() as group:
             for index, (listener, model) in enumerate(zip(listeners, models, strict=True)):
                 await listener.start()
-                children = ChildRuns(
-                    pool=pool, queue=queue, definitions=definitions, listener=listener, hub=hub
-                )
+                watch = RunWatch(pool=pool, listener=listener)
+                await watch.start()
+                children = ChildRuns(pool=pool, queue=queue, definitions=definitions, watch=watch)
                 loop = AgentLoop(
                     pool=pool,
                     definitions=definitions,
                     tools=executor.gateway,
                     model=model,
                     owner=f"test-worker-{index}",
-                    hub=hub,
                     timeout_grace_s=2.0,
                     coordinator=Coordinator(pool=pool, definitions=definitions, children=children),
                     flows=FlowRunner(pool=pool, children=children),
@@ -177,4 +173,3 @@ async def running_executor(
             await listener.close()
         for model in models:
             await model.aclose()
-        hub.close()

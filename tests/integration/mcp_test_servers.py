@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,20 +109,3 @@ def children(marker: str) -> list[int]:
         if ppid == os.getpid() and state != "Z" and marker in cmdline:
             found.append(int(entry))
     return found
-
-
-async def wait_until(
-    predicate: Callable[[], bool | Awaitable[bool]], what: str, timeout_s: float = 10.0
-) -> None:
-    """Polls ``predicate`` (sync or async) until true; fails naming ``what`` after ``timeout_s``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)

@@ -12,6 +12,7 @@ import pytest
 from agentfleet import events
 from agentfleet.gemini_stub import Call, Reply, Script, StubRequest
 from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2
 from tests.integration.approval_harness import (
     HELD_ENTITY,
@@ -19,7 +20,6 @@ from tests.integration.approval_harness import (
     Deployment,
     deployment,
     snapshot,
-    wait_for,
 )
 
 __all__ = ["deployment"]
@@ -73,7 +73,7 @@ async def test_a_held_call_waits_without_a_lease_and_runs_once_approved(
     assert reply.status == common_pb2.TOOL_CALL_STATUS_APPROVED
     assert reply.run.status == common_pb2.RUN_STATUS_QUEUED
     assert list(reply.waiting_tool_call_ids) == []
-    await wait_for(deployment.pool, COMPLETED, run_id)
+    await wait_for_query(deployment.pool, COMPLETED, run_id)
 
     assert await _notes(deployment) == ["edited-by-person"]  # ran once, with the edit
     row = await deployment.pool.fetchrow(
@@ -111,7 +111,7 @@ async def test_a_rejected_call_is_never_executed_and_the_model_reads_the_reason(
         deployment.decision(run_id, call["tool_call_id"], decision=REJECT, reason="not today")
     )
     assert reply.status == common_pb2.TOOL_CALL_STATUS_REJECTED
-    await wait_for(deployment.pool, COMPLETED, run_id)
+    await wait_for_query(deployment.pool, COMPLETED, run_id)
 
     assert await _notes(deployment) == []  # the side effect never happened
     response = next(
@@ -170,7 +170,7 @@ async def test_the_approval_deadline_rejects_the_call_or_fails_the_run(
     await deployment.define_clerk({"rules": [rule]})
     run_id = await deployment.trigger("clerk", input="note this")
     expected = "completed" if on_deadline == "reject" else "failed"
-    await wait_for(
+    await wait_for_query(
         deployment.pool, "SELECT status = $2 FROM kb.agent_runs WHERE id = $1", run_id, expected
     )
     call = await deployment.pool.fetchrow(
@@ -194,7 +194,7 @@ async def test_a_rule_with_an_argument_match_holds_only_matching_calls(
     rule = {"tools": ["create_entity"], "when": {"pointer": "/key", "matches": "^secret-"}}
     await deployment.define_clerk({"rules": [rule]})
     run_id = await deployment.trigger("clerk", input="note this")
-    await wait_for(deployment.pool, COMPLETED, run_id)  # key "from-model" does not match
+    await wait_for_query(deployment.pool, COMPLETED, run_id)  # key "from-model" does not match
     assert await _notes(deployment) == ["from-model"]
 
 
@@ -230,7 +230,7 @@ async def test_a_child_waiting_for_approval_keeps_its_parent_waiting(
     deployment.stub.add_script(Script(name="boss", match_system=prompt, policy=boss))
     await deployment.define("boss", system_prompt=prompt, tools=["spawn_agents"])
     parent = await deployment.trigger("boss", input="get it noted")
-    await wait_for(
+    await wait_for_query(
         deployment.pool,
         "SELECT status = 'waiting' FROM kb.agent_runs WHERE parent_run_id = $1",
         parent,
@@ -247,7 +247,7 @@ async def test_a_child_waiting_for_approval_keeps_its_parent_waiting(
     await deployment.executor().DecideToolCall(
         deployment.decision(child, call["tool_call_id"], decision=APPROVE)
     )
-    await wait_for(deployment.pool, COMPLETED, parent)
+    await wait_for_query(deployment.pool, COMPLETED, parent)
     assert await _notes(deployment) == ["from-model"]
     summary = await deployment.pool.fetchval(
         "SELECT summary FROM kb.agent_runs WHERE id = $1", parent

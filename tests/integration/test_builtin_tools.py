@@ -13,6 +13,7 @@ import pytest
 
 from agentfleet.errors import NotFound
 from agentfleet.graph import TASK_GRAPH, GraphRepository, lock_task_dag
+from agentfleet.testing.waiting import wait_for_query
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 
@@ -352,11 +353,10 @@ async def test_concurrent_blocks_edges_never_close_a_cycle(
 
 async def _wait_for_lock_waiters(pool: asyncpg.Pool, count: int, timeout_s: float = 10) -> None:
     """Until ``count`` sessions wait for an advisory lock (polling pg_locks, with a deadline)."""
-    async with asyncio.timeout(timeout_s):
-        while True:
-            waiting = await pool.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            )
-            if waiting >= count:
-                return
-            await asyncio.sleep(0.01)
+    await wait_for_query(
+        pool,
+        "SELECT count(*) >= $1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        count,
+        timeout_s=timeout_s,
+        what=f"{count} advisory lock waiters",
+    )

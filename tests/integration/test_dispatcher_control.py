@@ -5,9 +5,7 @@ ListTaskGraphs and the events of WatchTaskGraph."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
 from typing import Any
 
 import asyncpg
@@ -16,6 +14,7 @@ import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 from tests.integration import test_dispatcher_service as base
@@ -37,15 +36,6 @@ async def define(pool: asyncpg.Pool, name: str, **fields: Any) -> None:
             name=name, system_prompt=f"You are {name}.", model=ModelConfig(name="m"), **fields
         ),
     )
-
-
-async def wait_until(pool: asyncpg.Pool, sql: str, *args: Any, timeout_s: float = 10.0) -> None:
-    """Waits until ``sql`` returns true (deadline, not a fixed sleep)."""
-    deadline = time.monotonic() + timeout_s
-    while not await pool.fetchval(sql, *args):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout_s}s: {sql}")
-        await asyncio.sleep(0.05)
 
 
 def tasks(*keys: str, agent: str = "", **fields: Any) -> list[pb.TaskSpec]:
@@ -254,7 +244,7 @@ async def test_cancel_task_graph_stops_in_flight_runs(
     )
     graph_id = created.task_graph.id
     # Both runs are in their model call (a message is stored) before the cancel.
-    await wait_until(
+    await wait_for_query(
         db_pool,
         "SELECT count(*) = 2 FROM kb.agent_runs r WHERE project_id = $1 AND status = 'running' "
         "AND EXISTS (SELECT 1 FROM kb.agent_run_messages m WHERE m.run_id = r.id)",
@@ -264,12 +254,12 @@ async def test_cancel_task_graph_stops_in_flight_runs(
         pb.CancelTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id, reason="stop now")
     )
     assert reply.task_graph.status == pb.TASK_GRAPH_STATUS_CANCELLED
-    await wait_until(
+    await wait_for_query(
         db_pool,
         "SELECT count(*) = 2 FROM kb.agent_runs WHERE project_id = $1 AND status = 'cancelled'",
         PROJECT,
     )
-    await wait_until(
+    await wait_for_query(
         db_pool,
         "SELECT count(*) = 3 FROM kb.graph_objects WHERE project_id = $1 AND type = 'SpecTask' "
         "AND status = 'cancelled'",

@@ -20,10 +20,11 @@ from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.statements import StatementCounter
 from services.dispatcher import claims
 from services.dispatcher.dag import NewTask
-from services.dispatcher.loop import Dispatcher, LoopTiming
+from services.dispatcher.loop import Dispatcher
 from services.dispatcher.queries import CHANGES_CHANNEL
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
+from services.dispatcher.timing import LoopTiming
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 
 PROJECT = "round-trips"

@@ -3,7 +3,7 @@ must not leave it waiting forever.
 
 Under READ COMMITTED each completing statement's snapshot still sees the other blocker
 unfinished, so neither readies the dependent in that statement; the completing side asks for
-a re-check (``transitions.unblock``) that runs after its commit and sees both completions.
+a re-check (``dependents.unblock``) that runs after its commit and sees both completions.
 The race is reproduced deterministically: both completing statements run, in explicit
 transactions on two connections, before either commits.
 """
@@ -20,12 +20,13 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.testing.dispatch import InstantRuns
-from services.dispatcher import claims, transitions
+from services.dispatcher import claims, dependents, transitions
 from services.dispatcher.dag import NewTask
-from services.dispatcher.loop import Dispatcher, LoopTiming
+from services.dispatcher.loop import Dispatcher
 from services.dispatcher.queries import CHANGES_CHANNEL
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
+from services.dispatcher.timing import LoopTiming
 from services.dispatcher.transitions import Attempt
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
 
@@ -124,7 +125,7 @@ async def test_concurrent_completions_of_the_last_blockers_ready_the_dependent(
 
     # The re-check each side runs after its own commit readies D once, and D is claimable.
     for attempt in attempts.values():
-        await transitions.unblock(pool, [(attempt.project_id, attempt.task_id)])
+        await dependents.unblock(pool, [(attempt.project_id, attempt.task_id)])
     dependent = await _dependent(pool, graph_id)
     assert (dependent["status"], dependent["ready"]) == ("pending", True)
     async with pool.acquire() as conn:
@@ -148,7 +149,7 @@ async def test_a_completion_that_readies_every_dependent_asks_no_recheck(
     assert (last.done, last.recheck) == (True, False)
     dependent = await _dependent(pool, graph_id)
     assert (dependent["status"], dependent["ready"]) == ("pending", True)
-    assert await transitions.unblock(pool, [(PROJECT, attempts["a"].task_id)]) == 0
+    assert await dependents.unblock(pool, [(PROJECT, attempts["a"].task_id)]) == 0
 
 
 async def test_the_dispatcher_sweep_readies_a_dependent_whose_recheck_never_ran(
@@ -210,11 +211,11 @@ async def test_the_sweep_walks_the_pending_index(pool: asyncpg.Pool) -> None:
         str(uuid.uuid4()),
     )
     await pool.execute("ANALYZE kb.graph_objects")
-    cursor = transitions.SweepCursor()
+    cursor = dependents.SweepCursor()
     plan = "\n".join(
         row[0]
         for row in await pool.fetch(
-            f"EXPLAIN {transitions._SWEEP}",
+            f"EXPLAIN {dependents._SWEEP}",
             cursor.project_id,
             cursor.created_at,
             cursor.task_id,
@@ -227,12 +228,12 @@ async def test_the_sweep_walks_the_pending_index(pool: asyncpg.Pool) -> None:
     # then the cursor starts over.
     pages, readied = 0, 0
     while True:
-        found, cursor = await transitions.sweep(pool, cursor, limit=200)
+        found, cursor = await dependents.sweep(pool, cursor, limit=200)
         pages, readied = pages + 1, readied + found
-        if cursor == transitions.SweepCursor():
+        if cursor == dependents.SweepCursor():
             break
     assert (pages, readied) == (51, 10_000)
-    found, _ = await transitions.sweep(pool, cursor, limit=200)
+    found, _ = await dependents.sweep(pool, cursor, limit=200)
     assert found == 0  # the second pass finds them ready
 
 
@@ -260,7 +261,7 @@ async def test_the_recheck_probes_unique_indexes(pool: asyncpg.Pool) -> None:
     await pool.execute("ANALYZE kb.graph_objects; ANALYZE kb.graph_relationships")
     ids = [r["id"] for r in await pool.fetch("SELECT id FROM kb.graph_objects LIMIT 20")]
     plan = "\n".join(
-        row[0] for row in await pool.fetch(f"EXPLAIN {transitions._UNBLOCK}", [PROJECT] * 20, ids)
+        row[0] for row in await pool.fetch(f"EXPLAIN {dependents._UNBLOCK}", [PROJECT] * 20, ids)
     )
     assert "graph_relationships_src_uidx" in plan, plan
     assert "graph_objects_pkey" in plan, plan

@@ -28,7 +28,7 @@ from agentfleet.v1 import (
     toolpool_pb2_grpc,
 )
 from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
-from services.executor.persistence import load_conversation
+from services.executor.recovery import load_conversation
 from services.executor.run_server import build_executor_parts
 
 PROJECT = "proj"

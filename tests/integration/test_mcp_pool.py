@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentfleet.db import Listener
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
+from agentfleet.testing.waiting import wait_for
 from services.toolpool.mcp import (
     McpCallResult,
     McpClientPool,
@@ -30,7 +31,7 @@ from services.toolpool.mcp import (
 )
 from services.toolpool.mcp.egress import EgressPolicy
 
-from .mcp_test_servers import HttpServer, children, free_port, stdio_config, wait_until
+from .mcp_test_servers import HttpServer, children, free_port, stdio_config
 
 STDIO_MARK = "--transport stdio"
 # A stdio server that starts and never answers: allowed for this module's pool only.
@@ -117,7 +118,7 @@ async def test_stdio_recovers_after_kill_and_aclose_leaves_no_child(pool: McpCli
     config = stdio_config("killed")
     first = structured(await pool.call_tool(config, {}, "pid", {}))
     os.kill(first, signal.SIGKILL)
-    await wait_until(lambda: not pool.is_connected("proj-mcp", "killed"), "the death noticed")
+    await wait_for(lambda: not pool.is_connected("proj-mcp", "killed"), "the death noticed")
     second = structured(await pool.call_tool(config, {}, "pid", {}))
     assert second != first
     assert children(STDIO_MARK) == [second]
@@ -169,7 +170,7 @@ async def test_http_recovers_after_the_server_restarts(
     server.kill()
     if transport == "sse":
         # The event stream breaks with the server: the pool notices on its own.
-        await wait_until(lambda: not pool.is_connected("proj-mcp", "restarting"), "the drop")
+        await wait_for(lambda: not pool.is_connected("proj-mcp", "restarting"), "the drop")
     server.start().wait_accepting()  # same port
     # Streamable HTTP: the new server refuses the old session id; the pool reconnects and
     # retries, since the refused request never ran.
@@ -193,7 +194,7 @@ async def test_breaker_opens_after_failures_and_closes_after_a_good_probe(
     assert "circuit open" in rejected.error
     assert (await server.stats())["tool_calls"] == calls  # rejected without trying
 
-    await wait_until(lambda: pool.breaker_state("proj-mcp", "flaky") == "half_open", "cool-down")
+    await wait_for(lambda: pool.breaker_state("proj-mcp", "flaky") == "half_open", "cool-down")
     assert structured(await pool.call_tool(config, {}, "echo", {"text": "probe"})) == "probe"
     assert pool.breaker_state("proj-mcp", "flaky") == "closed"
 
@@ -256,9 +257,9 @@ async def test_notify_invalidates_cached_tools_and_sessions(
         async def running() -> bool:
             return (await server.stats())["tool_calls"] > calls
 
-        await wait_until(running, "the call to reach the server")
+        await wait_for(running, "the call to reach the server")
         changed, _ = await store.upsert(dataclasses.replace(config, call_timeout_s=5))
-        await wait_until(lambda: not pool.is_connected("proj-mcp", "watched"), "invalidation")
+        await wait_for(lambda: not pool.is_connected("proj-mcp", "watched"), "invalidation")
         # The retired session lets the call in flight finish.
         assert structured(await in_flight) == "done"
 
@@ -282,7 +283,7 @@ async def test_connect_timeout_gives_up_and_leaves_no_process(pool: McpClientPoo
     result = await pool.call_tool(silent, {}, "echo", {"text": "x"})
     assert (result.is_error, result.outcome) == (True, "timeout")
     assert "no session within the connect timeout of 0.3 s" in result.error
-    await wait_until(lambda: children("sys.stdin.read") == [], "the silent server to be gone")
+    await wait_for(lambda: children("sys.stdin.read") == [], "the silent server to be gone")
 
 
 async def test_test_server_uses_a_fresh_session_and_closes_it(

@@ -6,7 +6,6 @@ stopped, the toolpool killed) are in tests/e2e/test_readiness.py."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 import asyncpg
@@ -16,6 +15,7 @@ from grpc_health.v1 import health_pb2
 from agentfleet.auth import AllowAll
 from agentfleet.grpc_server import LIVENESS, READINESS, Registration, RunningServer, start_server
 from agentfleet.readiness import PostgresProbe, ReadinessMonitor
+from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -89,10 +89,11 @@ async def test_after_graceful_shutdown_began_readiness_stays_not_serving() -> No
     loop = asyncio.create_task(monitor.run(stopping))
     try:
         dependency.state = "down"
-        deadline = time.monotonic() + 5
-        while await status(server, READINESS) != NOT_SERVING:
-            assert time.monotonic() < deadline, "the loop never probed the failing dependency"
-            await asyncio.sleep(0.01)
+
+        async def not_ready() -> bool:
+            return await status(server, READINESS) == NOT_SERVING
+
+        await wait_for(not_ready, "the loop to probe the failing dependency", timeout_s=5)
         await server.stop(0)
         dependency.state = "up"
         assert await monitor.check_once() is True  # the probe passes again...

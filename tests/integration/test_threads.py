@@ -15,9 +15,10 @@ import pytest
 
 from agentfleet.gemini_stub import Reply, Script, StubRequest
 from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import history_pb2
 from services.executor import claim_sql
-from tests.integration.approval_harness import PROJECT, Deployment, deployment, wait_for
+from tests.integration.approval_harness import PROJECT, Deployment, deployment
 
 __all__ = ["deployment"]
 
@@ -46,11 +47,11 @@ async def test_a_threads_second_run_sees_the_first_runs_conversation(
 ) -> None:
     await _define_chat(deployment)
     first = await deployment.trigger("chat", input="my name is Ada", thread_id="t-1")
-    await wait_for(deployment.pool, DONE, first)
+    await wait_for_query(deployment.pool, DONE, first)
     second = await deployment.trigger("chat", input="what is my name?", thread_id="t-1")
-    await wait_for(deployment.pool, DONE, second)
+    await wait_for_query(deployment.pool, DONE, second)
     unrelated = await deployment.trigger("chat", input="hello", thread_id="t-2")
-    await wait_for(deployment.pool, DONE, unrelated)
+    await wait_for_query(deployment.pool, DONE, unrelated)
 
     requests = deployment.stub.requests_for("chat")
     assert _texts(requests[1]) == [
@@ -70,7 +71,7 @@ async def test_the_context_policy_keeps_only_the_last_turns(deployment: Deployme
     await _define_chat(deployment, thread={"max_turns": 1})
     for text in ("one", "two", "three"):
         run_id = await deployment.trigger("chat", input=text, thread_id="t")
-        await wait_for(deployment.pool, DONE, run_id)
+        await wait_for_query(deployment.pool, DONE, run_id)
     last = deployment.stub.requests_for("chat")[-1]
     # The previous run held the turns "one" and "two"; one earlier turn is kept.
     assert _texts(last) == ["two", "answer to: two", "three"]
@@ -87,21 +88,21 @@ async def test_two_runs_of_one_thread_never_execute_at_once(deployment: Deployme
     deployment.stub.add_script(Script(name="chat", match_system=CHAT_PROMPT, policy=gated))
     await deployment.define("chat", system_prompt=CHAT_PROMPT)
     first = await deployment.trigger("chat", input="slow", thread_id="t")
-    await wait_for(
+    await wait_for_query(
         deployment.pool, "SELECT status = 'running' FROM kb.agent_runs WHERE id = $1", first
     )
     second = await deployment.trigger("chat", input="next", thread_id="t")
     # A run queued after the second one, outside the thread, is claimed and finishes: the
     # claim went past the thread's run, which stays queued while the first executes.
     bystander = await deployment.trigger("chat", input="bystander")
-    await wait_for(deployment.pool, DONE, bystander)
+    await wait_for_query(deployment.pool, DONE, bystander)
     status = await deployment.pool.fetchval(
         "SELECT status FROM kb.agent_runs WHERE id = $1", second
     )
     assert status == "queued"
 
     gate.set()
-    await wait_for(deployment.pool, DONE, second)
+    await wait_for_query(deployment.pool, DONE, second)
     rows = await deployment.pool.fetch(
         "SELECT id, started_at, completed_at FROM kb.agent_runs WHERE id = ANY($1::uuid[])",
         [first, second],

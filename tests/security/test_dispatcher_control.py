@@ -5,7 +5,6 @@ in test_dispatcher_malformed_rows.py."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +16,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.graph import TASK_GRAPH, GraphRepository, NewObject
 from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as dpb
 from agentfleet.v1 import (
     dispatcher_pb2_grpc,
@@ -87,12 +87,6 @@ async def graph_rows(pool: asyncpg.Pool) -> list[tuple[Any, ...]]:
         "SELECT id, type, src_id, dst_id FROM kb.graph_relationships ORDER BY id"
     )
     return [tuple(r) for r in objects] + [tuple(r) for r in edges]
-
-
-async def wait_for(pool: asyncpg.Pool, sql: str, *args: Any, timeout_s: float = 20.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not await pool.fetchval(sql, *args):  # noqa: ASYNC110 - database state
-            await asyncio.sleep(0.05)
 
 
 async def call_tool(stub: Any, run_id: str, tool: str, **args: Any) -> Any:
@@ -338,7 +332,9 @@ async def test_the_run_of_a_created_task_inherits_the_creators_limits(
     )
     # The dispatcher started the task too (the only agent the creator allows): both runs
     # sit under the creator with its limits.
-    await wait_for(pool, "SELECT count(*) = 2 FROM kb.agent_runs WHERE task_id = $1::uuid", task_id)
+    await wait_for_query(
+        pool, "SELECT count(*) = 2 FROM kb.agent_runs WHERE task_id = $1::uuid", task_id
+    )
     rows = await pool.fetch(
         "SELECT id::text, agent_name, depth, parent_run_id::text, root_run_id::text, max_steps,"
         " max_tokens FROM kb.agent_runs WHERE task_id = $1::uuid",

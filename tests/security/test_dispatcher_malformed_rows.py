@@ -13,13 +13,15 @@ import asyncpg
 
 from agentfleet.graph import TASK_GRAPH, GraphRepository
 from agentfleet.testing.dispatch import InstantRuns
+from agentfleet.testing.waiting import wait_for_query
 from services.dispatcher.dag import NewTask
-from services.dispatcher.loop import Dispatcher, LoopTiming
+from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import TriggerRefused
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
+from services.dispatcher.timing import LoopTiming
 from services.dispatcher.transitions import RetryBackoff
-from tests.security.test_dispatcher_control import P, Q, define, wait_for
+from tests.security.test_dispatcher_control import P, Q, define
 
 
 async def plant_task(pool: asyncpg.Pool, project: str, **properties: Any) -> str:
@@ -80,13 +82,13 @@ async def test_malformed_tasks_fail_alone_and_other_projects_dispatch(
         db_pool, database_url, InstantRuns(db_pool), slots=1, timing=LoopTiming(poll_s=0.1)
     )
     try:
-        await wait_for(
+        await wait_for_query(
             db_pool,
             "SELECT count(*) = 3 FROM kb.graph_objects WHERE project_id = $1 "
             "AND type = 'SpecTask' AND status = 'completed'",
             Q,
         )
-        await wait_for(
+        await wait_for_query(
             db_pool,
             "SELECT count(*) = 0 FROM kb.graph_objects WHERE project_id = $1 "
             "AND type = 'SpecTask' AND status IN ('pending', 'in_progress')",
@@ -123,7 +125,7 @@ async def test_malformed_tasks_fail_alone_and_other_projects_dispatch(
 class RefusingRuns(InstantRuns):
     """The executor refusing every run of the task (each attempt fails at once)."""
 
-    async def trigger(self, **kwargs: Any) -> str:
+    async def trigger(self, run: Any) -> str:
         self.triggered += 1
         raise TriggerRefused("refused")
 
@@ -144,7 +146,7 @@ async def test_a_task_without_max_retries_stops_after_the_default_with_backoff(
         timing=LoopTiming(poll_s=0.05, retry_backoff=RetryBackoff(base_s=0.3, max_s=0.6)),
     )
     try:
-        await wait_for(
+        await wait_for_query(
             db_pool, "SELECT status = 'failed' FROM kb.graph_objects WHERE id = $1::uuid", task
         )
     finally:

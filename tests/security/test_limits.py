@@ -14,7 +14,6 @@ import contextlib
 import json
 import random
 import secrets
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from agentfleet.testing.services import (
     start_process_stack,
     start_stack,
 )
+from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import (
     common_pb2,
     dispatcher_pb2,
@@ -207,12 +207,17 @@ async def test_a_token_holds_at_most_its_limit_of_streams(
 
         # Closing one frees a slot (once the server has seen the cancellation).
         open_calls.pop().cancel()
-        deadline = time.monotonic() + 10
-        while isinstance(opened := await _try_open(stack, token, run_id), grpc.StatusCode):
-            assert opened == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert time.monotonic() < deadline, "the cancelled stream's slot was not freed"
-            await asyncio.sleep(0.05)
-        open_calls.append(opened)
+
+        async def reopened() -> Any:
+            opened = await _try_open(stack, token, run_id)
+            if isinstance(opened, grpc.StatusCode):
+                assert opened == grpc.StatusCode.RESOURCE_EXHAUSTED
+                return None
+            return opened
+
+        open_calls.append(
+            await wait_for(reopened, "the cancelled stream's slot to be freed", timeout_s=10)
+        )
         assert (await _refusal(stack, token, run_id)).code() == (grpc.StatusCode.RESOURCE_EXHAUSTED)
         for call in open_calls:
             call.cancel()
@@ -346,7 +351,7 @@ async def test_abandoned_streams_leave_no_error_in_the_service_logs(
             *(_abandon(stream(i), "cancel" if i % 2 == 0 else "deadline") for i in range(100))
         )
         # Every run the abandoned StartRuns queued finishes (the run outlives its stream).
-        await _wait_until(
+        await wait_for_query(
             pool,
             "SELECT count(*) = 0 FROM kb.agent_runs WHERE agent_name = 'quick' "
             "AND status NOT IN ('completed', 'failed', 'cancelled')",
@@ -364,10 +369,3 @@ async def test_abandoned_streams_leave_no_error_in_the_service_logs(
 
 async def _admin_token(pool: asyncpg.Pool) -> str:
     return (await TokenStore(pool).create(project_id=P, role="admin")).token
-
-
-async def _wait_until(pool: asyncpg.Pool, condition: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await pool.fetchval(condition):
-        assert time.monotonic() < deadline, f"not true within {timeout_s}s: {condition}"
-        await asyncio.sleep(0.1)

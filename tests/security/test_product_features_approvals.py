@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from agentfleet.gemini_stub import Reply, Script, StubRequest
+from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2
 from tests.integration.approval_harness import (
     OTHER,
@@ -23,7 +24,6 @@ from tests.integration.approval_harness import (
     Deployment,
     deployment,
     snapshot,
-    wait_for,
 )
 
 __all__ = ["deployment"]
@@ -89,7 +89,7 @@ async def test_a_request_id_replayed_with_another_decision_is_refused(
             run_id, tool_call_id, decision=APPROVE, arguments=edited, request_id="d-1"
         )
     )
-    await wait_for(
+    await wait_for_query(
         deployment.pool, "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1", run_id
     )
     before = await snapshot(deployment.pool)
@@ -131,7 +131,7 @@ async def test_a_thread_id_never_reaches_another_projects_conversation(
         await deployment.define("chat", project=project, system_prompt=prompt)
     done = "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1"
     secret = await deployment.trigger("chat", input="the vault code is 4711", thread_id="shared")
-    await wait_for(deployment.pool, done, secret)
+    await wait_for_query(deployment.pool, done, secret)
 
     # Into the victim's project: refused for tenant tokens of another project, nothing
     # written. (A dispatcher credential may start runs in any project by design.)
@@ -152,7 +152,7 @@ async def test_a_thread_id_never_reaches_another_projects_conversation(
             project_id=OTHER, agent_name="chat", input="what is the code?", thread_id="shared"
         )
     )
-    await wait_for(deployment.pool, done, run.id)
+    await wait_for_query(deployment.pool, done, run.id)
     sent = deployment.stub.requests_for("chat")[-1]
     assert "4711" not in str(sent.contents)
     assert sent.first_user_text() == "what is the code?"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from agentfleet.errors import InvalidArgument
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import (
     common_pb2,
     dispatcher_pb2,
@@ -341,11 +341,10 @@ async def test_rotating_the_executors_token_file_under_load_loses_no_call(
 async def _until_refused(stack: Stack, token: str, timeout_s: float = 10.0) -> None:
     """Waits until the toolpool refuses ``token`` (its verdict cache has expired)."""
     toolpool = _toolpool(stack, token)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    async def refused() -> bool:
         request = toolpool_pb2.ResolveToolsRequest(project_id=P)
         error = await status_of(toolpool.ResolveTools(request))
-        if error is not None and error.code() == grpc.StatusCode.UNAUTHENTICATED:
-            return
-        assert time.monotonic() < deadline, "the revoked token is still accepted"
-        await asyncio.sleep(0.05)
+        return error is not None and error.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    await wait_for(refused, "the revoked token to be refused", timeout_s=timeout_s)

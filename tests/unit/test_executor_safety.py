@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from google.genai import types
 
-from services.executor.persistence import PlannedCall
+from agentfleet.run_limits import MAX_TOTAL_STEPS
+from services.executor.calls import PlannedCall
 from services.executor.safety import (
-    MAX_TOTAL_STEPS,
     DoomLoopDetector,
     StepBudget,
     canonical_call,

@@ -15,7 +15,7 @@ from services.executor.model_request import (
     plan_calls,
 )
 from services.executor.queue import DEFAULT_CANCEL_REASON, parse_cancel_payload
-from services.executor.run_server import start_params
+from services.executor.run_requests import start_params
 from services.executor.tool_gateway import ResolvedTool, ToolOutcome
 
 TOOLS = {

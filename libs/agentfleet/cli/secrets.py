@@ -18,7 +18,8 @@ import asyncpg
 from rich.console import Console
 
 from agentfleet import db
-from agentfleet.config import Settings, parse_secrets_keys
+from agentfleet.config import Settings
+from agentfleet.config_values import parse_secrets_keys
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import FailedPrecondition

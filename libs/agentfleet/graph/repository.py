@@ -14,16 +14,17 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from agentfleet.errors import Aborted, NotFound
 from agentfleet.graph._common import OBJECT_COLUMNS, Executor, parse_id, translated
-from agentfleet.graph.cursor import Position, decode_cursor, encode_cursor, filter_digest
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
+from agentfleet.pagination import decode_page_token, encode_page_token, not_a_page_token
 
 __all__ = ["GraphRepository", "NewObject", "parse_id"]
 
@@ -224,8 +225,8 @@ class GraphRepository(GraphRelationships, GraphReads):
         opaque and only valid with the same type and filters.
         """
         limit = max(1, min(limit, MAX_PAGE_SIZE))
-        digest = filter_digest({"type": type, "filters": dict(filters or {})})
-        after = decode_cursor(cursor, digest) if cursor else None
+        token_filters = {"type": type, "filters": dict(filters or {})}
+        after = _cursor_position(cursor or "", token_filters)
         # Fixed statement variants (no values in the SQL) so each keeps its index plan.
         where = ["project_id = $1", "properties @> $2::jsonb"]
         params: list[Any] = [project_id, dict(filters or {})]
@@ -233,7 +234,7 @@ class GraphRepository(GraphRelationships, GraphReads):
             params.append(type)
             where.append(f"type = ${len(params)}")
         if after is not None:
-            params += [after.created_at, after.id]
+            params += list(after)
             where.append(f"(created_at, id) > (${len(params) - 1}, ${len(params)})")
         params.append(limit + 1)
         rows = await self._db.fetch(
@@ -249,7 +250,19 @@ class GraphRepository(GraphRelationships, GraphReads):
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_cursor = encode_cursor(
-                Position(created_at=last["created_at"], id=last["id"]), digest
-            )
+            next_cursor = encode_page_token([last["created_at"], str(last["id"])], token_filters)
         return ObjectPage(objects=objects, next_cursor=next_cursor)
+
+
+def _cursor_position(cursor: str, filters: Mapping[str, Any]) -> tuple[datetime, uuid.UUID] | None:
+    """The (created_at, id) an object list resumes after; None for the first page."""
+    position = decode_page_token(cursor, filters, arity=2, field="cursor")
+    if position is None:
+        return None
+    created_at, object_id = position
+    try:
+        if not isinstance(created_at, datetime) or not isinstance(object_id, str):
+            raise ValueError("wrong kinds")
+        return created_at, uuid.UUID(object_id)
+    except ValueError:
+        raise not_a_page_token("cursor") from None

@@ -8,7 +8,7 @@ Hierarchy::
     └── MalformedModelReply    a 200 whose body is not JSON or holds no candidate
 
 google-genai and transport errors are translated into these in one place,
-:func:`agentfleet.llm.genai_client.translate_error`.
+:func:`agentfleet.llm.genai_translate.translate_error`.
 """
 
 from __future__ import annotations

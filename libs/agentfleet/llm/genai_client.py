@@ -12,33 +12,26 @@ Calls take the fast path (:mod:`agentfleet.llm.genai_fast`) when the switch
 from __future__ import annotations
 
 import asyncio
-import json
-import random
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import pydantic
 import structlog
 from google import genai
 from google.auth.transport import mtls
-from google.genai import errors as genai_errors
 from google.genai import types
 from opentelemetry import trace
 
 from agentfleet.config import ConfigError, Settings
-from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy, TokenUsage
+from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy
 from agentfleet.llm.errors import (
     MalformedModelReply,
-    ModelError,
-    ModelRequestError,
-    TransientModelError,
 )
 from agentfleet.llm.genai_fast import FastGenerate, request_config
 from agentfleet.llm.genai_selfcheck import check_fast_path
+from agentfleet.llm.genai_translate import reply_from_response, retry_delay
 from agentfleet.llm.genai_transport import new_session
 
 _log = structlog.get_logger(__name__)
@@ -269,23 +262,7 @@ class GenaiModelClient:
             except MalformedModelReply:
                 raise
             except Exception as exc:
-                error = translate_error(exc, self._retry, attempts=attempt)
-                if error is None:
-                    raise
-                if not isinstance(error, TransientModelError) or (
-                    attempt >= self._retry.max_attempts
-                ):
-                    raise error from exc
-                delay = backoff_delay(self._retry, attempt, retry_hint_s(exc))
-                _log.warning(
-                    "model call failed, retrying",
-                    model=model,
-                    status=error.status_code,
-                    error=error.message,
-                    attempt=attempt,
-                    delay_s=round(delay, 3),
-                )
-                await asyncio.sleep(delay)
+                await asyncio.sleep(retry_delay(exc, self._retry, attempt=attempt, model=model))
 
 
 def _uses_vertex(settings: Settings | None) -> bool:
@@ -312,103 +289,3 @@ def _fast_path_verdict(enabled: bool, *, vertex: bool) -> str | None:
         _WARNED.add(reason)
         _log.warning("google-genai fast path off: model calls take the SDK's path", why=reason)
     return reason
-
-
-def translate_error(exc: Exception, policy: RetryPolicy, *, attempts: int) -> ModelError | None:
-    """The :class:`ModelError` for a google-genai or transport error; None if foreign."""
-    if isinstance(exc, genai_errors.APIError):
-        code = int(exc.code) if exc.code else None
-        message = exc.message or str(exc)
-        if code is not None and code in policy.retry_statuses:
-            return TransientModelError(message, status_code=code, attempts=attempts)
-        if code is not None and 400 <= code < 500:
-            return ModelRequestError(message, status_code=code, attempts=attempts)
-        return ModelError(message, status_code=code, attempts=attempts)
-    if isinstance(exc, RecursionError):
-        # A reply nested deeper than the JSON decoder goes (a hostile or broken server).
-        return MalformedModelReply(
-            "model reply is nested too deeply to decode", status_code=200, attempts=attempts
-        )
-    if isinstance(
-        exc, json.JSONDecodeError | genai_errors.UnknownApiResponseError | pydantic.ValidationError
-    ):
-        return MalformedModelReply(
-            f"model reply is not valid JSON: {_shorten(str(exc))}",
-            status_code=200,
-            attempts=attempts,
-        )
-    # No CancelledError here: it is a BaseException and must always propagate.
-    if isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError):
-        return TransientModelError(
-            f"connection to the model failed: {exc!r}", status_code=None, attempts=attempts
-        )
-    return None
-
-
-def backoff_delay(policy: RetryPolicy, attempt: int, hint_s: float | None = None) -> float:
-    """Seconds to wait after failed ``attempt`` (1-based): exponential with jitter in
-    [half, full], raised to the server's retry hint, never over ``max_delay_s``."""
-    ceiling = min(policy.max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
-    delay = random.uniform(ceiling / 2, ceiling)
-    if hint_s is not None:
-        delay = max(delay, hint_s)
-    return min(delay, policy.max_delay_s)
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-
-
-def retry_hint_s(exc: BaseException) -> float | None:
-    """The ``google.rpc.RetryInfo.retryDelay`` of an API error, in seconds, if it has one."""
-    body: Any = getattr(exc, "details", None)
-    error = body.get("error") if isinstance(body, dict) else None
-    details = error.get("details") if isinstance(error, dict) else None
-    for item in details if isinstance(details, list) else []:
-        if isinstance(item, dict) and str(item.get("@type", "")).endswith("RetryInfo"):
-            match = _DURATION.match(str(item.get("retryDelay", "")))
-            if match:
-                return float(match.group(1))
-    return None
-
-
-def reply_from_response(response: types.GenerateContentResponse, *, attempts: int) -> ModelReply:
-    """The :class:`ModelReply` of a response; no candidate is a :class:`MalformedModelReply`."""
-    if not response.candidates:
-        feedback = response.prompt_feedback
-        reason = feedback.block_reason if feedback is not None else None
-        why = f" (prompt blocked: {_enum_text(reason)})" if reason is not None else ""
-        raise MalformedModelReply(
-            f"model reply has no candidates{why}", status_code=200, attempts=attempts
-        )
-    candidate = response.candidates[0]
-    content = candidate.content or types.Content(role="model", parts=[])
-    if content.role is None:
-        content = content.model_copy(update={"role": "model"})
-    parts = content.parts or []
-    usage = response.usage_metadata
-    return ModelReply(
-        content=content,
-        text="".join(p.text for p in parts if p.text and not p.thought),
-        function_calls=tuple(p.function_call for p in parts if p.function_call is not None),
-        finish_reason=_enum_text(candidate.finish_reason),
-        usage=TokenUsage(
-            prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
-            output_tokens=((usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0))
-            if usage
-            else 0,
-            total_tokens=(usage.total_token_count or 0) if usage else 0,
-        ),
-        model_version=response.model_version,
-        response_id=response.response_id,
-        attempts=attempts,
-    )
-
-
-def _enum_text(value: object) -> str | None:
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
-
-
-def _shorten(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -21,13 +21,8 @@ from google import genai
 from google.genai import types
 
 from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy, TextDelta
-from agentfleet.llm.errors import MalformedModelReply, TransientModelError
-from agentfleet.llm.genai_client import (
-    backoff_delay,
-    reply_from_response,
-    retry_hint_s,
-    translate_error,
-)
+from agentfleet.llm.errors import MalformedModelReply
+from agentfleet.llm.genai_translate import reply_from_response, retry_delay
 
 _log = structlog.get_logger(__name__)
 
@@ -152,21 +147,13 @@ async def stream_with_retries(
         except MalformedModelReply:
             raise
         except Exception as exc:
-            error = translate_error(exc, policy, attempts=attempt)
-            if error is None:
-                raise
-            retryable = isinstance(error, TransientModelError) and not getattr(
-                exc, "delta_sent", False
-            )
-            if not retryable or attempt >= policy.max_attempts:
-                raise error from exc
-            delay = backoff_delay(policy, attempt, retry_hint_s(exc))
-            _log.warning(
-                "streamed model call failed, retrying",
-                model=model,
-                status=error.status_code,
-                error=error.message,
+            # Once pieces went out, a retry would send them again.
+            delay = retry_delay(
+                exc,
+                policy,
                 attempt=attempt,
-                delay_s=round(delay, 3),
+                model=model,
+                retryable=not getattr(exc, "delta_sent", False),
+                call="streamed model call",
             )
             await asyncio.sleep(delay)

@@ -9,11 +9,9 @@ own, see :func:`create_service_tokens`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import socket
 import sys
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ from agentfleet.config import SERVICE_NAMES, Settings, child_environment, load_s
 from agentfleet.secrets_crypto import new_key_entry
 from agentfleet.service_runtime import RunningService, start_service
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
+from agentfleet.testing.waiting import wait_for
 from agentfleet.tls import ClientTls, client_tls
 
 START_ORDER = ("toolpool", "history", "executor", "dispatcher")
@@ -196,18 +195,22 @@ async def wait_serving(  # type: ignore[no-untyped-def]
     address: str, *, timeout_s: float, process=None, tls: ClientTls | None = None
 ) -> None:
     """Waits until the health service at ``address`` says SERVING, or fails with a reason."""
-    deadline = time.monotonic() + timeout_s
     async with open_channel(address, tls=tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
+
+        async def serving() -> bool:
             if process is not None and process.returncode is not None:
                 raise AssertionError(f"process for {address} exited with {process.returncode}")
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"{address} not SERVING within {timeout_s}s")
+            reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+        await wait_for(
+            serving,
+            f"{address} to be SERVING",
+            timeout_s=timeout_s,
+            interval_s=0.05,
+            transient=(grpc.aio.AioRpcError,),
+        )
 
 
 NO_METRICS_PORTS = {f"AGENTFLEET_{name.upper()}_METRICS_PORT": "0" for name in SERVICE_NAMES}

@@ -1,0 +1,52 @@
+"""The executor's model client, built at the first model call.
+
+An executor without a model configured still starts; its runs fail with the reason
+(FAILED_PRECONDITION) instead of the process refusing to start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfleet import metrics
+from agentfleet.errors import FailedPrecondition
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
+from agentfleet.service_runtime import ServiceContext
+
+
+class LazyModelClient:
+    """Builds the google-genai client at the first model call, so an executor without a
+    model configured still starts (and its runs fail with the reason)."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self._context = context
+        self._client: GenaiModelClient | None = None
+
+    async def generate(self, **kwargs: Any) -> ModelReply:
+        client = self._built()
+        return await metrics.timed_model_call(
+            client.generate(**kwargs), model=str(kwargs.get("model", ""))
+        )
+
+    async def generate_stream(self, **kwargs: Any) -> ModelReply:
+        client = self._built()
+        return await metrics.timed_model_call(
+            client.generate_stream(**kwargs), model=str(kwargs.get("model", ""))
+        )
+
+    def _built(self) -> GenaiModelClient:
+        if self._client is None:
+            settings = self._context.settings
+            retry = RetryPolicy(
+                max_attempts=settings.model_max_attempts,
+                base_delay_s=settings.model_retry_base_s,
+            )
+            try:
+                self._client = GenaiModelClient.from_settings(settings, retry=retry)
+            except ValueError as exc:  # ConfigError: no model configured
+                raise FailedPrecondition(f"no model available: {exc}") from exc
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,113 @@
+"""StartRun and ResumeRun requests checked and turned into the queue's parameters.
+
+Every bad field is named in one INVALID_ARGUMENT (``google.rpc.BadRequest``), so a caller
+fixes them all at once; a request that passes is a :class:`StartRunParams` or
+:class:`ResumeParams`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.request_ids import request_id_violations
+from agentfleet.run_limits import MAX_TOTAL_STEPS
+from agentfleet.telemetry import current_trace_id
+from agentfleet.v1 import executor_pb2
+from services.executor.resume import ResumeParams
+from services.executor.runs import StartRunParams
+from services.executor.threads import THREAD_ID_PATTERN
+
+MAX_INPUT_BYTES = 1024 * 1024
+MAX_TIMEOUT_S = 24 * 3600
+MAX_LABELS = 32
+
+
+def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
+    """Validates a StartRunRequest; InvalidArgument names every bad field."""
+    problems: list[FieldViolation] = []
+    if not request.agent_name.strip():
+        problems.append(FieldViolation("agent_name", "is required"))
+    if not request.input.strip():
+        problems.append(FieldViolation("input", "is required"))
+    elif len(request.input.encode()) > MAX_INPUT_BYTES:
+        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+    max_steps, timeout_s = _budget(request, problems)
+    if len(request.labels) > MAX_LABELS:
+        problems.append(FieldViolation("labels", f"at most {MAX_LABELS} labels"))
+    for key, value in request.labels.items():
+        if not 1 <= len(key) <= 63:
+            problems.append(FieldViolation(f"labels[{key!r}]", "keys are 1 to 63 characters"))
+        if len(value) > 256:
+            problems.append(FieldViolation(f"labels[{key!r}]", "values are at most 256 chars"))
+    problems += request_id_violations(request.request_id)
+    if request.task_id and not is_uuid(request.task_id):
+        problems.append(FieldViolation("task_id", "must be a UUID"))
+    if request.thread_id and not THREAD_ID_PATTERN.match(request.thread_id):
+        problems.append(
+            FieldViolation("thread_id", "must be 1 to 128 letters, digits or . _ : - characters")
+        )
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+    return StartRunParams(
+        project_id=request.project_id,
+        agent_name=request.agent_name.strip(),
+        agent_definition_id=None,
+        input=request.input,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+        labels=dict(request.labels),
+        request_id=request.request_id or None,
+        task_id=request.task_id or None,
+        trace_id=current_trace_id(),
+        thread_id=request.thread_id or None,
+    )
+
+
+def _budget(
+    request: executor_pb2.StartRunRequest | executor_pb2.ResumeRunRequest,
+    problems: list[FieldViolation],
+) -> tuple[int | None, float | None]:
+    """The request's max_steps and timeout (None when unset); bad values go to ``problems``."""
+    max_steps: int | None = None
+    if request.HasField("max_steps"):
+        max_steps = request.max_steps
+        if not 1 <= max_steps <= MAX_TOTAL_STEPS:
+            problems.append(FieldViolation("max_steps", f"must be 1 to {MAX_TOTAL_STEPS}"))
+    timeout_s: float | None = None
+    if request.HasField("timeout"):
+        timeout_s = request.timeout.seconds + request.timeout.nanos / 1e9
+        if not 0 < timeout_s <= MAX_TIMEOUT_S:
+            problems.append(
+                FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
+            )
+    return max_steps, timeout_s
+
+
+def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
+    """Validates a ResumeRunRequest; InvalidArgument names every bad field."""
+    problems: list[FieldViolation] = []
+    if not is_uuid(request.run_id):
+        problems.append(FieldViolation("run_id", "must be a run id (UUID)"))
+    if len(request.input.encode()) > MAX_INPUT_BYTES:
+        problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
+    max_steps, timeout_s = _budget(request, problems)
+    problems += request_id_violations(request.request_id)
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+    return ResumeParams(
+        project_id=request.project_id,
+        run_id=request.run_id,
+        input=request.input,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+        request_id=request.request_id or None,
+    )
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
