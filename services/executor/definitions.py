@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -25,60 +25,17 @@ from agentfleet.pagination import (
     page_of,
 )
 from services.executor.approvals import check_definition_config
+from services.executor.model_config import ModelConfig
 
 FlowType = Literal["single", "sequential", "loop", "parallel"]
 Visibility = Literal["external", "project", "internal"]
 
 FLOW_TYPES: tuple[FlowType, ...] = ("single", "sequential", "loop", "parallel")
 VISIBILITIES: tuple[Visibility, ...] = ("external", "project", "internal")
-DEFAULT_PROVIDER = "google"
-DEFAULT_MODEL_NAME = "gemini-2.5-flash"
 DEFAULT_MAX_ITERATIONS = 10
 """LOOP flow passes when the definition leaves max_iterations unset."""
 EXTERNAL_LISTING: tuple[Visibility, ...] = ("external", "project")
 """Visibilities listed when the caller names none (INTERNAL only on request)."""
-
-
-@dataclass(kw_only=True, slots=True)
-class ModelConfig:
-    """Model settings of a definition (the jsonb column ``model``)."""
-
-    provider: str = DEFAULT_PROVIDER
-    """Model provider; "google" (Gemini through google-genai) is the only one today."""
-    name: str = DEFAULT_MODEL_NAME
-    temperature: float | None = None
-    """None uses the model's default."""
-    max_output_tokens: int | None = None
-    """None uses the model's default."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Further generation settings (google-genai GenerateContentConfig names), only those
-    ``$defs/model_extra`` of manifest.schema.json allows; checked on write and again before
-    each run."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The jsonb document stored in ``agent_definitions.model``."""
-        document: dict[str, Any] = {"provider": self.provider, "name": self.name}
-        if self.temperature is not None:
-            document["temperature"] = self.temperature
-        if self.max_output_tokens is not None:
-            document["max_output_tokens"] = self.max_output_tokens
-        if self.extra:
-            document["extra"] = self.extra
-        return document
-
-    @classmethod
-    def from_json(cls, document: Mapping[str, Any] | None) -> ModelConfig:
-        """Reads the stored document; missing keys take the defaults."""
-        document = document or {}
-        max_output = document.get("max_output_tokens")
-        temperature = document.get("temperature")
-        return cls(
-            provider=document.get("provider") or DEFAULT_PROVIDER,
-            name=document.get("name") or DEFAULT_MODEL_NAME,
-            temperature=float(temperature) if temperature is not None else None,
-            max_output_tokens=int(max_output) if max_output is not None else None,
-            extra=dict(document.get("extra") or {}),
-        )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -113,7 +70,7 @@ class AgentDefinition:
     config: dict[str, Any] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the final answer (stored as AgentRun.output); None = free text."""
-    streaming: bool = False
+    streaming: bool | None = None
     """Stream model replies: MODEL_TEXT_DELTA events reach live subscribers."""
     id: uuid.UUID | None = None
     project_id: str = ""

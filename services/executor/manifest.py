@@ -15,28 +15,23 @@ its field path (``manifest.agents[2].flow_type``). Pure: no I/O except loading t
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-
+from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.mcp_stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
-from services.executor.definitions import AgentDefinition, ModelConfig
+from agentfleet.mcp_config import LiteralRefusal
+from agentfleet.mcp_stdio import StdioAllowlist, require_allowed_stdio
+from services.executor.definitions import AgentDefinition
+from services.executor.manifest_schema import schema_violations
+from services.executor.model_config import ModelConfig
 from services.executor.output_schema import output_schema_violations
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""
 MAX_AGENTS = 200
 MAX_MCP_SERVERS = 50
-_MAX_DESCRIPTION_CHARS = 300
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -70,20 +65,6 @@ class Manifest:
     """The manifest as given (stored in kb.products.manifest)."""
 
 
-@cache
-def manifest_schema() -> dict[str, Any]:
-    """The manifest JSON schema (loaded once)."""
-    return json.loads(_SCHEMA_PATH.read_text())
-
-
-@cache
-def _validator(definition: str | None = None) -> Draft202012Validator:
-    schema = manifest_schema()
-    if definition is not None:
-        schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": definition}
-    return Draft202012Validator(schema)
-
-
 def parse_manifest(
     document: Mapping[str, Any], *, project_agents: Collection[str] | None = None
 ) -> Manifest:
@@ -106,14 +87,6 @@ def parse_manifest(
     if violations:
         raise InvalidArgument.for_fields(violations)
     return manifest
-
-
-def schema_violations(
-    document: Any, prefix: str, *, definition: str | None = None
-) -> list[FieldViolation]:
-    """Schema errors of ``document`` (or of one ``$defs`` ``definition``), named by path."""
-    errors = _validator(definition).iter_errors(document)
-    return [violation for error in errors for violation in _describe(error, prefix)]
 
 
 def semantic_violations(
@@ -173,6 +146,22 @@ def check_stdio_servers(manifest: Manifest, allowlist: StdioAllowlist) -> None:
             )
 
 
+def check_url_destinations(manifest: Manifest, refusal: LiteralRefusal) -> None:
+    """:class:`InvalidArgument` naming ``manifest.mcp.servers[i].url`` for every HTTP server
+    whose URL host is refused as written (literal private address, localhost, metadata
+    name): the same save-time check the toolpool's UpsertMcpServer applies.
+    """
+    violations = [
+        violation
+        for i, server in enumerate(manifest.mcp_servers)
+        for violation in mcp_config.url_destination_violations(
+            server, refusal, prefix=f"manifest.mcp.servers[{i}]"
+        )
+    ]
+    if violations:
+        raise InvalidArgument.for_fields(violations)
+
+
 def flow_violations(agent: AgentDefinition, path: str) -> list[FieldViolation]:
     """Checks that sub_agents, max_iterations and flow_type agree for one definition."""
     out: list[FieldViolation] = []
@@ -224,9 +213,9 @@ def definition_document(definition: AgentDefinition) -> dict[str, Any]:
         "tags": list(definition.tags),
         "trigger": definition.trigger,
         "config": dict(definition.config),
-        "streaming": definition.streaming,
     }
     optional = {
+        "streaming": definition.streaming,
         "output_schema": definition.output_schema,
         "max_iterations": definition.max_iterations,
         "max_steps": definition.max_steps,
@@ -266,7 +255,7 @@ def _agent(doc: Mapping[str, Any]) -> AgentDefinition:
         trigger=doc.get("trigger") or None,
         config=dict(doc.get("config", {})),
         output_schema=doc.get("output_schema"),
-        streaming=doc.get("streaming", False),
+        streaming=doc.get("streaming"),
     )
 
 
@@ -312,16 +301,8 @@ def _server_violations(servers: list[McpServerSpec]) -> Iterable[FieldViolation]
                 f"manifest.mcp.servers[{first[server.name]}]",
             )
         first.setdefault(server.name, i)
-        if server.transport == "stdio":
-            stray = {"url": server.url, "headers": server.headers}
-            yield from loader_env_violations(server.env, f"{path}.env")
-        else:
-            stray = {"command": server.command, "args": server.args, "env": server.env}
-        for key, value in stray.items():
-            if value:
-                yield FieldViolation(
-                    f"{path}.{key}", f"must be empty for the {server.transport} transport"
-                )
+        # The rules every MCP server row meets, whoever writes it (toolpool or product).
+        yield from mcp_config.server_violations(server, prefix=path, timeout_suffix="_s")
         # Two servers exposing tools under the same prefix would shadow each other's tools.
         prefix = f"{server.name}__" if server.tool_prefix is None else server.tool_prefix
         if prefix and prefix in prefixes and not duplicate:
@@ -352,51 +333,3 @@ def _cycle_violations(agents: list[AgentDefinition]) -> Iterable[FieldViolation]
                 elif member not in seen:
                     seen.add(member)
                     stack.append((member, [*trail, member]))
-
-
-def _describe(error: ValidationError, prefix: str) -> list[FieldViolation]:
-    path = _path(prefix, error.absolute_path)
-    instance, value, kind = error.instance, error.validator_value, error.validator
-    if kind == "required" and isinstance(instance, Mapping):
-        transport = instance.get("transport") if "then" in error.relative_schema_path else None
-        why = f"is required for the {transport} transport" if transport else "is required"
-        return [FieldViolation(_path(path, [key]), why) for key in value if key not in instance]
-    if kind == "additionalProperties" and isinstance(instance, Mapping):
-        allowed = error.schema.get("properties", {})
-        extras = [key for key in instance if key not in allowed]
-        why = error.schema.get("x-additional-hint", "is not a known field")
-        return [FieldViolation(_path(path, [key]), why) for key in extras]
-    if kind == "pattern" and "x-pattern-hint" in error.schema:
-        if "propertyNames" in error.relative_schema_path:
-            # The error sits on the map; the bad key is the instance.
-            path = _path(path, [str(instance)])
-        description = f"{error.schema['x-pattern-hint']} (got {_short(instance)})"
-    elif kind in ("maxItems", "maxProperties"):
-        description = f"has {len(instance)} entries; at most {value}"
-    elif kind in ("maxLength", "minLength"):
-        bound = "at most" if kind == "maxLength" else "at least"
-        description = f"is {len(instance)} characters long; {bound} {value}"
-    elif kind == "type":
-        description = f"{_short(instance)} is not of type {value!r}"
-    else:
-        description = error.message
-    if len(description) > _MAX_DESCRIPTION_CHARS:
-        description = description[: _MAX_DESCRIPTION_CHARS - 3] + "..."
-    return [FieldViolation(path, description)]
-
-
-def _path(prefix: str, parts: Iterable[str | int]) -> str:
-    out = prefix
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _IDENTIFIER.match(part):
-            out += f".{part}"
-        else:
-            out += f"[{part}]"
-    return out
-
-
-def _short(instance: Any) -> str:
-    text = repr(instance)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -23,6 +23,7 @@ import asyncpg
 
 from agentfleet.db import notify
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
+from agentfleet.mcp_config import LiteralRefusal
 from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.request_ids import checked_request_id
@@ -30,6 +31,7 @@ from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.manifest import (
     Manifest,
     check_stdio_servers,
+    check_url_destinations,
     definition_document,
     parse_manifest,
     semantic_violations,
@@ -44,6 +46,7 @@ from services.executor.product_store import (
     stored_response,
     upsert_mcp_server,
 )
+from services.toolpool.mcp.egress import EgressPolicy
 
 MCP_SERVERS_CHANNEL = "agentfleet_mcp_servers"
 """NOTIFY channel whose payload is a project id whose MCP servers changed."""
@@ -136,9 +139,13 @@ class ProductRegistry:
         definitions: DefinitionRepository | None = None,
         *,
         stdio_allowlist: StdioAllowlist = (),
+        mcp_url_refusal: LiteralRefusal | None = None,
     ) -> None:
         self._stdio_allowlist = stdio_allowlist
         """Command lines a product's stdio MCP servers may run (AGENTFLEET_MCP_STDIO_ALLOWLIST)."""
+        self._mcp_url_refusal = mcp_url_refusal or EgressPolicy().literal_refusal
+        """Why an MCP server URL host is refused as written: the toolpool's egress policy
+        (AGENTFLEET_MCP_ALLOWED_NETWORKS); by default only public destinations pass."""
         self._pool = pool
         self._definitions = definitions or DefinitionRepository(pool)
 
@@ -159,6 +166,7 @@ class ProductRegistry:
         """
         checked_request_id(request_id)
         manifest = parse_manifest(document)
+        check_url_destinations(manifest, self._mcp_url_refusal)
         check_stdio_servers(manifest, self._stdio_allowlist)
         try:
             async with self._pool.acquire() as conn, conn.transaction():

@@ -9,6 +9,7 @@ from services.executor.definitions import DefinitionRepository
 from services.executor.registry import ProductRegistry
 from services.executor.registry_server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
+from services.toolpool.mcp.egress import EgressPolicy
 
 # Installing products and editing definitions changes what runs: administrators only.
 REGISTRY_ADMIN_METHODS = (
@@ -43,6 +44,10 @@ async def build(context: ServiceContext) -> ServiceParts:
                         context.pool,
                         definitions,
                         stdio_allowlist=context.settings.mcp_stdio_allowlist,
+                        # The toolpool's save-time URL check, on the product path too.
+                        mcp_url_refusal=EgressPolicy(
+                            allowed_networks=context.settings.mcp_allowed_networks
+                        ).literal_refusal,
                     ),
                     definitions,
                 ),

@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+import ipaddress
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from services.executor.manifest import McpServerSpec
 from services.executor.product_store import upsert_mcp_server
 from services.executor.registry import MCP_SERVERS_CHANNEL, ProductRegistry
 from services.executor.registry_server import AgentRegistryServicer
+from services.toolpool.mcp.egress import EgressPolicy
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 ADMIN_METHODS = (
@@ -35,6 +37,7 @@ ADMIN_METHODS = (
     "UpsertAgentDefinition",
     "DeleteAgentDefinition",
 )
+LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
 AGENTS = ["data-analyst", "paper-summarizer", "research-assistant", "web-browser"]
 
 
@@ -61,7 +64,13 @@ async def registry(db_pool: asyncpg.Pool) -> AsyncIterator[Registry]:
                 registry_pb2_grpc,
                 "AgentRegistryService",
                 AgentRegistryServicer(
-                    ProductRegistry(db_pool, definitions, stdio_allowlist=TEST_STDIO_COMMANDS),
+                    ProductRegistry(
+                        db_pool,
+                        definitions,
+                        stdio_allowlist=TEST_STDIO_COMMANDS,
+                        # As the test stack's AGENTFLEET_MCP_ALLOWED_NETWORKS: loopback only.
+                        mcp_url_refusal=EgressPolicy(allowed_networks=LOOPBACK).literal_refusal,
+                    ),
                     definitions,
                 ),
                 admin_methods=ADMIN_METHODS,
@@ -268,6 +277,29 @@ async def test_manifest_errors_name_their_fields_and_store_nothing(registry: Reg
             "names no agent of the manifest or the project: 'nobody'"
         )
     }
+    assert await stored_counts(registry.pool) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.5/mcp",
+        "http://metadata.google.internal/",
+    ],
+)
+async def test_a_product_mcp_url_to_a_refused_destination_is_refused_before_anything_is_written(
+    registry: Registry, url: str
+) -> None:
+    # The toolpool's UpsertMcpServer refuses these URLs when saved; InstallProduct writes
+    # the same table and must refuse them too (it once stored them).
+    product = example()
+    product["mcp"]["servers"].append({"name": "meta", "transport": "sse", "url": url})
+    error = await rpc_error(registry.stub.InstallProduct(install_request(product)))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violations = field_violations(error)
+    assert list(violations) == ["manifest.mcp.servers[1].url"]
+    assert violations["manifest.mcp.servers[1].url"].startswith("refused destination: ")
     assert await stored_counts(registry.pool) == (0, 0, 0)
 
 

@@ -7,12 +7,13 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.errors import InvalidArgument
-from services.executor.definitions import AgentDefinition, ModelConfig
+from services.executor.definitions import AgentDefinition
 from services.executor.manifest import (
     MAX_MANIFEST_BYTES,
     definition_violations,
     parse_manifest,
 )
+from services.executor.model_config import ModelConfig
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 
@@ -186,6 +187,24 @@ def test_semantic_errors_name_their_fields() -> None:
             "their tool names would clash"
         ),
     }
+
+
+def test_mcp_servers_meet_the_same_rules_as_the_toolpools_upsert() -> None:
+    # What UpsertMcpServer refuses, a manifest may not store either (one rule set).
+    document = {
+        "name": "p",
+        "version": "1",
+        "agents": [agent("a")],
+        "mcp": {
+            "servers": [
+                {"name": "s", "transport": "stdio", "command": "x", "env": {"K": "${broken"}},
+                {"name": "h", "transport": "sse", "url": "http://a/${TOKEN"},
+            ]
+        },
+    }
+    found = violations(document)
+    assert set(found) == {"manifest.mcp.servers[0].env[K]", "manifest.mcp.servers[1].url"}
+    assert all("malformed ${...} reference" in why for why in found.values())
 
 
 def test_a_loop_without_max_iterations_is_valid_and_takes_the_default_later() -> None:

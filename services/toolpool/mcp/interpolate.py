@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentfleet.errors import InvalidArgument
+# The reference syntax is shared with the save-time checks of both writers of kb.mcp_servers.
+from agentfleet.mcp_config import REFERENCE_TOKEN, references
 
 from .errors import MissingSecretError
 from .models import McpServerConfig, Transport
@@ -28,30 +29,6 @@ class ProjectSecrets(dict[str, str]):
         super().__init__(values)
         self.undecryptable = dict(undecryptable)
         """Name -> why it does not decrypt (no value in it)."""
-
-
-SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-
-# One alternative per token, tried left to right: escape, well-formed reference, a "${"
-# that starts neither (malformed).
-_TOKEN = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{")
-
-
-def references(text: str, *, field: str) -> list[str]:
-    """Names referenced by ``text``, in order; InvalidArgument naming ``field`` if malformed."""
-    names: list[str] = []
-    for match in _TOKEN.finditer(text):
-        token = match.group(0)
-        if token == "$${":
-            continue
-        if match.group(1) is None:
-            raise InvalidArgument.for_field(
-                field,
-                "malformed ${...} reference at offset "
-                f"{match.start()}: write ${{NAME}} (letters, digits, _) or $${{ for a literal ${{",
-            )
-        names.append(match.group(1))
-    return names
 
 
 def interpolate(text: str, secrets: Mapping[str, str], *, field: str) -> str:
@@ -76,7 +53,7 @@ def _substitute(text: str, secrets: Mapping[str, str]) -> str:
             return "${"
         return secrets[match.group(1)]
 
-    return _TOKEN.sub(replace, text)
+    return REFERENCE_TOKEN.sub(replace, text)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

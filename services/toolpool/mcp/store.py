@@ -15,10 +15,11 @@ import structlog
 
 from agentfleet import db
 from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from agentfleet.mcp_config import SECRET_NAME
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.secrets_crypto import SealedSecret, SecretsKeyMissing, SecretsKeyring
 
-from .interpolate import SECRET_NAME, ProjectSecrets
+from .interpolate import ProjectSecrets
 from .models import McpServerConfig, SecretInfo
 from .validation import validate_server
 
