@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from _common import percentile
@@ -57,6 +58,7 @@ def summarize_peers(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, dict[s
         steps = [s for r in results for s in r.get("step_s", [])]
         rates = [r["concurrent"]["steps_per_s"] for r in results if "concurrent" in r]
         walls = [w for r in results if "fanout" in r for w in r["fanout"]["wall_s"]]
+        cpu = [r["cpu"] for r in results if "cpu" in r]
         out[system] = {
             "rounds": len(results),
             "n_steps": len(steps),
@@ -69,22 +71,46 @@ def summarize_peers(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, dict[s
             "fanout_wall_ms": statistics.median(walls) * 1000 if walls else None,
             "children": results[0].get("fanout", {}).get("children") if results else None,
             "persisted": results[0].get("persisted", "") if results else "",
+            "pool_size": results[0].get("pool_size") if results else None,
+            "concurrency": results[0].get("concurrency") if results else None,
+            # Medians over rounds, from /proc: the system's processes and PostgreSQL.
+            "cpu_all_ms_per_step": _median(cpu, "all_ms_per_step"),
+            "cpu_system_ms_per_step": _median(cpu, "system_ms_per_step"),
+            "cpu_postgres_ms_per_step": _median(cpu, "postgres_ms_per_step"),
+            "cpu_stub_ms_per_step": _median(cpu, "stub_ms_per_step"),
+            "rss_mib": (_median(cpu, "rss_kib") or 0) / 1024,
         }
     return out
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
 def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a and b else "n/a"
 
 
-def peer_section(summary: dict[str, dict[str, Any]], sizes: dict[str, int]) -> list[str]:
+def peer_section(
+    summary: dict[str, dict[str, Any]], sizes: dict[str, int], server: str = ""
+) -> list[str]:
     af = summary.get("agentfleet", {})
+    same = ", ".join(
+        f"{s}: pool {v['pool_size']}, {v['concurrency']} at once" for s, v in summary.items()
+    )
     lines = [
-        "## agentfleet vs google-adk vs LangGraph (same run, same PostgreSQL server)",
+        f"## agentfleet vs google-adk vs LangGraph ({server or 'same PostgreSQL server'})",
         "",
-        f"Scripted agent: {sizes['steps']} steps timed per round (one model call + one tool call "
-        f"per step), {sizes['agents']} concurrent agents x {sizes['concurrent_steps']} steps, "
-        f"rounds interleaved A B C A B C ({sizes['rounds']} rounds). Fake models answer at once.",
+        f"Scripted agent: {sizes['steps']} steps timed per round after one warm-up run (n = "
+        f"steps - 1 gaps per round, pooled over {sizes['rounds']} rounds interleaved, one "
+        f"system after another), one model call + one tool call per step; "
+        f"{sizes['agents']} concurrent agents x {sizes['concurrent_steps']} steps. Every "
+        "system's model is the same stub Gemini server in its own process, over HTTP "
+        "through google-genai, answering at once. "
+        "Timed span of a step: from one tool response reaching the client to the next.",
+        "",
+        f"Same for every system (pool size, runs at once): {same}.",
         "",
         "| system | step p50 ms | p90 | p99 | 1 agent steps/s | "
         f"{sizes['agents']} agents steps/s | step p50 vs agentfleet "
@@ -101,6 +127,21 @@ def peer_section(summary: dict[str, dict[str, Any]], sizes: dict[str, int]) -> l
         )
     lines += [
         "",
+        f"CPU per step over the {sizes['agents']}-agent part, read from /proc (user + system), "
+        "medians over rounds; the stub model's CPU apart (it stands for a remote model):",
+        "",
+        "| system | all processes ms/step | system's processes | PostgreSQL | stub (apart) "
+        "| RSS MiB after |",
+        "|---|---|---|---|---|---|",
+    ]
+    for system, s in summary.items():
+        lines.append(
+            f"| {system} | {_ms(s['cpu_all_ms_per_step'])} | {_ms(s['cpu_system_ms_per_step'])} "
+            f"| {_ms(s['cpu_postgres_ms_per_step'])} | {_ms(s['cpu_stub_ms_per_step'])} "
+            f"| {s['rss_mib']:.0f} |"
+        )
+    lines += [
+        "",
         f"Fan-out: {sizes['children']} sub-agents in parallel, each answering at once:",
         "",
     ]
@@ -108,7 +149,8 @@ def peer_section(summary: dict[str, dict[str, Any]], sizes: dict[str, int]) -> l
     how = {
         "agentfleet": "spawn_agents: 10 child runs (rows, events, leases) in the executor",
         "adk": "ParallelAgent of LlmAgents, one session",
-        "langgraph": "Send to a child node, checkpointed",
+        "langgraph (sync)": "Send to a child node, checkpointed (awaited)",
+        "langgraph (async)": "Send to a child node, checkpointed in the background",
     }
     for system, s in summary.items():
         lines.append(f"| {system} | {how.get(system, '')} | {_ms(s['fanout_wall_ms'])} |")
@@ -116,10 +158,11 @@ def peer_section(summary: dict[str, dict[str, Any]], sizes: dict[str, int]) -> l
     for system, s in summary.items():
         lines.append(f"- **{system}**: {s['persisted']}")
     lines += [
-        "- agentfleet's model is the stub Gemini HTTP server (a real HTTP round trip per "
-        "step through google-genai); the peers' fake models are Python objects in-process.",
         "- agentfleet's tool is `get_entity` through ToolPool CallTool (gRPC hop + a database "
         "read); the peers' tool is an in-process function.",
+        '- LangGraph `durability="sync"` writes each checkpoint before going on, as '
+        "agentfleet and ADK await their commits: it is the headline; `async` (its default) "
+        "is shown beside it.",
         "- agentfleet runs executor and toolpool as separate processes; the client follows "
         "the StartRun gRPC stream. ADK and LangGraph run in the client's process.",
         "",
@@ -127,19 +170,26 @@ def peer_section(summary: dict[str, dict[str, Any]], sizes: dict[str, int]) -> l
     return lines
 
 
-def headlines(summary: dict[str, dict[str, Any]], parsed: dict[str, Parsed]) -> list[str]:
+def headlines(
+    summary: dict[str, dict[str, Any]],
+    parsed: dict[str, Parsed],
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The headline block (RESULTS and README); ``extra``: floors, the slow-model figures
+    and the MISSED / NOT MEASURED target lines, appended as they are."""
     lines = ["## Headline numbers", "", "```"]
     af = summary.get("agentfleet")
     if af:
         lines.append(
-            f"agentfleet step (model + tool + persistence, over gRPC): p50 "
+            f"agentfleet step (model + tool + persistence, over gRPC), CPU "
+            f"{_ms(af.get('cpu_all_ms_per_step'))} ms/step all processes: p50 "
             f"{_ms(af['step_p50_ms'])} ms, p99 {_ms(af['step_p99_ms'])} ms"
         )
         lines.append(
             f"agentfleet {af['agents']} concurrent agents: "
             f"{af['concurrent_steps_per_s'] or 0:.0f} steps/s"
         )
-        for peer in ("adk", "langgraph"):
+        for peer in ("adk", "langgraph (sync)", "langgraph (async)"):
             if peer in summary:
                 p = summary[peer]
                 lines.append(
@@ -153,4 +203,19 @@ def headlines(summary: dict[str, dict[str, Any]], parsed: dict[str, Parsed]) -> 
         for p in parsed.get(script, Parsed()).percentiles:
             if wanted in p.label:
                 lines.append(f"{p.label.strip()}: p50 {p.p50:.2f} ms, p99 {p.p99:.2f} ms")
-    return [*lines, "```", ""]
+    return [*lines, *extra, "```", ""]
+
+
+def latency_lines(figures: dict[str, Any]) -> list[str]:
+    """Headline lines of ``llm_latency.py --json``: one per model delay."""
+    lines = []
+    for f in figures.get("by_delay", []):
+        lines.append(
+            f"{f['runs']} concurrent runs, model {f['model_delay_s']:g} s, one executor: "
+            f"{f['steps_per_s']:.0f} steps/s, overhead beyond the model p50 "
+            f"{_ms(f['overhead_p50_ms'])} / p99 {_ms(f['overhead_p99_ms'])} ms "
+            f"(n={f['overhead_n']}), first event p50 {_ms(f['first_event_p50_ms'])} ms, "
+            f"executor CPU {f['executor_cpu_ms_per_step']:.2f} ms/step, "
+            f"RSS {f['rss_kib_per_run']:.0f} KiB per in-flight run"
+        )
+    return lines

@@ -52,8 +52,9 @@ from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
+from services.executor.model_config import ModelConfig
 from services.executor.queue import RunQueue
 from services.executor.runs import StartRunParams
 from services.executor.tool_gateway import GrpcToolGateway, InMemoryToolGateway, ToolGateway

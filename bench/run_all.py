@@ -1,11 +1,16 @@
-"""``make bench``: every bench script and the peer comparison on one PostgreSQL server,
-then bench/RESULTS.md and bench/plots/*.png.
+"""``make bench``: every bench script and the peer comparison, then bench/RESULTS.md and
+bench/plots/*.png.
 
-Starts one embedded PostgreSQL (fsync off: the same for every system) and passes its URL
-to everything as DATABASE_URL (each script makes and drops its own database there). Runs
-every ``bench/*.py`` but the private ones (``_*``), this file and ``watch_fanout.py`` (run
-with --json); then the peer rounds, interleaved agentfleet / adk / langgraph; then the
-fan-out sizes for the plot. Prints the load average at start and end and each part's time.
+One stub Gemini server in its own process (``python -m agentfleet.gemini_stub``) is every
+system's model. Two embedded PostgreSQL servers, one after the other: **durable** (fsync,
+synchronous_commit and full_page_writes on, PostgreSQL's defaults) and **fast** (all three
+off); the settings are read back with SHOW and written in RESULTS. On each: the floors
+(bare HTTP round trip to the stub, bare gRPC echo, one commit) and the peer rounds,
+interleaved agentfleet / adk / langgraph (sync) / langgraph (async), every system on the
+same pool size and runs at once. On the fast one also every ``bench/*.py`` but the private
+ones (``_*``) and this file, and the fan-out sizes for the plot. Targets of issue #16 are
+checked and the missed ones flagged. Prints the load average at start and end and each
+part's time.
 
 ``python bench/run_all.py [--quick] [--only a.py,b.py] [--skip x.py]``; peers need
 bench/.peers-venv (``make bench`` makes it).
@@ -15,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib.metadata as md
 import json
 import os
@@ -32,13 +36,22 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from _common import interrupt, machine, temporary_folder  # noqa: E402
+from _floors import floor_headline, floor_lines, measure_floors  # noqa: E402
 from _parse import Parsed, parse_output  # noqa: E402
-from _results import area_section, headlines, peer_section, summarize_peers  # noqa: E402
+from _peer_rounds import PEERS_PY, fanout_sizes, peer_rounds  # noqa: E402
+from _results import (  # noqa: E402
+    area_section,
+    headlines,
+    latency_lines,
+    peer_section,
+    summarize_peers,
+)
+from _servers import describe, postgres_facts, stub_process  # noqa: E402
+from _targets import Check, checks_table, latency_checks, missed_lines, peer_checks  # noqa: E402
 
 from agentfleet import db  # noqa: E402
 from agentfleet.embedded_pg import EmbeddedPostgres  # noqa: E402
 
-PEERS_PY = HERE / ".peers-venv" / "bin" / "python"
 OWN = {"run_all.py", "watch_fanout.py"}
 HEAVY = {"history_pagination.py", "dispatch.py"}  # skipped by --quick: 1M rows, 10k tasks
 CLEANUP_GRACE_S = 30.0
@@ -102,79 +115,6 @@ async def _server_version(url: str) -> str:
         await conn.close()
 
 
-def peer_rounds(
-    args: argparse.Namespace, env: dict[str, str], out_dir: Path, log: list[str]
-) -> dict[str, list[dict[str, Any]]]:
-    sizes = [
-        "--steps",
-        str(args.steps),
-        "--agents",
-        str(args.agents),
-        "--concurrent-steps",
-        str(args.concurrent_steps),
-        "--children",
-        "10",
-        "--fanout-repeats",
-        str(args.fanout_repeats),
-    ]
-    systems = [("agentfleet", sys.executable, "agentfleet_scripted.py")]
-    if PEERS_PY.exists():
-        systems += [
-            ("adk", str(PEERS_PY), "adk_scripted.py"),
-            ("langgraph", str(PEERS_PY), "langgraph_scripted.py"),
-        ]
-    else:
-        log.append("peers venv missing (bench/.peers-venv): peers not measured")
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in systems}
-    for r in range(args.rounds):
-        for name, python, script in systems:  # A B C A B C: load drifts hit all alike
-            target = out_dir / f"{name}-{r}.json"
-            status, text, took = run(
-                [python, str(HERE / "peers" / script), *sizes, "--json", str(target)], env, 300
-            )
-            print(f"  round {r + 1} {name}: {status} in {took:.1f} s", flush=True)
-            if target.exists():
-                results[name].append(json.loads(target.read_text()))
-            else:
-                log.append(f"{name} round {r + 1}: {status}\n{text[-1500:]}")
-    return results
-
-
-def fanout_sizes(
-    args: argparse.Namespace, env: dict[str, str], out_dir: Path
-) -> dict[str, list[list[float]]]:
-    lines: dict[str, list[list[float]]] = {}
-    systems = [("agentfleet", sys.executable, "agentfleet_scripted.py")]
-    if PEERS_PY.exists():
-        systems += [
-            ("adk", str(PEERS_PY), "adk_scripted.py"),
-            ("langgraph", str(PEERS_PY), "langgraph_scripted.py"),
-        ]
-    for name, python, script in systems:
-        for k in args.fanout_sizes:
-            target = out_dir / f"fan-{name}-{k}.json"
-            run(
-                [
-                    python,
-                    str(HERE / "peers" / script),
-                    "--parts",
-                    "fanout",
-                    "--children",
-                    str(k),
-                    "--fanout-repeats",
-                    "3",
-                    "--json",
-                    str(target),
-                ],
-                env,
-                300,
-            )
-            if target.exists():
-                walls = sorted(json.loads(target.read_text())["fanout"]["wall_s"])
-                lines.setdefault(name, []).append([k, walls[len(walls) // 2] * 1000])
-    return lines
-
-
 def dag_points(parsed: Parsed) -> list[list[float]]:
     points = []
     for line, value, unit in parsed.rates:
@@ -200,6 +140,86 @@ def update_readme(lines: list[str], *, written: str, path: Path = README) -> Non
     path.write_text(f"{head}{start}\n{body}\n{end}{tail}")
 
 
+def area_scripts(args: argparse.Namespace) -> list[str]:
+    found = sorted(
+        p.name for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name not in OWN
+    )
+    return [*found, *sorted(OWN - {"run_all.py"})]
+
+
+def script_command(script: str, args: argparse.Namespace, out_dir: Path) -> list[str]:
+    cmd = [sys.executable, str(HERE / script)]
+    if script == "watch_fanout.py":
+        cmd += ["--watchers", str(args.watchers), "--events", str(args.events)]
+    if script == "llm_latency.py":
+        cmd += ["--json", str(out_dir / "llm_latency.json")] + (["--quick"] if args.quick else [])
+    return cmd
+
+
+def measure_server(
+    label: str, durable: bool, args: argparse.Namespace, ctx: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything measured on one PostgreSQL server: floors, peers; on the fast one also the
+    area scripts and the fan-out sizes (as before: their figures are about agentfleet's code)."""
+    folder: Path = ctx["folder"]
+    server = EmbeddedPostgres(folder / f"pg-{label}", durable=durable)
+    found: dict[str, Any] = {"label": label}
+    try:
+        url = asyncio.run(server.start(database=None))
+        postmaster, settings = asyncio.run(postgres_facts(url))
+        found["settings"] = describe(settings)
+        print(f"== PostgreSQL {label}: {found['settings']}", flush=True)
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "PYTHONPATH": str(ROOT),
+            "BENCH_STUB_URL": ctx["stub"].base_url,
+            "BENCH_STUB_PID": str(ctx["stub"].pid),
+            "BENCH_POSTGRES_PID": str(postmaster),
+            # google-genai (ADK, LangGraph's model) wants a key; the stub takes any.
+            "GOOGLE_API_KEY": "bench",
+            "GOOGLE_GENAI_USE_VERTEXAI": "false",
+        }
+        ctx.setdefault("versions", versions(url))
+        n, warmup = (200, 20) if args.quick else (2000, 200)
+        t0 = time.perf_counter()
+        found["floors"] = asyncio.run(measure_floors(url, ctx["stub"].base_url, n, warmup))
+        ctx["timings"].append((f"floors ({label})", time.perf_counter() - t0, "ok"))
+        if not durable:
+            run_areas(args, env, ctx)
+        if not args.no_peers and (not args.only or "peers" in args.only):
+            print(f"== peers on {label} PostgreSQL (interleaved rounds)", flush=True)
+            t0 = time.perf_counter()
+            rounds = peer_rounds(args, env, ctx["out_dir"], ctx["log"], run)
+            found["summary"] = summarize_peers(rounds)
+            ctx["timings"].append((f"peers ({label})", time.perf_counter() - t0, "ok"))
+            if not durable:
+                t0 = time.perf_counter()
+                ctx["fan"] = fanout_sizes(args, env, ctx["out_dir"], run)
+                ctx["timings"].append(("peers: fan-out sizes", time.perf_counter() - t0, "ok"))
+    finally:
+        server.remove()
+    return found
+
+
+def run_areas(args: argparse.Namespace, env: dict[str, str], ctx: dict[str, Any]) -> None:
+    only = {s for s in args.only.split(",") if s}
+    skip = {s for s in args.skip.split(",") if s} | (HEAVY if args.quick and not only else set())
+    for script in area_scripts(args):
+        if (only and script not in only) or script in skip:
+            ctx["timings"].append((script, 0.0, "skipped"))
+            continue
+        print(f"== bench/{script}", flush=True)
+        status, text, took = run(script_command(script, args, ctx["out_dir"]), env, 600)
+        print(text.strip()[-2000:], f"\n   -> {status} in {took:.1f} s", flush=True)
+        ctx["timings"].append((script, took, status))
+        parsed = parse_output(text if status == "ok" else "")
+        if status != "ok":
+            parsed.unparsed.append(text[-1500:])
+        ctx["parsed"][script] = parsed
+        ctx["sections"] += area_section(script, parsed, status, took)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -211,131 +231,135 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     quick = args.quick
-    args.rounds, args.steps, args.agents = (1, 10, 10) if quick else (3, 30, 50)
+    args.rounds, args.steps, args.agents = (1, 10, 10) if quick else (3, 60, 50)
     args.concurrent_steps, args.fanout_repeats = (5, 1) if quick else (10, 3)
+    args.pool_size = 20
+    """The same database pool size for every system (agentfleet's executor and toolpool
+    each, ADK's SQLAlchemy pool, LangGraph's psycopg pool)."""
     # At most 16: spawn_agents refuses more children per call (coordination.py).
     args.fanout_sizes = [2, 10] if quick else [1, 4, 8, 16]
-    watchers, events = (50, 20) if quick else (500, 100)
+    args.watchers, args.events = (50, 20) if quick else (500, 100)
 
     start_load, began_all = loadavg(), time.perf_counter()
     print(f"load average at start: {start_load}; machine: {machine()}", flush=True)
-    cleanup = contextlib.ExitStack()
-    folder = cleanup.enter_context(temporary_folder("agentfleet-bench-all-"))
-    server = EmbeddedPostgres(folder / "pg", durable=False)
-    # Last in, first out: the server's cluster goes before its folder.
-    cleanup.callback(server.remove)
-    timings: list[tuple[str, float, str]] = []
-    parsed: dict[str, Parsed] = {}
-    sections: list[str] = []
-    log: list[str] = []
-    try:
-        url = asyncio.run(server.start(database=None))
-        env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-        out_dir = folder / "out"
-        out_dir.mkdir()
-        found = versions(url)
-        only = {s for s in args.only.split(",") if s}
-        skip = {s for s in args.skip.split(",") if s} | (HEAVY if quick and not only else set())
-        scripts = sorted(
-            p.name for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name not in OWN
-        )
-        scripts.append("watch_fanout.py")
-        for script in scripts:
-            if (only and script not in only) or script in skip:
-                timings.append((script, 0.0, "skipped"))
-                continue
-            print(f"== bench/{script}", flush=True)
-            cmd = [sys.executable, str(HERE / script)]
-            if script == "watch_fanout.py":
-                cmd += ["--watchers", str(watchers), "--events", str(events)]
-            status, text, took = run(cmd, env, 600)
-            print(text.strip()[-2000:], f"\n   -> {status} in {took:.1f} s", flush=True)
-            timings.append((script, took, status))
-            parsed[script] = parse_output(text if status == "ok" else "")
-            if status != "ok":
-                parsed[script].unparsed.append(text[-1500:])
-            sections += area_section(script, parsed[script], status, took)
-        summary: dict[str, Any] = {}
-        plot_series: dict[str, Any] = {}
-        if not args.no_peers and (not only or "peers" in only):
-            print("== peers (interleaved rounds)", flush=True)
-            t0 = time.perf_counter()
-            summary = summarize_peers(peer_rounds(args, env, out_dir, log))
-            timings.append(("peers: interleaved rounds", time.perf_counter() - t0, "ok"))
-            t0 = time.perf_counter()
-            fan = fanout_sizes(args, env, out_dir)
-            timings.append(("peers: fan-out sizes", time.perf_counter() - t0, "ok"))
-            if fan:
-                plot_series["fanout_children"] = {
-                    "title": "Parallel sub-agents: wall time",
-                    "xlabel": "children spawned",
-                    "ylabel": "ms (median)",
-                    "lines": fan,
-                }
+    ctx: dict[str, Any] = {"timings": [], "parsed": {}, "sections": [], "log": []}
+    servers: list[dict[str, Any]] = []
+    with temporary_folder("agentfleet-bench-all-") as folder, stub_process() as stub:
+        ctx |= {"folder": folder, "stub": stub, "out_dir": folder / "out"}
+        ctx["out_dir"].mkdir()
+        for label, durable in (("durable", True), ("fast", False)):
+            servers.append(measure_server(label, durable, args, ctx))
+        parsed: dict[str, Parsed] = ctx["parsed"]
+        latency_file = ctx["out_dir"] / "llm_latency.json"
+        latency = json.loads(latency_file.read_text()) if latency_file.exists() else {}
         dag = dag_points(parsed.get("dispatch.py", Parsed()))
-        if dag:
-            plot_series["dag_tasks"] = {
-                "title": "Dispatcher overhead per task",
-                "xlabel": "tasks in the DAG",
-                "ylabel": "ms/task",
-                "lines": {"agentfleet dispatcher": dag},
-            }
-        if plot_series and PEERS_PY.exists():
-            series = out_dir / "series.json"
-            series.write_text(json.dumps(plot_series))
-            status, text, _ = run(
-                [str(PEERS_PY), str(HERE / "_plots.py"), str(series), str(HERE / "plots")], env, 120
-            )
-            print(text.strip(), flush=True)
-    finally:
-        cleanup.close()
+        if full_run(args):  # a partial run leaves the committed plots alone
+            plots(ctx.get("fan", {}), dag, ctx["out_dir"])
     end_load, total = loadavg(), time.perf_counter() - began_all
+    write_results(args, servers, ctx, latency, dag, (start_load, end_load, total))
+
+
+def full_run(args: argparse.Namespace) -> bool:
+    """Only a full run into bench/RESULTS.md writes the README block and the plots."""
+    partial = args.quick or args.only or args.skip or args.no_peers
+    return not partial and args.results == HERE / "RESULTS.md"
+
+
+def plots(fan: dict[str, Any], dag: list[list[float]], out_dir: Path) -> None:
+    plot_series: dict[str, Any] = {}
+    if fan:
+        plot_series["fanout_children"] = {
+            "title": "Parallel sub-agents: wall time",
+            "xlabel": "children spawned",
+            "ylabel": "ms (median)",
+            "lines": fan,
+        }
+    if dag:
+        plot_series["dag_tasks"] = {
+            "title": "Dispatcher overhead per task",
+            "xlabel": "tasks in the DAG",
+            "ylabel": "ms/task",
+            "lines": {"agentfleet dispatcher": dag},
+        }
+    if plot_series and PEERS_PY.exists():
+        series = out_dir / "series.json"
+        series.write_text(json.dumps(plot_series))
+        cmd = [str(PEERS_PY), str(HERE / "_plots.py"), str(series), str(HERE / "plots")]
+        _status, text, _ = run(cmd, dict(os.environ), 120)
+        print(text.strip(), flush=True)
+
+
+def write_results(
+    args: argparse.Namespace,
+    servers: list[dict[str, Any]],
+    ctx: dict[str, Any],
+    latency: dict[str, Any],
+    dag: list[list[float]],
+    load: tuple[str, str, float],
+) -> None:
+    start_load, end_load, total = load
+    checks = [
+        Check(f"[{s['label']} PostgreSQL] {c.target}", c.measured, c.met)
+        for s in servers
+        if s.get("summary")
+        for c in peer_checks(s["summary"])
+    ] + latency_checks(latency)
+    headline = next((s for s in servers if s["label"] == "durable"), servers[0])
+    extra = [floor_headline(s["floors"], s["label"]) for s in servers if "floors" in s]
+    extra += latency_lines(latency) + missed_lines(checks)
+    versions_found = ctx.get("versions", {})
     doc = [
         "# Benchmark results",
         "",
-        f"Written by `make bench` (`bench/run_all.py{' --quick' if quick else ''}`) on "
+        f"Written by `make bench` (`bench/run_all.py{' --quick' if args.quick else ''}`) on "
         f"{time.strftime('%Y-%m-%d %H:%M %Z')}.",
         "",
         f"- machine: {machine()}",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in found.items()),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions_found.items()),
         f"- load average (1, 5, 15 min) at start {start_load}, at end {end_load} "
         "(other work on the machine slows every system; the rounds are interleaved for that)",
-        "- one embedded PostgreSQL server for everything, fsync off (the same for every system)",
+        "- two embedded PostgreSQL servers, one after the other: "
+        + "; ".join(f"**{s['label']}**: {s.get('settings', 'did not start')}" for s in servers)
+        + ". The area scripts run on the fast one.",
+        f"- database pool size {args.pool_size} for every system; runs at once: "
+        f"{args.agents} for every system",
         f"- total time {total:.0f} s",
         "",
     ]
-    doc += headlines(summary, parsed)
-    if summary:
-        doc += peer_section(
-            summary,
-            {
-                "steps": args.steps,
-                "agents": args.agents,
-                "concurrent_steps": args.concurrent_steps,
-                "children": 10,
-                "rounds": args.rounds,
-            },
-        )
-    doc += ["## Areas", "", *sections]
+    doc += headlines(headline.get("summary", {}), ctx["parsed"], extra)
+    doc += ["## Targets (issue #16)", "", *checks_table(checks), ""]
+    sizes = {
+        "steps": args.steps,
+        "agents": args.agents,
+        "concurrent_steps": args.concurrent_steps,
+        "children": 10,
+        "rounds": args.rounds,
+    }
+    for s in servers:
+        if "floors" in s:
+            doc += floor_lines(s["floors"], f"{s['label']} PostgreSQL")
+        if s.get("summary"):
+            doc += peer_section(s["summary"], sizes, f"{s['label']} PostgreSQL: {s['settings']}")
+    doc += ["## Areas", "", *ctx["sections"]]
     if not dag:
         doc.append(
             "- tasks-in-a-DAG plot: no `N-task DAG` lines (dispatch.py not run or not parsed)"
         )
-    doc.append(
-        "- runs-in-history plot: history_pagination.py measures one size (1M runs); "
-        "nothing to plot against size"
-    )
     doc += ["", "## Time per part", "", "| part | seconds | status |", "|---|---|---|"]
-    doc += [f"| {name} | {took:.1f} | {status} |" for name, took, status in timings]
-    if log:
-        doc += ["", "## Problems", "", "```", *log, "```"]
+    doc += [f"| {name} | {took:.1f} | {status} |" for name, took, status in ctx["timings"]]
+    if ctx["log"]:
+        doc += ["", "## Problems", "", "```", *ctx["log"], "```"]
     args.results.write_text("\n".join(doc) + "\n")
-    full = not (quick or args.only or args.skip or args.no_peers)
-    if full and args.results == HERE / "RESULTS.md":
-        update_readme(headlines(summary, parsed), written=time.strftime("%Y-%m-%d"))
+    if full_run(args):
+        update_readme(
+            headlines(headline.get("summary", {}), ctx["parsed"], extra),
+            written=time.strftime("%Y-%m-%d"),
+        )
     print(f"\nwrote {args.results}; load average at end: {end_load}; total {total:.0f} s")
-    for name, took, status in timings:
+    for name, took, status in ctx["timings"]:
         print(f"  {name:<36} {took:7.1f} s  {status}")
+    for line in missed_lines(checks):
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

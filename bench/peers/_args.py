@@ -16,6 +16,13 @@ def parse(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--children", type=int, default=10)
     parser.add_argument("--fanout-repeats", type=int, default=3)
     parser.add_argument("--parts", default="single,concurrent,fanout")
+    # The same for every system, printed in RESULTS: database pool size and how many runs
+    # the system drives at once (agentfleet's executor concurrency; the peers' gather).
+    parser.add_argument("--pool-size", type=int, default=20)
+    parser.add_argument("--model-delay", type=float, default=0.0, help="stub answers after s")
+    parser.add_argument(
+        "--durability", choices=("sync", "async"), default="sync", help="LangGraph only"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     args.parts = set(args.parts.split(","))

@@ -1,10 +1,11 @@
-"""The scripted agent on google-adk: a custom BaseLlm answering at once, DatabaseSessionService
-on the runner's PostgreSQL (SQLAlchemy + asyncpg), all in this process.
+"""The scripted agent on google-adk: its ``Gemini`` model (google-genai) with ``base_url`` on
+the shared stub Gemini server (the runner's, in its own process: the same HTTP round trip as
+every system), DatabaseSessionService on the runner's PostgreSQL (SQLAlchemy + asyncpg).
 
 Same shape as ``agentfleet_scripted.py``: ``single`` (one agent, ``--steps`` steps, one tool
 call per step; per-step time = gap between consecutive function-response events yielded by
 ``Runner.run_async``), ``concurrent`` (``--agents`` sessions at once, steps/s) and ``fanout``
-(a ``ParallelAgent`` of ``--children`` LlmAgents, each answering at once).
+(a ``ParallelAgent`` of ``--children`` LlmAgents, each one model call).
 
 Persisted per step: the session events ADK appends (the model's function-call event and the
 function-response event, each with the session row update) through SQLAlchemy. The tool is a
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,10 @@ import itertools
 
 from _args import parse
 from _peerdb import fresh_database, with_driver
+from _procstat import CpuMeter
+from _stubctl import answer, install_scripts, stepper, stub_url
 from google.adk.agents import LlmAgent, ParallelAgent
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
+from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import DatabaseSessionService
 from google.genai import types
@@ -40,37 +41,19 @@ from google.genai import types
 APP = "bench"
 
 
-class ScriptedLlm(BaseLlm):
-    """Calls ``get_entity`` on every turn but the last (``steps`` model turns in all)."""
-
-    steps: int = 1
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        turn = sum(1 for c in llm_request.contents if c.role == "model")
-        if turn >= self.steps - 1:
-            part = types.Part(text="done")
-        else:
-            part = types.Part(
-                function_call=types.FunctionCall(
-                    name="get_entity", args={"id": f"e{turn}"}, id=f"call-{turn}"
-                )
-            )
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
-
-
 def get_entity(id: str) -> dict[str, Any]:
     """Returns the entity with this id."""
     return {"id": id, "type": "Note", "properties": {"title": "benchmark"}}
 
 
-def stepper(name: str, steps: int) -> LlmAgent:
+def model() -> Gemini:
+    # The model name is the stub's business only; the stub matches on the instruction.
+    return Gemini(model="gemini-2.5-flash", base_url=stub_url())
+
+
+def agent(marker: str) -> LlmAgent:
     return LlmAgent(
-        name=name,
-        model=ScriptedLlm(model="scripted", steps=steps),
-        instruction="use get_entity",
-        tools=[get_entity],
+        name="stepper", model=model(), instruction=f"{marker} use get_entity", tools=[get_entity]
     )
 
 
@@ -87,12 +70,19 @@ async def run_agent(runner: Runner, sessions: Any, marks: list[float] | None) ->
 
 
 async def measure(url: str, args: Any) -> dict[str, Any]:
-    sessions = DatabaseSessionService(db_url=with_driver(url, "asyncpg"), pool_size=60)
-    out: dict[str, Any] = {"system": "adk"}
-    single = Runner(app_name=APP, agent=stepper("stepper", args.steps), session_service=sessions)
-    many = Runner(
-        app_name=APP, agent=stepper("stepper", args.concurrent_steps), session_service=sessions
+    ids = [f"e{i}" for i in range(16)]
+    install_scripts(
+        [
+            stepper("[adk-stepper]", args.steps, ids, args.model_delay),
+            stepper("[adk-stepper-c]", args.concurrent_steps, ids, args.model_delay),
+            answer("[adk-fan-child]"),
+        ]
     )
+    sessions = DatabaseSessionService(db_url=with_driver(url, "asyncpg"), pool_size=args.pool_size)
+    out: dict[str, Any] = {"system": "adk", "pool_size": args.pool_size, "concurrency": args.agents}
+    single = Runner(app_name=APP, agent=agent("[adk-stepper]"), session_service=sessions)
+    many = Runner(app_name=APP, agent=agent("[adk-stepper-c]"), session_service=sessions)
+    meter = CpuMeter([os.getpid()])
     await run_agent(single, sessions, None)  # warm-up: schema creation, connections
     if "single" in args.parts:
         marks: list[float] = []
@@ -100,10 +90,14 @@ async def measure(url: str, args: Any) -> dict[str, Any]:
         await run_agent(single, sessions, marks)
         out["single_wall_s"] = time.perf_counter() - began
         out["step_s"] = [b - a for a, b in itertools.pairwise(marks)]
+        # Every turn but the last called the tool: the stub's script was the one answering.
+        assert len(marks) == args.steps - 1, f"{len(marks)} tool steps of {args.steps - 1}"
     if "concurrent" in args.parts:
+        meter.start()
         began = time.perf_counter()
         await asyncio.gather(*(run_agent(many, sessions, None) for _ in range(args.agents)))
         elapsed = time.perf_counter() - began
+        out["cpu"] = meter.stop(args.agents * args.concurrent_steps)
         out["concurrent"] = {
             "agents": args.agents,
             "steps_each": args.concurrent_steps,
@@ -112,7 +106,7 @@ async def measure(url: str, args: Any) -> dict[str, Any]:
         }
     if "fanout" in args.parts:
         children = [
-            LlmAgent(name=f"child_{i}", model=ScriptedLlm(model="scripted", steps=1))
+            LlmAgent(name=f"child_{i}", model=model(), instruction="[adk-fan-child] answer")
             for i in range(args.children)
         ]
         fan = Runner(
@@ -129,7 +123,7 @@ async def measure(url: str, args: Any) -> dict[str, Any]:
         out["fanout"] = {"children": args.children, "wall_s": walls}
     out["persisted"] = (
         "per step: ADK session events (function call, function response) via SQLAlchemy; "
-        "tool is an in-process Python function"
+        "tool is an in-process Python function; model over HTTP (google-genai) to the stub"
     )
     return out
 

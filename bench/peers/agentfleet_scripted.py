@@ -4,9 +4,10 @@ One round of the peer comparison (``bench/run_all.py`` interleaves rounds with t
 LangGraph scripts):
 
 - ``single``: one agent of ``--steps`` steps, each step one model call (the stub Gemini
-  server in this process, answering at once over HTTP) and one built-in tool call
-  (``get_entity`` through ToolPool CallTool, a real database read); per-step time is the gap
-  between consecutive ``tool_response`` events as the StartRun stream delivers them;
+  server the runner started in its own process, shared with the peers, over HTTP) and one
+  built-in tool call (``get_entity`` through ToolPool CallTool, a real database read);
+  per-step time is the gap between consecutive ``tool_response`` events as the StartRun
+  stream delivers them;
 - ``concurrent``: ``--agents`` such agents of ``--concurrent-steps`` steps at once: steps/s;
 - ``fanout``: one parent whose first step is ``spawn_agents`` with ``--children`` tasks,
   each child answering at once; wall time of the parent run, seen by the client.
@@ -16,8 +17,8 @@ the model message, the tool call row ``started``, the run's counters and events
 (tool_request) before the tool runs; then the tool message, the call row finished and the
 tool_response event.
 
-``python bench/peers/agentfleet_scripted.py --json out.json`` (fresh database: a new one on
-DATABASE_URL's server, else an embedded server).
+``python bench/peers/agentfleet_scripted.py --json out.json`` with DATABASE_URL (a fresh
+database on that server) and BENCH_STUB_URL (the shared stub), as run_all.py sets them.
 """
 
 from __future__ import annotations
@@ -31,17 +32,22 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
+sys.path.insert(0, str(Path(__file__).parent))
 
 import itertools
+
+from _args import parse
+from _peerdb import fresh_database
+from _procstat import CpuMeter
+from _stubctl import install_scripts, stepper, stub_url
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
-from agentfleet.gemini_stub.request import StubRequest
+from agentfleet.migrate import migrate_up
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from bench._common import bench_database, scratch_folder
+from bench._common import scratch_folder
 from services.executor.definitions import (
     AgentDefinition,
     DefinitionRepository,
@@ -51,29 +57,20 @@ from services.executor.definitions import (
 PROJECT = "bench"
 
 
-def stepper(marker: str, steps: int, entities: list[str]) -> Script:
-    """N steps: ``get_entity`` on every turn but the last, then a final answer. Each step
-    reads another entity (the executor stops a run repeating one call: doom-loop guard)."""
-
-    def policy(request: StubRequest) -> Reply:
-        if request.turn >= steps - 1:
-            return Reply(text="done")
-        return Reply(calls=[Call("get_entity", {"id": entities[request.turn % len(entities)]})])
-
-    return Script(name=marker, match_system=marker, policy=policy)
-
-
-def fanout_parent(marker: str, children: int) -> Script:
-    def policy(request: StubRequest) -> Reply:
-        if request.turn == 0:
-            tasks = [
-                {"agent_name": "fan-child", "prompt": f"part {i}", "description": f"part {i}"}
-                for i in range(children)
-            ]
-            return Reply(calls=[Call("spawn_agents", {"tasks": tasks})])
-        return Reply(text="all parts done")
-
-    return Script(name=marker, match_system=marker, policy=policy)
+def fanout_parent(marker: str, children: int) -> dict[str, Any]:
+    tasks = [
+        {"agent_name": "fan-child", "prompt": f"part {i}", "description": f"part {i}"}
+        for i in range(children)
+    ]
+    return {
+        "name": marker,
+        "match_system": marker,
+        "per_conversation": True,
+        "replies": [
+            {"calls": [{"name": "spawn_agents", "args": {"tasks": tasks}}]},
+            {"text": "all parts done"},
+        ],
+    }
 
 
 async def prepare(url: str, args: argparse.Namespace) -> tuple[list[str], str]:
@@ -124,13 +121,15 @@ async def run_agent(api: Any, agent: str, marks: list[float] | None) -> common_p
 
 async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     entities, token = await prepare(url, args)
-    stub = GeminiStub()
-    await stub.start()
-    stub.add_script(stepper("[stepper]", args.steps, entities))
-    stub.add_script(stepper("[stepper-c]", args.concurrent_steps, entities))
-    stub.add_script(fanout_parent("[fan-parent]", args.children))
-    stub.add_script(
-        Script(name="child", match_system="[fan-child]", policy=lambda r: Reply(text="ok"))
+    delay = args.model_delay
+    await asyncio.to_thread(
+        install_scripts,
+        [
+            stepper("[stepper]", args.steps, entities, delay),
+            stepper("[stepper-c]", args.concurrent_steps, entities, delay),
+            fanout_parent("[fan-parent]", args.children),
+            {"name": "child", "match_system": "[fan-child]", "replies": [{"text": "ok"}]},
+        ],
     )
     pool = await db.create_pool(url, min_size=1, max_size=2)
     service = (
@@ -145,12 +144,21 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
         environ={
             "AGENTFLEET_SERVICE_TOKEN": service,
             "AGENTFLEET_LOG_LEVEL": "warning",
-            "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+            "AGENTFLEET_GEMINI_BASE_URL": stub_url(),
             "GEMINI_API_KEY": "bench",
-            "AGENTFLEET_EXECUTOR_CONCURRENCY": str(max(64, args.agents + args.children + 4)),
+            # Same pool and concurrency as the peers (run_all prints them): the executor
+            # runs --agents runs at once, as the peers gather --agents runs.
+            "AGENTFLEET_DB_POOL_MAX": str(args.pool_size),
+            # (children + parent for the fan-out, which the concurrent part never reaches).
+            "AGENTFLEET_EXECUTOR_CONCURRENCY": str(max(args.agents, args.children + 1)),
         },
     )
-    out: dict[str, Any] = {"system": "agentfleet"}
+    out: dict[str, Any] = {
+        "system": "agentfleet",
+        "pool_size": args.pool_size,
+        "concurrency": args.agents,
+    }
+    meter = CpuMeter(process.pid for process in stack.processes.values())
     try:
         async with open_channel(stack.addresses["executor"], token=token) as channel:
             api = executor_pb2_grpc.ExecutorServiceStub(channel)
@@ -161,12 +169,16 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 await run_agent(api, "stepper", marks)
                 out["single_wall_s"] = time.perf_counter() - began
                 out["step_s"] = [b - a for a, b in itertools.pairwise(marks)]
+                # Every turn but the last called the tool: the stub's script was the one answering.
+                assert len(marks) == args.steps - 1, f"{len(marks)} tool steps of {args.steps - 1}"
             if "concurrent" in args.parts:
+                meter.start()
                 began = time.perf_counter()
                 await asyncio.gather(
                     *(run_agent(api, "stepper-c", None) for _ in range(args.agents))
                 )
                 elapsed = time.perf_counter() - began
+                out["cpu"] = meter.stop(args.agents * args.concurrent_steps)
                 out["concurrent"] = {
                     "agents": args.agents,
                     "steps_each": args.concurrent_steps,
@@ -193,7 +205,6 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 out["fanout"] = {"children": args.children, "wall_s": walls}
     finally:
         await stack.stop(grace_s=5.0)
-        await stub.stop()
     out["persisted"] = (
         "per step, two statements: model message + tool call row `started` + run counters +"
         " tool_request event before the tool runs; tool message + call row finished +"
@@ -202,22 +213,10 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--agents", type=int, default=50)
-    parser.add_argument("--concurrent-steps", type=int, default=10)
-    parser.add_argument("--children", type=int, default=10)
-    parser.add_argument("--fanout-repeats", type=int, default=3)
-    parser.add_argument("--parts", default="single,concurrent,fanout")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    return parser.parse_args(argv)
-
-
 async def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    args.parts = set(args.parts.split(","))
-    async with bench_database("peer_af") as url:
+    args = parse(__doc__, argv)
+    async with fresh_database(args.url, "peer_af") as url:
+        await migrate_up(url)
         out = await measure(url, args)
     print(json.dumps({k: v for k, v in out.items() if k != "step_s"}, indent=1))
     if args.json:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from google.genai import types
 
+from agentfleet.errors import NotFound
 from services.executor.definitions import AgentDefinition
 from services.executor.runs import RunRecord, RunStatus
 
@@ -16,6 +18,25 @@ class DefinitionSource(Protocol):
     async def get(self, project_id: str, name: str) -> AgentDefinition:
         """The definition; NotFound otherwise."""
         ...
+
+    async def get_by_id(self, project_id: str, definition_id: uuid.UUID) -> AgentDefinition:
+        """The definition with this id; NotFound otherwise."""
+        ...
+
+
+async def run_definition(source: DefinitionSource, run: RunRecord) -> AgentDefinition:
+    """The definition ``run`` executes: the one StartRun / spawn_agents resolved at enqueue
+    (``agent_definition_id``, the id the toolpool scopes the run's tools by), read once per
+    execution. By name only for a run queued without one (its definition deleted since)."""
+    if run.agent_definition_id is None:
+        return await source.get(run.project_id, run.agent_name)
+    try:
+        return await source.get_by_id(run.project_id, uuid.UUID(run.agent_definition_id))
+    except NotFound as exc:
+        raise NotFound(
+            f"agent {run.agent_name!r} not found in project {run.project_id!r} "
+            f"(its definition {run.agent_definition_id} was deleted)"
+        ) from exc
 
 
 @dataclass(kw_only=True, slots=True)

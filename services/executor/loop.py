@@ -43,6 +43,7 @@ from services.executor.control import (
     StepBoundary,
     StepHook,
     StopRun,
+    run_definition,
 )
 from services.executor.coordination import Coordinator
 from services.executor.definitions import AgentDefinition
@@ -74,6 +75,7 @@ from services.executor.safety import (
 )
 from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
 from services.executor.step import StepRunner
+from services.executor.structured_output import end_answered_run
 from services.executor.tool_gateway import ToolGateway
 from services.executor.tree import ACTIVE, cancel_descendants
 
@@ -182,7 +184,7 @@ class AgentLoop:
     async def _drive(
         self, run: RunRecord, recorder: RunRecorder, control: RunControl, progress: Progress
     ) -> RunRecord | None:
-        definition = await self.definitions.get(run.project_id, run.agent_name)
+        definition = await run_definition(self.definitions, run)
         if definition.flow_type != "single":
             return await self._drive_flow(run, definition, recorder, control, progress)
         resolved = await self.tools.resolve(
@@ -228,9 +230,15 @@ class AgentLoop:
             can_reattach=self.coordinator is not None,
         )
         if position.final_text is not None:
-            # The model had answered; only the completion was lost with the worker.
-            return await recorder.record_finish(
-                status="completed", reason="model answered", summary=position.final_text
+            return await end_answered_run(
+                model=self.model,
+                pool=self.pool,
+                recorder=recorder,
+                progress=progress,
+                turn=turn,
+                contents=contents,
+                schema=definition.output_schema,
+                answer=position.final_text,
             )
         budget = StepBudget(
             max_steps=effective_max_steps(

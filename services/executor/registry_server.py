@@ -200,7 +200,7 @@ def definition_from_proto(message: common_pb2.AgentDefinition) -> AgentDefinitio
             if message.HasField("output_schema")
             else None
         ),
-        streaming=message.streaming,
+        streaming=message.streaming if message.HasField("streaming") else None,
     )
 
 

@@ -9,7 +9,9 @@ budget, in one transaction that
 
 The run is handed over as an already-expired lease owned by :data:`RESUME_LEASE_OWNER`:
 the first free worker claims it like a recovered run, at once, and knows it was resumed.
-A ``request_id`` makes the resume idempotent: the same id streams the same execution.
+A ``request_id`` makes the resume idempotent: the same id streams the same execution. The
+id is kept as a key (``kb.agent_run_resume_requests``, migration 0016) naming the resume's
+STATUS_CHANGED; the reason text only shows it to people.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ RESUME_NOTE = "continue"
 
 _LOCK_RUN = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid FOR UPDATE"
 
-# The STATUS_CHANGED of an earlier resume with this request_id (its reason carries the id).
+# The STATUS_CHANGED of an earlier resume of the run with this request_id.
 _EARLIER_RESUME = """
-SELECT seq FROM kb.agent_run_events
-WHERE run_id = $1::uuid AND type = 'status_changed' AND payload->>'reason' = $2
-ORDER BY seq DESC LIMIT 1
+SELECT event_seq FROM kb.agent_run_resume_requests WHERE run_id = $1::uuid AND request_id = $2
+"""
+
+_RECORD_RESUME = """
+INSERT INTO kb.agent_run_resume_requests (run_id, request_id, event_seq)
+VALUES ($1::uuid, $2, $3)
 """
 
 _RESUME = """
@@ -52,7 +57,11 @@ SET status = 'running',
     cancel_requested_at = NULL,
     lease_owner = $5,
     lease_expires_at = now(),
-    max_tokens = coalesce($6, max_tokens)
+    max_tokens = coalesce($6, max_tokens),
+    -- runs.streams_deltas with followed=True: ResumeRun streams the execution it starts.
+    stream_deltas = coalesce(
+        (SELECT d.streaming FROM kb.agent_definitions d
+         WHERE d.id = kb.agent_runs.agent_definition_id), true)
 WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
 RETURNING *
 """
@@ -107,7 +116,7 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
             raise NotFound(f"run {params.run_id} not found in project {params.project_id!r}")
         run = RunRecord.from_row(row)
         if params.request_id:
-            seq = await conn.fetchval(_EARLIER_RESUME, run.id, reason)
+            seq = await conn.fetchval(_EARLIER_RESUME, run.id, params.request_id)
             if seq is not None:
                 return ResumedRun(run=run, after_seq=seq - 1)
         if run.status != "paused":
@@ -154,5 +163,7 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
                 )
             ],
         )
+        if params.request_id:
+            await conn.execute(_RECORD_RESUME, run.id, params.request_id, stored[0].seq)
         await notify(conn, QUEUED_CHANNEL, run.id)
     return ResumedRun(run=resumed, after_seq=stored[0].seq - 1)

@@ -32,7 +32,7 @@ from services.executor.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.resume import resume_run
 from services.executor.run_requests import is_uuid, resume_params, start_params
-from services.executor.runs import RunRecord, StartRunParams
+from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tool_gateway import GrpcToolGateway
 from services.executor.tree import cancel_tree
@@ -55,7 +55,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         self._definitions = definitions
         self._watch = watch
 
-    async def _enqueue(self, request: executor_pb2.StartRunRequest) -> RunRecord:
+    async def _enqueue(self, request: executor_pb2.StartRunRequest, *, followed: bool) -> RunRecord:
         params = start_params(request)
         # Both reads at once: they are independent, and each is a round trip before the run
         # exists (the dispatcher waits on this for every task it starts).
@@ -66,6 +66,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if not task_found:
             raise NotFound(f"task {params.task_id} not found")
         params.agent_definition_id = str(definition.id)
+        params.stream_deltas = streams_deltas(definition.streaming, followed=followed)
         params = await inherit_task_limits(self._pool, params, definition)
         run, _created = await self._queue.enqueue(params)
         return run
@@ -86,12 +87,12 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     async def TriggerRun(
         self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.AgentRun:
-        return (await self._enqueue(request)).to_proto()
+        return (await self._enqueue(request, followed=False)).to_proto()
 
     async def StartRun(
         self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[common_pb2.RunEvent]:
-        run = await self._enqueue(request)
+        run = await self._enqueue(request, followed=True)
         async for event in self._execution(
             run, after_seq=0, include_internal=request.include_internal
         ):

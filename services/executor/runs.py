@@ -51,6 +51,8 @@ class StartRunParams:
     """Token budget of a child (spawn_agents ``max_tokens_per_subtask``)."""
     thread_id: str | None = None
     """Thread of the run (:mod:`services.executor.threads`); None = not in a thread."""
+    stream_deltas: bool = False
+    """Stream the run's model calls as MODEL_TEXT_DELTA events (:func:`streams_deltas`)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -95,6 +97,8 @@ class RunRecord:
     """Thread of the run (column thread_id, migration 0015); None = not in a thread."""
     waited_ms: int = 0
     """Time spent WAITING for approvals so far (column waited_ms)."""
+    stream_deltas: bool = False
+    """Whether its model calls stream MODEL_TEXT_DELTA events (column stream_deltas)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -105,6 +109,7 @@ class RunRecord:
         values["output"] = row.get("output")
         values["thread_id"] = row.get("thread_id")
         values["waited_ms"] = row.get("waited_ms") or 0
+        values["stream_deltas"] = bool(row.get("stream_deltas"))
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -127,5 +132,12 @@ class RunRecord:
         return run_snapshot(self.as_mapping())
 
 
-_OPTIONAL_COLUMNS = frozenset({"output", "thread_id", "waited_ms"})
+def streams_deltas(definition_streaming: bool | None, *, followed: bool) -> bool:
+    """Whether a run streams its model calls (MODEL_TEXT_DELTA): as its definition says,
+    and by default (``streaming`` unset) when the caller follows it from its start
+    (StartRun, ResumeRun), not when it only queues it (TriggerRun, spawns, tasks)."""
+    return followed if definition_streaming is None else definition_streaming
+
+
+_OPTIONAL_COLUMNS = frozenset({"output", "thread_id", "waited_ms", "stream_deltas"})
 """Columns some statements do not select; the others are required."""

@@ -89,7 +89,7 @@ class StepRunner:
                     tools=turn.tools,
                     config=turn.config,
                 ),
-                streaming=definition.streaming,
+                streaming=run.stream_deltas,
             )
             planned, depth_events = screen_depth(
                 plan_calls(
@@ -117,13 +117,12 @@ class StepRunner:
                     await StructuredFinish(
                         model=self.model,
                         pool=self.pool,
-                        streaming=definition.streaming,
                         recorder=recorder,
                         progress=progress,
                         turn=turn,
                         contents=contents,
                         schema=definition.output_schema,
-                    ).finish(reply)
+                    ).finish(reply.text)
                 )
             if not screened.calls:
                 return StepResult.end(

@@ -49,8 +49,6 @@ class StructuredFinish:
 
     model: ModelClient
     pool: asyncpg.Pool
-    streaming: bool
-    """Stream the extra calls as the run's other steps are (definition's ``streaming``)."""
     recorder: RunRecorder
     progress: Progress
     turn: Turn
@@ -58,25 +56,36 @@ class StructuredFinish:
     """The conversation so far, the answering reply included; extended in place."""
     schema: Mapping[str, Any]
 
-    async def finish(self, reply: ModelReply) -> RunRecord | None:
-        """``reply`` answered without function calls: ask for, check and store the output
-        (one repair), then end the run ``completed`` or ``failed``."""
+    async def finish(self, answer: str) -> RunRecord | None:
+        """The model answered ``answer`` without function calls: ask for, check and store
+        the output (one repair), then end the run ``completed`` or ``failed``."""
         if self.turn.tools:
-            reply = await self._ask(FINAL_ANSWER_NOTE)
-        output, error = check_output(self.schema, reply.text)
+            answer = (await self._ask(FINAL_ANSWER_NOTE)).text
+        output, error = check_output(self.schema, answer)
         if output is None:
-            reply = await self._ask(REPAIR_NOTE.format(error=error))
-            output, error = check_output(self.schema, reply.text)
+            answer = (await self._ask(REPAIR_NOTE.format(error=error))).text
+            output, error = check_output(self.schema, answer)
         if output is None:
             return await self.recorder.record_finish(
                 status="failed",
                 reason="output invalid after one repair",
-                summary=reply.text or None,
+                summary=answer or None,
                 error_message=error,
             )
         return await self.recorder.record_finish(
-            status="completed", reason="model answered", summary=reply.text, output=output
+            status="completed", reason="model answered", summary=answer, output=output
         )
+
+    async def finish_recovered(self, answer: str) -> RunRecord | None:
+        """A worker died after the model's last answer, before the run ended: that answer
+        ends the run when it already fits the schema, else it gets the usual final ask and
+        repair (:meth:`finish`)."""
+        output, _ = check_output(self.schema, answer)
+        if output is not None:
+            return await self.recorder.record_finish(
+                status="completed", reason="model answered", summary=answer, output=output
+            )
+        return await self.finish(answer)
 
     async def _ask(self, note: str) -> ModelReply:
         """One more step: ``note`` as a user message, the schema set, no tools."""
@@ -98,10 +107,39 @@ class StructuredFinish:
                 tools=[],
                 config=config,
             ),
-            streaming=self.streaming,
+            streaming=self.recorder.run.stream_deltas,
         )
         if reply.text:
             self.progress.last_text = reply.text
         await self.recorder.record_model_reply(step=self.progress.step, reply=reply, calls=[])
         self.contents.append(reply.content)
         return reply
+
+
+async def end_answered_run(
+    *,
+    model: ModelClient,
+    pool: asyncpg.Pool,
+    recorder: RunRecorder,
+    progress: Progress,
+    turn: Turn,
+    contents: list[types.Content],
+    schema: Mapping[str, Any] | None,
+    answer: str,
+) -> RunRecord | None:
+    """Ends a recovered run whose model had already answered ``answer`` (only the completion
+    was lost with its worker): as it stands, or through the output schema's check."""
+    if schema is None:
+        return await recorder.record_finish(
+            status="completed", reason="model answered", summary=answer
+        )
+    finish = StructuredFinish(
+        model=model,
+        pool=pool,
+        recorder=recorder,
+        progress=progress,
+        turn=turn,
+        contents=contents,
+        schema=schema,
+    )
+    return await finish.finish_recovered(answer)

@@ -22,6 +22,7 @@ from google.protobuf import json_format
 from agentfleet import events
 from agentfleet.gemini_stub import Call, Reply, Script, StubRequest, Usage
 from agentfleet.llm import content_to_json
+from agentfleet.testing.streams import stored_events_of
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2, toolpool_pb2
 from services.executor.recovery import load_conversation
 from tests.e2e.conftest import EXECUTORS, Fleet, Project
@@ -87,7 +88,9 @@ async def test_two_tools_then_one_then_answer_all_persisted_as_streamed(fleet: F
                 return Reply(text="Ada knows Grace.", usage=Usage(300, 4))
 
     fleet.stub.add_script(Script(name=marker, match_system=marker, policy=policy))
-    streamed = await collect(project.executor().StartRun(start(project, "builder")))
+    streamed = stored_events_of(
+        await collect(project.executor().StartRun(start(project, "builder")))
+    )
 
     run_id = streamed[0].run_id
     final = streamed[-1]
@@ -317,7 +320,7 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
     # A whitelisted tool that does not exist fails the run at start, naming it.
     ghost = f"[{project.project_id}-ghost]"
     await project.define("ghostly", system_prompt=ghost, tools=["create_entity", "no_such_tool"])
-    failed = await collect(api.StartRun(start(project, "ghostly")))
+    failed = stored_events_of(await collect(api.StartRun(start(project, "ghostly"))))
     run = failed[-1].run_finished.run
     assert run.status == common_pb2.RUN_STATUS_FAILED
     assert "no_such_tool" in run.error_message
@@ -327,12 +330,14 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
     echo = f"[{project.project_id}-echo]"
     await project.define("echo", system_prompt=echo)
     fleet.stub.add_script(Script(name=echo, match_system=echo, replies=[Reply(text="once")]))
-    first = await collect(api.StartRun(start(project, "echo", request_id="same")))
+    first = stored_events_of(await collect(api.StartRun(start(project, "echo", request_id="same"))))
     assert first[-1].run_finished.run.summary == "once", first[-1]
     again = await project.executor("executor-a").TriggerRun(
         start(project, "echo", request_id="same")
     )
-    replayed = await collect(api.StartRun(start(project, "echo", request_id="same")))
+    replayed = stored_events_of(
+        await collect(api.StartRun(start(project, "echo", request_id="same")))
+    )
     assert again.id == first[0].run_id
     assert again.status == common_pb2.RUN_STATUS_COMPLETED
     assert replayed == first
@@ -348,7 +353,7 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
             replies=[Reply(error_status=429), Reply(text="after the limit")],
         )
     )
-    events_ = await collect(api.StartRun(start(project, "limited")))
+    events_ = stored_events_of(await collect(api.StartRun(start(project, "limited"))))
     run = events_[-1].run_finished.run
     assert (run.status, run.summary) == (common_pb2.RUN_STATUS_COMPLETED, "after the limit")
     assert fleet.stub.used(limited) == 2
@@ -364,7 +369,7 @@ async def test_request_ids_unknown_agents_missing_tools_and_model_errors(fleet: 
             replies=[Reply(error_status=500, error_message="backend on fire")] * 5,
         )
     )
-    events_ = await collect(api.StartRun(start(project, "broken")))
+    events_ = stored_events_of(await collect(api.StartRun(start(project, "broken"))))
     run = events_[-1].run_finished.run
     assert run.status == common_pb2.RUN_STATUS_FAILED
     assert "500" in run.error_message

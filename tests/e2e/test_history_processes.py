@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterable
 
 from agentfleet.gemini_stub import Call, Reply, Script
+from agentfleet.testing.streams import stored_events_of
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 from tests.e2e.conftest import Fleet, Project
 
@@ -57,10 +58,12 @@ async def test_start_run_live_stream_equals_watch_run_replay(fleet: Fleet) -> No
     await project.define("stepper", system_prompt=f"You step. {marker}", tools=["create_entity"])
     fleet.stub.add_script(stepping_script(marker, steps=2, delay_s=0.05))
 
-    live = await collect(
-        project.executor("executor-b").StartRun(
-            executor_pb2.StartRunRequest(
-                project_id=project.project_id, agent_name="stepper", input="go"
+    live = stored_events_of(
+        await collect(
+            project.executor("executor-b").StartRun(
+                executor_pb2.StartRunRequest(
+                    project_id=project.project_id, agent_name="stepper", input="go"
+                )
             )
         )
     )

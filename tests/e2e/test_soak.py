@@ -29,7 +29,7 @@ from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
-from agentfleet.testing.services import free_port, wait_serving
+from agentfleet.testing.services import TEST_EGRESS_AND_SECRETS, free_port, wait_serving
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for_query
 from agentfleet.v1 import (
@@ -40,7 +40,8 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.model_config import ModelConfig
 from tests.e2e.test_faults import (
     ENDED,
     mcp_server,
@@ -200,6 +201,7 @@ async def test_soak(
             "AGENTFLEET_AUTH": "off",
             "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
             "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
+            **TEST_EGRESS_AND_SECRETS,
             "AGENTFLEET_EXECUTOR_CONCURRENCY": "32",
             "AGENTFLEET_EXECUTOR_LEASE_S": "3",
             "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "0.5",

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
 
-from agentfleet import events
+from agentfleet import db, events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.llm import RetryPolicy, content_to_json
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.invariants import assert_invariants
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import AgentLoop, RunControl
+from services.executor.model_config import ModelConfig
 from services.executor.queue import RunQueue
 from services.executor.recovery import load_conversation
 from services.executor.runs import RunRecord, StartRunParams
@@ -370,3 +372,31 @@ async def taken_over_then_cancelled_task(
     body: Callable[[], Awaitable[RunRecord | None]],
 ) -> RunRecord | None:
     return await asyncio.create_task(body())
+
+
+async def test_the_loop_reads_the_definition_the_run_carries_once(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    """StartRun resolves the agent's name to a definition at enqueue; the run carries its id
+    (as the toolpool reads it) and the loop reads that definition once, by that id."""
+    gemini_stub.add_script(Script(name="helper", replies=[Reply(text="done")]))
+    run = await claimed_run(db_pool, tools=["add"])
+    assert run.agent_definition_id is not None
+    reads: list[tuple[Any, ...]] = []
+
+    def log_definition_reads(record: Any) -> None:
+        if "kb.agent_definitions" in record.query:
+            reads.append(tuple(record.args or ()))
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await db._init_connection(conn)
+        conn.add_query_logger(log_definition_reads)
+
+    counted = await asyncpg.create_pool(database_url, init=init, reset=db._keep_session)
+    try:
+        finished = await make_loop(counted, gemini_stub, gateway()).execute(run, RunControl())
+    finally:
+        await counted.close()
+    assert finished is not None
+    assert finished.status == "completed"
+    assert reads == [(PROJECT, uuid.UUID(run.agent_definition_id))]

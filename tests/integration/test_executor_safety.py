@@ -16,8 +16,9 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.gemini import model_client_for
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import AgentLoop, RunControl
+from services.executor.model_config import ModelConfig
 from services.executor.queue import RESUME_LEASE_OWNER, RunQueue
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
@@ -443,3 +444,60 @@ async def test_resume_is_refused_at_the_500_step_cap(harness: Harness) -> None:
     assert [s.kind for s in await harness.safety(run.id)][-1] == "total_step_cap"
     with pytest.raises(FailedPrecondition, match="MAX_TOTAL_STEPS cap of 500"):
         await resume_run(harness.pool, ResumeParams(project_id=PROJECT, run_id=run.id))
+
+
+# -- ResumeRun request_id idempotency ---------------------------------------------------
+
+
+async def _resume_state(harness: Harness, run_id: str) -> tuple[str, int, int]:
+    row = await harness.pool.fetchrow(
+        "SELECT status, resume_count, (SELECT count(*) FROM kb.agent_run_messages m "
+        "WHERE m.run_id = r.id) AS messages FROM kb.agent_runs r WHERE id = $1::uuid",
+        run_id,
+    )
+    return row["status"], row["resume_count"], row["messages"]
+
+
+async def test_resume_replays_the_same_request_id_and_refuses_another(harness: Harness) -> None:
+    harness.stub.add_script(Script(name="agent", policy=tireless))
+    run = await harness.run(max_steps=1)
+    params = ResumeParams(project_id=PROJECT, run_id=run.id, input="more", request_id="res-1")
+    first = await resume_run(harness.pool, params)
+    after_first = await _resume_state(harness, run.id)
+    assert after_first[:2] == ("running", 1)
+
+    again = await resume_run(harness.pool, params)
+    # The replay streams the same execution: from the same STATUS_CHANGED, nothing written.
+    assert again.after_seq == first.after_seq
+    assert await _resume_state(harness, run.id) == after_first
+    (changed,) = [
+        e
+        for e in await harness.events(run.id)
+        if isinstance(e, events.StatusChanged) and e.from_status == "paused"
+    ]
+    assert changed.reason == "resumed (request_id res-1)"
+
+    other = ResumeParams(project_id=PROJECT, run_id=run.id, request_id="res-2")
+    with pytest.raises(FailedPrecondition, match="only a paused run"):
+        await resume_run(harness.pool, other)
+    assert await _resume_state(harness, run.id) == after_first
+
+
+async def test_resume_request_id_is_not_matched_in_a_cancel_reason(harness: Harness) -> None:
+    """A cancel reason is free text: one reading like a resume's ("resumed (request_id x)")
+    once made ResumeRun(request_id x) of the cancelled run answer as a replay."""
+    harness.stub.add_script(Script(name="agent", policy=tireless))
+    run = await harness.run(max_steps=1)
+    await RunQueue(harness.pool).request_cancel(PROJECT, run.id, "resumed (request_id res-x)")
+    cancelled = await _resume_state(harness, run.id)
+    assert cancelled[:2] == ("cancelled", 0)
+    seqs = [
+        e.seq for e in await events.read_events(harness.pool, project_id=PROJECT, run_id=run.id)
+    ]
+
+    params = ResumeParams(project_id=PROJECT, run_id=run.id, request_id="res-x")
+    with pytest.raises(FailedPrecondition, match="is cancelled"):
+        await resume_run(harness.pool, params)
+    assert await _resume_state(harness, run.id) == cancelled
+    after = await events.read_events(harness.pool, project_id=PROJECT, run_id=run.id)
+    assert [e.seq for e in after] == seqs

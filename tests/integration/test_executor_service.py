@@ -20,6 +20,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.grpc_server import Registration, RunningServer, start_server
 from agentfleet.service_runtime import RunningService, ServiceContext, ServiceParts, start_service
 from agentfleet.testing.services import test_settings as make_settings
+from agentfleet.testing.streams import stored_events_of
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -27,7 +28,8 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.model_config import ModelConfig
 from services.executor.recovery import load_conversation
 from services.executor.run_server import build_executor_parts
 
@@ -162,7 +164,8 @@ async def test_start_run_streams_what_the_database_holds(
             ],
         )
     )
-    streamed = [e async for e in executors.api.StartRun(start(request_id="r-1"))]
+    # StartRun streams by default: transient text deltas (seq 0) besides the stored events.
+    streamed = stored_events_of([e async for e in executors.api.StartRun(start(request_id="r-1"))])
     run_id = streamed[0].run_id
     assert streamed[-1].type == common_pb2.RUN_EVENT_TYPE_RUN_FINISHED
     final = streamed[-1].run_finished.run
@@ -279,7 +282,7 @@ async def test_resume_run_streams_the_continuation_once_per_request_id(
     resume = executor_pb2.ResumeRunRequest(
         project_id=PROJECT, run_id=paused.id, input="keep going", max_steps=3, request_id="res-1"
     )
-    resumed = [e async for e in executors.api.ResumeRun(resume)]
+    resumed = stored_events_of([e async for e in executors.api.ResumeRun(resume)])
     # One event sequence across both executions: no gap, no repeat.
     assert resumed[0].seq == first[-1].seq + 1
     assert [e.seq for e in resumed] == list(range(resumed[0].seq, resumed[-1].seq + 1))

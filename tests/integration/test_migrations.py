@@ -87,6 +87,7 @@ EXPECTED_INDEXES = {
         "agent_run_tool_calls_awaiting_idx",
     },
     "agent_run_events": {"agent_run_events_pkey", "agent_run_events_root_idx"},
+    "agent_run_resume_requests": {"agent_run_resume_requests_pkey"},
     "mcp_servers": {
         "mcp_servers_pkey", "mcp_servers_project_name_key", "mcp_servers_product_idx",
     },

@@ -49,7 +49,7 @@ async def sstack(
         await running.close()
 
 
-async def _define(stack: Stack, token: str, *, name: str, streaming: bool) -> None:
+async def _define(stack: Stack, token: str, *, name: str, streaming: bool | None) -> None:
     registry = registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=token))
     await registry.UpsertAgentDefinition(
         registry_pb2.UpsertAgentDefinitionRequest(
@@ -64,7 +64,7 @@ async def _define(stack: Stack, token: str, *, name: str, streaming: bool) -> No
     )
 
 
-def _two_steps(gate: asyncio.Event | None = None) -> Script:
+def _two_steps(gate: asyncio.Event | None = None, *, runs: int = 1) -> Script:
     """Step 1: a thought, text and a call (of a tool the agent does not have: refused);
     step 2: the final text. Each streamed in 9-character chunks, 5 ms apart."""
     replies = [
@@ -77,7 +77,7 @@ def _two_steps(gate: asyncio.Event | None = None) -> Script:
         ),
         Reply(text=FINAL_TEXT, stream_chunk_chars=9, stream_chunk_delay_s=0.005),
     ]
-    used = iter(replies)
+    used = iter(replies * runs)
 
     async def policy(request: StubRequest) -> Reply:
         if gate is not None:
@@ -227,3 +227,35 @@ async def test_definition_without_streaming_sends_no_deltas(
     assert live[-1].run_finished.run.status == common_pb2.RUN_STATUS_COMPLETED
     assert all(e.type != DELTA for e in live)
     assert {r.method for r in gemini_stub.requests_for("streamer")} == {"generateContent"}
+
+
+async def test_unset_switch_streams_a_followed_run_and_not_a_queued_one(
+    sstack: Stack, gemini_stub: GeminiStub
+) -> None:
+    """The default: StartRun's caller follows the run from its start, so it streams;
+    TriggerRun only queues it, so its model calls take the plain (cheaper) path."""
+    token = await sstack.create_token(P, "admin")
+    await _define(sstack, token, name="streamer", streaming=None)
+    executor = executor_pb2_grpc.ExecutorServiceStub(sstack.channel("executor", token=token))
+    history = history_pb2_grpc.HistoryServiceStub(sstack.channel("history", token=token))
+
+    gemini_stub.add_script(_two_steps(runs=2))
+    followed = await _read_all(
+        executor.StartRun(
+            executor_pb2.StartRunRequest(project_id=P, agent_name="streamer", input="Gemini?")
+        )
+    )
+    assert followed[-1].run_finished.run.status == common_pb2.RUN_STATUS_COMPLETED
+    assert _assert_deltas_precede_and_build_text(followed) > 10
+    assert {r.method for r in gemini_stub.requests_for("streamer")} == {"streamGenerateContent"}
+
+    queued = await executor.TriggerRun(
+        executor_pb2.StartRunRequest(project_id=P, agent_name="streamer", input="Gemini?")
+    )
+    watched = await _read_all(
+        history.WatchRun(history_pb2.WatchRunRequest(project_id=P, run_id=queued.id))
+    )
+    assert watched[-1].run_finished.run.status == common_pb2.RUN_STATUS_COMPLETED
+    assert all(e.type != DELTA for e in watched)
+    methods = [r.method for r in gemini_stub.requests_for("streamer")]
+    assert methods[-2:] == ["generateContent", "generateContent"]

@@ -1,5 +1,5 @@
-"""The bench report's plumbing: which printed lines become notes, and the README's
-headline block written from a full run."""
+"""The bench report's plumbing: which printed lines become notes, the README's headline
+block written from a full run, and the targets of issue #16 flagged when missed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ BENCH = Path(__file__).parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from _parse import parse_output  # noqa: E402
+from _results import headlines  # noqa: E402
+from _targets import (  # noqa: E402
+    HEADLINE_PEER,
+    Check,
+    checks_table,
+    latency_checks,
+    missed_lines,
+    peer_checks,
+)
 from run_all import README_END, README_START, update_readme  # noqa: E402
 
 
@@ -45,3 +54,69 @@ def test_readme_without_markers_is_left_alone(tmp_path: Path) -> None:
     readme.write_text("# x\n")
     update_readme(["numbers"], written="d", path=readme)
     assert readme.read_text() == "# x\n"
+
+
+def _system(step_p50: float, steps_per_s: float, cpu: float) -> dict[str, object]:
+    return {
+        "step_p50_ms": step_p50,
+        "concurrent_steps_per_s": steps_per_s,
+        "cpu_all_ms_per_step": cpu,
+        "agents": 50,
+    }
+
+
+def test_peer_targets_met_and_missed_are_told_apart() -> None:
+    summary = {
+        "agentfleet": _system(step_p50=4.0, steps_per_s=300.0, cpu=5.0),
+        HEADLINE_PEER: _system(step_p50=5.0, steps_per_s=100.0, cpu=4.0),
+        "adk": _system(step_p50=6.0, steps_per_s=250.0, cpu=9.0),
+    }
+    status = {c.target: c.status for c in peer_checks(summary)}
+    assert status == {
+        f"step p50 <= {HEADLINE_PEER}": "met",
+        "step p50 <= 0.5x adk": "MISSED",  # 4.0 > 3.0
+        f"50-agent throughput >= 1.5x {HEADLINE_PEER}": "met",
+        "50-agent throughput >= 1.5x adk": "MISSED",  # 300 < 375
+        f"CPU per step, all processes <= {HEADLINE_PEER}": "MISSED",  # 5.0 > 4.0
+        "CPU per step, all processes <= adk": "met",
+    }
+
+
+def test_a_missing_figure_is_not_measured_not_met() -> None:
+    summary = {"agentfleet": _system(step_p50=1.0, steps_per_s=1000.0, cpu=1.0)}
+    checks = peer_checks(summary)
+    assert {c.status for c in checks} == {"NOT MEASURED"}
+    assert len(missed_lines(checks)) == len(checks)
+
+
+def test_latency_targets_use_the_lesser_limit() -> None:
+    figures = {
+        "runs": 1000,
+        "model_delay_s": 1.0,
+        # 2 cores / 4 ms per step = 500 steps/s < 1000 runs / 1 s: 80% of 500 is needed.
+        "cores": 2,
+        "cpu_s_per_step": 0.004,
+        "steps_per_s": 410.0,
+        "overhead_p99_ms": 49.0,
+        "rss_kib_per_run": 120.0,
+        "first_event_p50_ms": 10.0,
+        "executor_cpu_ms_per_step": 1.6,
+    }
+    checks = latency_checks(figures)
+    assert [c.status for c in checks] == ["met", "met", "MISSED", "met", "MISSED"]
+    assert "vs needed 400.00 steps/s" in checks[0].measured
+    assert latency_checks({}) == []
+
+
+def test_missed_targets_are_flagged_in_the_table_and_the_headline_block(
+    tmp_path: Path,
+) -> None:
+    checks = [Check("a", "1 ms", True), Check("b", "9 ms vs limit 5 ms", False)]
+    table = checks_table(checks)
+    assert table[2:] == ["| a | 1 ms | met |", "| b | 9 ms vs limit 5 ms | **MISSED** |"]
+    block = headlines({}, {}, missed_lines(checks))
+    assert "MISSED: b (9 ms vs limit 5 ms)" in block
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{README_START}\n{README_END}\n")
+    update_readme(block, written="d", path=readme)
+    assert "MISSED: b (9 ms vs limit 5 ms)" in readme.read_text()

@@ -7,7 +7,7 @@ from google.genai import types
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument
 from agentfleet.v1 import executor_pb2
-from services.executor.definitions import ModelConfig
+from services.executor.model_config import ModelConfig
 from services.executor.model_request import (
     function_tools,
     generation_config,

@@ -1,0 +1,132 @@
+"""The targets of issue #16, checked against a run's figures: each check says what was
+wanted, what was measured and whether it was met, so a missed target is flagged in
+RESULTS.md and in the README's Performance block instead of printed as a plain number."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+HEADLINE_PEER = "langgraph (sync)"
+"""LangGraph awaiting its checkpoints, as agentfleet and ADK await their commits."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    target: str
+    measured: str
+    met: bool | None
+    """None: a figure was missing, so the target could not be checked (not a pass)."""
+
+    @property
+    def status(self) -> str:
+        return {True: "met", False: "MISSED", None: "NOT MEASURED"}[self.met]
+
+
+def _at_most(target: str, value: float | None, limit: float | None, unit: str) -> Check:
+    if value is None or limit is None:
+        return Check(target, "n/a", None)
+    return Check(target, f"{value:.2f} {unit} vs limit {limit:.2f} {unit}", value <= limit)
+
+
+def _at_least(target: str, value: float | None, floor: float | None, unit: str) -> Check:
+    if value is None or floor is None:
+        return Check(target, "n/a", None)
+    return Check(target, f"{value:.2f} {unit} vs needed {floor:.2f} {unit}", value >= floor)
+
+
+def _cpu(s: dict[str, Any]) -> float | None:
+    return s.get("cpu_all_ms_per_step")
+
+
+def peer_checks(summary: dict[str, dict[str, Any]]) -> list[Check]:
+    """Same model server, durability and pool: step p50, 50-agent throughput, CPU per step."""
+    af = summary.get("agentfleet", {})
+    lg = summary.get(HEADLINE_PEER, {})
+    adk = summary.get("adk", {})
+
+    def scaled(s: dict[str, Any], key: str, factor: float) -> float | None:
+        return s[key] * factor if s.get(key) is not None else None
+
+    agents = af.get("agents") or "N"
+    return [
+        _at_most(
+            f"step p50 <= {HEADLINE_PEER}",
+            af.get("step_p50_ms"),
+            lg.get("step_p50_ms"),
+            "ms",
+        ),
+        _at_most(
+            "step p50 <= 0.5x adk", af.get("step_p50_ms"), scaled(adk, "step_p50_ms", 0.5), "ms"
+        ),
+        _at_least(
+            f"{agents}-agent throughput >= 1.5x {HEADLINE_PEER}",
+            af.get("concurrent_steps_per_s"),
+            scaled(lg, "concurrent_steps_per_s", 1.5),
+            "steps/s",
+        ),
+        _at_least(
+            f"{agents}-agent throughput >= 1.5x adk",
+            af.get("concurrent_steps_per_s"),
+            scaled(adk, "concurrent_steps_per_s", 1.5),
+            "steps/s",
+        ),
+        _at_most(f"CPU per step, all processes <= {HEADLINE_PEER}", _cpu(af), _cpu(lg), "ms"),
+        _at_most("CPU per step, all processes <= adk", _cpu(af), _cpu(adk), "ms"),
+    ]
+
+
+def latency_checks(figures: dict[str, Any]) -> list[Check]:
+    """Many concurrent runs on one executor with a slow model (``llm_latency.py --json``)."""
+    if not figures:
+        return []
+    runs, delay = figures["runs"], figures["model_delay_s"]
+    cpu_s = figures.get("cpu_s_per_step")
+    # The lesser of two limits: the model's pace, and what the cores can execute.
+    limits = [runs / delay] + ([figures["cores"] / cpu_s] if cpu_s else [])
+    label = f"{runs} runs at {delay:g} s"
+    return [
+        _at_least(
+            f"{label}: steps/s >= 80% of the lesser limit",
+            figures.get("steps_per_s"),
+            0.8 * min(limits),
+            "steps/s",
+        ),
+        _at_most(
+            f"{label}: overhead p99 beyond the model < 50 ms",
+            figures.get("overhead_p99_ms"),
+            50.0,
+            "ms",
+        ),
+        _at_most(
+            f"{label}: executor RSS per in-flight run < 100 KB",
+            figures.get("rss_kib_per_run"),
+            100.0,
+            "KiB",
+        ),
+        _at_most(
+            f"{label}: first event after TriggerRun < 50 ms",
+            figures.get("first_event_p50_ms"),
+            50.0,
+            "ms",
+        ),
+        _at_most(
+            f"{label}: executor CPU per step < 1.5 ms",
+            figures.get("executor_cpu_ms_per_step"),
+            1.5,
+            "ms",
+        ),
+    ]
+
+
+def checks_table(checks: list[Check]) -> list[str]:
+    lines = ["| target | measured | status |", "|---|---|---|"]
+    for c in checks:
+        status = c.status if c.met else f"**{c.status}**"
+        lines.append(f"| {c.target} | {c.measured} | {status} |")
+    return lines
+
+
+def missed_lines(checks: list[Check]) -> list[str]:
+    """One line per target not met or not measured, for the headline block."""
+    return [f"{c.status}: {c.target} ({c.measured})" for c in checks if not c.met]
