@@ -9,13 +9,17 @@ from __future__ import annotations
 # project with queued runs (a loose index scan, one probe per project), and each project
 # offers its oldest queued runs, numbered in its own order (`turn`); the claim takes turn 1
 # of every project (oldest first), then turn 2, ... -- round robin. The cost is a few index
-# probes per project with queued runs plus up to $3 rows from each (projects are made by
-# the operator, not by tenants).
+# probes per project with queued runs plus up to $3 + SKIP_LOCKED_SPARE rows from each
+# (projects are made by the operator, not by tenants).
 #
 # A project may have at most $4 top-level runs running, so its top-level offer is cut to
 # the slots it has left; children (depth > 0) are exempt, since their parents hold slots
 # while waiting for them. The running counts are not locked: concurrent claims may pass a
 # cap by a few runs.
+#
+# Each project offers SKIP_LOCKED_SPARE more runs than the claim takes (within its slots
+# left), so concurrent claimers that find the oldest ones locked by each other move on to
+# the next ones instead of coming back empty-handed.
 #
 # MATERIALIZED: the locking SELECT runs exactly once. As a plain subquery the planner may
 # rescan it (a nested loop's inner side), and each rescan skips to other rows: one claim
@@ -30,6 +34,8 @@ _THREAD_FREE = """
               WHERE t.project_id = q.project_id AND t.thread_id = q.thread_id
                 AND t.status IN ('queued', 'running', 'waiting')
                 AND (t.status <> 'queued' OR (t.created_at, t.id) < (q.created_at, q.id))))"""
+
+SKIP_LOCKED_SPARE = 64
 
 _CANDIDATES = f"""
 projects AS (
@@ -57,12 +63,12 @@ projects AS (
         (SELECT q.id, q.created_at FROM kb.agent_runs q
          WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth = 0{_THREAD_FREE}
          ORDER BY q.created_at, q.id
-         LIMIT least($3, greatest(0, $4 - running.n)))
+         LIMIT least($3 + {SKIP_LOCKED_SPARE}, greatest(0, $4 - running.n)))
         UNION ALL
         (SELECT q.id, q.created_at FROM kb.agent_runs q
          WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth > 0{_THREAD_FREE}
          ORDER BY q.created_at, q.id
-         LIMIT $3)
+         LIMIT $3 + {SKIP_LOCKED_SPARE})
     ) offer
     WHERE p.project_id IS NOT NULL
 )"""

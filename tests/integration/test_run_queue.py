@@ -90,6 +90,18 @@ async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Po
     assert set(claimed.values()) == {1}
 
 
+async def test_concurrent_claimers_of_one_project_each_get_a_run(db_pool: asyncpg.Pool) -> None:
+    """Claimers that race for the same project's oldest runs skip the ones locked by each
+    other and take the next; none comes back empty while runs are queued."""
+    queue = RunQueue(db_pool)
+    ids = {(await queue.enqueue(params()))[0].id for _ in range(24)}
+
+    batches = await asyncio.gather(*(queue.claim_next(f"w{i}", 30.0) for i in range(24)))
+
+    assert [len(batch) for batch in batches] == [1] * 24
+    assert {batch[0].id for batch in batches} == ids
+
+
 async def test_a_claim_never_takes_more_than_its_limit(db_pool: asyncpg.Pool) -> None:
     queue = RunQueue(db_pool)
     for _ in range(60):
