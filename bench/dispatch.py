@@ -40,7 +40,7 @@ from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
-from services.executor.definitions import (
+from services.executor.registry.definitions import (
     AgentDefinition,
     DefinitionRepository,
     ModelConfig,

@@ -52,10 +52,10 @@ from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
-from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
-from services.executor.model_config import ModelConfig
 from services.executor.queue import RunQueue
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import StartRunParams
 from services.executor.tool_gateway import GrpcToolGateway, InMemoryToolGateway, ToolGateway
 

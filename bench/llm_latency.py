@@ -45,7 +45,11 @@ from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository, ModelConfig
+from services.executor.registry.definitions import (
+    AgentDefinition,
+    DefinitionRepository,
+    ModelConfig,
+)
 
 PROJECT = "bench"
 MARKER = "[slow-model]"

@@ -48,7 +48,7 @@ from agentfleet.migrate import migrate_up
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from bench._common import scratch_folder
-from services.executor.definitions import (
+from services.executor.registry.definitions import (
     AgentDefinition,
     DefinitionRepository,
     ModelConfig,

@@ -26,8 +26,8 @@ import structlog
 from agentfleet import events
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.run_watch import RunWatch
-from services.executor.definitions import DefinitionRepository
 from services.executor.queue import RunQueue
+from services.executor.registry.definitions import DefinitionRepository
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import TERMINAL_STATUSES, RunRecord, StartRunParams
 from services.executor.tree import refresh_tree_tokens

@@ -10,7 +10,7 @@ from typing import Protocol
 from google.genai import types
 
 from agentfleet.errors import NotFound
-from services.executor.definitions import AgentDefinition
+from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import RunRecord, RunStatus
 
 

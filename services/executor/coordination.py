@@ -28,7 +28,7 @@ from agentfleet import events
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, spawn_tool_refusal
 from services.executor.calls import PlannedCall
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
-from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord
 from services.executor.tool_gateway import ToolOutcome
 

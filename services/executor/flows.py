@@ -23,7 +23,7 @@ from opentelemetry import trace
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.coordination import current_trace_parent
-from services.executor.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
+from services.executor.registry.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
 from services.executor.runs import RunRecord, RunStatus
 
 _tracer = trace.get_tracer("agentfleet.executor")

@@ -46,7 +46,6 @@ from services.executor.control import (
     run_definition,
 )
 from services.executor.coordination import Coordinator
-from services.executor.definitions import AgentDefinition
 from services.executor.flows import FlowRunner
 from services.executor.loop_state import Progress, Turn, run_span_context
 from services.executor.model_request import (
@@ -59,6 +58,7 @@ from services.executor.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
 from services.executor.persistence import LeaseLost, RunRecorder, complete_then_cancel
 from services.executor.recovery import INTERRUPTED_BY_CRASH
+from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_position import (
     load_position,
     open_calls_for_stop,

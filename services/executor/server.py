@@ -5,9 +5,9 @@ from __future__ import annotations
 from agentfleet.grpc_server import Registration
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
-from services.executor.definitions import DefinitionRepository
-from services.executor.registry import ProductRegistry
-from services.executor.registry_server import AgentRegistryServicer
+from services.executor.registry.definitions import DefinitionRepository
+from services.executor.registry.products import ProductRegistry
+from services.executor.registry.server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
 from services.toolpool.mcp.egress import EgressPolicy
 

@@ -18,10 +18,10 @@ from services.executor.approval_resume import held_calls, hold_step, not_held
 from services.executor.approvals import parse_approval_policy
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.coordination import Coordinator, screen_depth
-from services.executor.definitions import AgentDefinition
 from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import outcome_result, plan_calls, refused_result
 from services.executor.persistence import RunRecorder, complete_then_cancel
+from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import RunRecord
 from services.executor.safety import screen_calls
 from services.executor.streaming import ModelCall, call_model

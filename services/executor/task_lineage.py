@@ -26,7 +26,7 @@ from agentfleet.errors import FailedPrecondition, PermissionDenied
 from agentfleet.graph import SPEC_TASK
 from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns, sql_uuid
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
-from services.executor.definitions import AgentDefinition
+from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import StartRunParams
 from services.executor.safety import effective_max_steps
 

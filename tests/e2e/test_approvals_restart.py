@@ -28,7 +28,7 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 
 PROJECT = "proj"
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}

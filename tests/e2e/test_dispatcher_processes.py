@@ -36,8 +36,8 @@ from agentfleet.testing.services import (
 )
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from tests.integration.test_dispatcher_service import first_user_text, task_title
 
 SEED = Path(__file__).parents[2] / "examples" / "dags" / "seed002.yaml"

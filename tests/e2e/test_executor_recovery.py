@@ -20,9 +20,9 @@ from agentfleet.grpc_server import Registration, start_server
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
 from services.executor.queue import RunQueue
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import StartRunParams
 
 PROJECT = "proj"

@@ -17,7 +17,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, history_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 
 PROJECT = "tenant-a"
 OTHER = "tenant-b"

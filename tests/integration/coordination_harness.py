@@ -21,11 +21,11 @@ from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
-from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.flows import FlowRunner
 from services.executor.loop import AgentLoop
-from services.executor.model_config import ModelConfig
 from services.executor.queue import RunQueue
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.tool_gateway import InMemoryToolGateway, ResolvedTool
 from services.executor.worker import RunWorker

@@ -14,8 +14,8 @@ import pytest
 from agentfleet.errors import NotFound
 from agentfleet.graph import TASK_GRAPH, GraphRepository, lock_task_dag
 from agentfleet.testing.waiting import wait_for_query
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 
 P, OTHER = "proj-a", "proj-b"

@@ -16,8 +16,8 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from tests.integration import test_dispatcher_service as base
 from tests.integration.test_dispatcher_service import (
     PROJECT,

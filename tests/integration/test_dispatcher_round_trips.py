@@ -25,8 +25,8 @@ from services.dispatcher.queries import CHANGES_CHANNEL
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 
 PROJECT = "round-trips"
 MAX_STATEMENTS_PER_TASK = 8

@@ -17,8 +17,8 @@ from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 
 SEED = Path(__file__).parents[2] / "examples" / "dags" / "seed002.yaml"
 PROJECT = "dispatch"

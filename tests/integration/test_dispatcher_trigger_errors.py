@@ -30,8 +30,8 @@ from services.dispatcher.runs import GrpcRunControl
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import CredentialPauseTiming, LoopTiming, TriggerRetry
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 
 PROJECT = "trigger-errors"
 

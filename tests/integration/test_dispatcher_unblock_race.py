@@ -28,8 +28,8 @@ from services.dispatcher.selector import Selector
 from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
 from services.dispatcher.transitions import Attempt
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 
 PROJECT = "unblock-race"
 

@@ -16,10 +16,10 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.gemini import model_client_for
-from services.executor.definitions import AgentDefinition, DefinitionRepository
 from services.executor.loop import AgentLoop, RunControl
-from services.executor.model_config import ModelConfig
 from services.executor.queue import RESUME_LEASE_OWNER, RunQueue
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.safety import STEP_LIMIT_MESSAGE, TIMEOUT_MESSAGE

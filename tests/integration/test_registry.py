@@ -23,11 +23,11 @@ from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.manifest import McpServerSpec
-from services.executor.product_store import upsert_mcp_server
-from services.executor.registry import MCP_SERVERS_CHANNEL, ProductRegistry
-from services.executor.registry_server import AgentRegistryServicer
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.manifest import McpServerSpec
+from services.executor.registry.product_store import upsert_mcp_server
+from services.executor.registry.products import MCP_SERVERS_CHANNEL, ProductRegistry
+from services.executor.registry.server import AgentRegistryServicer
 from services.toolpool.mcp.egress import EgressPolicy
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"

@@ -25,8 +25,8 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.model_config import ModelConfig
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
 
 P, Q = "tenant-x", "tenant-y"
 GRAPH_TOOLS = [

@@ -37,7 +37,7 @@ from agentfleet.v1 import (
     registry_pb2,
     registry_pb2_grpc,
 )
-from services.executor.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 
 PROJECT = "tenant-a"
 OTHER = "tenant-b"

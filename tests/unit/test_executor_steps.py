@@ -7,7 +7,6 @@ from google.genai import types
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument
 from agentfleet.v1 import executor_pb2
-from services.executor.model_config import ModelConfig
 from services.executor.model_request import (
     function_tools,
     generation_config,
@@ -15,6 +14,7 @@ from services.executor.model_request import (
     plan_calls,
 )
 from services.executor.queue import DEFAULT_CANCEL_REASON, parse_cancel_payload
+from services.executor.registry.model_config import ModelConfig
 from services.executor.run_requests import start_params
 from services.executor.tool_gateway import ResolvedTool, ToolOutcome
 

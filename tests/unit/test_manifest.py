@@ -7,13 +7,13 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.errors import InvalidArgument
-from services.executor.definitions import AgentDefinition
-from services.executor.manifest import (
+from services.executor.registry.definitions import AgentDefinition
+from services.executor.registry.manifest import (
     MAX_MANIFEST_BYTES,
     definition_violations,
     parse_manifest,
 )
-from services.executor.model_config import ModelConfig
+from services.executor.registry.model_config import ModelConfig
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 

@@ -14,15 +14,15 @@ from google.protobuf import duration_pb2, json_format, struct_pb2
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
-from services.executor.definitions import (
+from services.executor.registry.definitions import (
     AgentDefinition,
     DefinitionRepository,
     FlowType,
     ModelConfig,
     Visibility,
 )
-from services.executor.manifest import definition_violations
-from services.executor.registry import InstallResult, Product, ProductRegistry
+from services.executor.registry.manifest import definition_violations
+from services.executor.registry.products import InstallResult, Product, ProductRegistry
 
 _FLOW_TO_PROTO: dict[str, int] = {
     "single": common_pb2.FLOW_TYPE_SINGLE,

@@ -27,8 +27,8 @@ from agentfleet.mcp_config import LiteralRefusal
 from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.request_ids import checked_request_id
-from services.executor.definitions import AgentDefinition, DefinitionRepository
-from services.executor.manifest import (
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.manifest import (
     Manifest,
     check_stdio_servers,
     check_url_destinations,
@@ -36,7 +36,7 @@ from services.executor.manifest import (
     parse_manifest,
     semantic_violations,
 )
-from services.executor.product_store import (
+from services.executor.registry.product_store import (
     PRODUCT_COLUMNS,
     StoredMcpServer,
     lock,

@@ -23,10 +23,10 @@ from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp_config import LiteralRefusal
 from agentfleet.mcp_stdio import StdioAllowlist, require_allowed_stdio
-from services.executor.definitions import AgentDefinition
-from services.executor.manifest_schema import schema_violations
-from services.executor.model_config import ModelConfig
 from services.executor.output_schema import output_schema_violations
+from services.executor.registry.definitions import AgentDefinition
+from services.executor.registry.manifest_schema import schema_violations
+from services.executor.registry.model_config import ModelConfig
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import AlreadyExists, Unimplemented
-from services.executor.manifest import McpServerSpec
+from services.executor.registry.manifest import McpServerSpec
 
 PRODUCT_COLUMNS = "p.id, p.project_id, p.name, p.version, p.manifest, p.installed_at, p.updated_at"
 

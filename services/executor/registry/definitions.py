@@ -25,7 +25,7 @@ from agentfleet.pagination import (
     page_of,
 )
 from services.executor.approvals import check_definition_config
-from services.executor.model_config import ModelConfig
+from services.executor.registry.model_config import ModelConfig
 
 FlowType = Literal["single", "sequential", "loop", "parallel"]
 Visibility = Literal["external", "project", "internal"]
