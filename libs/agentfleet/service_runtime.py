@@ -12,7 +12,6 @@ when AGENTFLEET_TLS_CERT_FILE is set (:mod:`agentfleet.tls`).
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from agentfleet.readiness import (
     ReadinessMonitor,
     ServiceHealthProbe,
 )
+from agentfleet.stop_signals import stop_event
 from agentfleet.telemetry import configure_tracing, shutdown_tracing
 from agentfleet.tls import client_tls, server_tls
 
@@ -195,10 +195,7 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
         )
         log.info("serving", address=f"{settings.listen_host}:{service.port}")
         exported = await start_metrics(name, settings, pool)  # /metrics, OTLP, queue gauges
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_event()
         await stop.wait()
         log.info("shutting down", grace_s=settings.shutdown_grace_s)
         await service.stop()

@@ -9,10 +9,9 @@ from typing import Any
 
 import yaml
 from google.protobuf.struct_pb2 import Struct
-from rich.table import Table
 
 from agentfleet.cli.client import CliError, Connection
-from agentfleet.cli.render import console, enum_name, print_json
+from agentfleet.cli.render import console, enum_name, print_json, print_listing
 from agentfleet.v1 import common_pb2, registry_pb2
 
 
@@ -22,25 +21,26 @@ async def list_agents(conn: Connection, args: argparse.Namespace) -> int:
             project_id=conn.project, page_size=args.limit, page_token=args.page_token or ""
         )
     )
-    if args.json:
-        print_json(reply)
-        return 0
-    table = Table("agent", "flow", "visibility", "model", "tools", "product", "description")
-    for agent in reply.agent_definitions:
-        name = agent.name + (" [green](default)[/green]" if agent.is_default else "")
-        table.add_row(
-            name,
-            enum_name(common_pb2.FlowType, agent.flow_type, "FLOW_TYPE_"),
-            enum_name(common_pb2.Visibility, agent.visibility, "VISIBILITY_"),
-            agent.model.name,
-            ", ".join(agent.tools),
-            agent.product_name or "-",
-            agent.description[:60],
-        )
-    console.print(table)
-    if reply.next_page_token:
-        console.print(f"more: --page-token {reply.next_page_token}")
-    return 0
+    return print_listing(
+        reply,
+        reply.agent_definitions,
+        ("agent", "flow", "visibility", "model", "tools", "product", "description"),
+        _agent_row,
+        json_mode=args.json,
+        next_page_token=reply.next_page_token,
+    )
+
+
+def _agent_row(agent: common_pb2.AgentDefinition) -> tuple[str, ...]:
+    return (
+        agent.name + (" [green](default)[/green]" if agent.is_default else ""),
+        enum_name(common_pb2.FlowType, agent.flow_type, "FLOW_TYPE_"),
+        enum_name(common_pb2.Visibility, agent.visibility, "VISIBILITY_"),
+        agent.model.name,
+        ", ".join(agent.tools),
+        agent.product_name or "-",
+        agent.description[:60],
+    )
 
 
 def read_document(path: str, what: str) -> dict[str, Any]:

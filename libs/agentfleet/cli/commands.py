@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 
 from agentfleet.cli.approvals import add_approval_commands
 from agentfleet.cli.client import Connection, add_connection_flags
@@ -33,6 +34,22 @@ def _leaf_flags(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> N
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON (lines) instead")
     add_connection_flags(parser)
+
+
+@contextlib.contextmanager
+def _group(
+    commands: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    help_: str,
+    handler: str,
+) -> Iterator[argparse._SubParsersAction]:  # type: ignore[type-arg]
+    """A command of actions (``mcp add``): yields the actions to add, then gives each the
+    leaf flags; the handler finds the action in ``args.<name>_command``."""
+    parser = _command(commands, name, help_, handler, group=True)
+    actions = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+    yield actions
+    for sub in actions.choices.values():
+        _leaf_flags(sub)
 
 
 def _paging(parser: argparse.ArgumentParser) -> None:
@@ -91,46 +108,37 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     agents = _command(commands, "agents", "list the project's agents", "agents:list_agents")
     _paging(agents)
 
-    mcp = _command(commands, "mcp", "manage MCP servers", "tools:mcp", group=True)
-    mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
-    add = mcp_commands.add_parser("add", help="add or update an MCP server")
-    add.add_argument("name")
-    add.add_argument("--command", help="stdio: the program to start")
-    add.add_argument("--arg", action="append", default=[], help="stdio: one argument (repeat)")
-    add.add_argument("--url", help="sse / streamable_http: the server URL")
-    add.add_argument("--transport", choices=["stdio", "sse", "streamable_http"])
-    add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    add.add_argument("--header", action="append", default=[], metavar="KEY=VALUE")
-    add.add_argument("--prefix", help="tool name prefix ('' exposes raw names)")
-    add.add_argument("--call-timeout", type=float, help="seconds")
-    for action in ("list", "test", "remove"):
-        sub = mcp_commands.add_parser(action, help=f"{action} MCP servers")
-        if action != "list":
-            sub.add_argument("name")
-    for sub in mcp_commands.choices.values():
-        _leaf_flags(sub)
+    with _group(commands, "mcp", "manage MCP servers", "tools:mcp") as mcp:
+        add = mcp.add_parser("add", help="add or update an MCP server")
+        add.add_argument("name")
+        add.add_argument("--command", help="stdio: the program to start")
+        add.add_argument("--arg", action="append", default=[], help="stdio: one argument (repeat)")
+        add.add_argument("--url", help="sse / streamable_http: the server URL")
+        add.add_argument("--transport", choices=["stdio", "sse", "streamable_http"])
+        add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+        add.add_argument("--header", action="append", default=[], metavar="KEY=VALUE")
+        add.add_argument("--prefix", help="tool name prefix ('' exposes raw names)")
+        add.add_argument("--call-timeout", type=float, help="seconds")
+        for action in ("list", "test", "remove"):
+            sub = mcp.add_parser(action, help=f"{action} MCP servers")
+            if action != "list":
+                sub.add_argument("name")
 
-    secret = _command(commands, "secret", "manage project secrets", "tools:secret", group=True)
-    secret_commands = secret.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
-    set_ = secret_commands.add_parser("set", help="set a secret (value from --value or stdin)")
-    set_.add_argument("name")
-    set_.add_argument("--value", help="the value (else read from stdin, never echoed)")
-    secret_commands.add_parser("list", help="list secret names (never values)")
-    remove = secret_commands.add_parser("remove", help="remove a secret")
-    remove.add_argument("name")
-    for sub in secret_commands.choices.values():
-        _leaf_flags(sub)
+    with _group(commands, "secret", "manage project secrets", "tools:secret") as secret:
+        set_ = secret.add_parser("set", help="set a secret (value from --value or stdin)")
+        set_.add_argument("name")
+        set_.add_argument("--value", help="the value (else read from stdin, never echoed)")
+        secret.add_parser("list", help="list secret names (never values)")
+        remove = secret.add_parser("remove", help="remove a secret")
+        remove.add_argument("name")
 
-    dag = _command(commands, "dag", "submit and watch task graphs", "dag:dag", group=True)
-    dag_commands = dag.add_subparsers(dest="dag_command", required=True, metavar="ACTION")
-    submit = dag_commands.add_parser("submit", help="submit a DAG file (YAML)")
-    submit.add_argument("file", metavar="FILE.yaml")
-    submit.add_argument("--watch", action="store_true", help="then watch it to the end")
-    submit.add_argument("--validate-only", action="store_true")
-    watch = dag_commands.add_parser("watch", help="watch a task graph with a progress bar")
-    watch.add_argument("graph_id", metavar="GRAPH")
-    for sub in dag_commands.choices.values():
-        _leaf_flags(sub)
+    with _group(commands, "dag", "submit and watch task graphs", "dag:dag") as dag:
+        submit = dag.add_parser("submit", help="submit a DAG file (YAML)")
+        submit.add_argument("file", metavar="FILE.yaml")
+        submit.add_argument("--watch", action="store_true", help="then watch it to the end")
+        submit.add_argument("--validate-only", action="store_true")
+        watch = dag.add_parser("watch", help="watch a task graph with a progress bar")
+        watch.add_argument("graph_id", metavar="GRAPH")
     add_approval_commands(commands, _command)
 
 

@@ -84,24 +84,30 @@ class RunTreeView:
         return spawned
 
     def merge_run(self, run: common_pb2.AgentRun) -> None:
-        node = self._node(run.id, run.agent_name, run.parent_run_id)
-        node.status = run_status(run.status)
-        node.step = max(node.step, run.step_count)
-        node.tokens = run.tokens_in + run.tokens_out
+        node = self._merge(run.id, run.agent_name, run.parent_run_id, run)
         node.summary = run.summary or run.error_message
-        if node.status not in ("running", "queued"):
-            node.current_tool = ""
 
     def merge_tree(self, tree: history_pb2.GetRunTreeResponse) -> None:
         """Takes status, steps and tokens from the persisted tree (authoritative)."""
         for item in tree.nodes:
-            node = self._node(item.run_id, item.agent_name, item.parent_run_id)
-            node.status = run_status(item.status)
-            node.step = max(node.step, item.step_count)
-            node.tokens = item.tokens_in + item.tokens_out
+            node = self._merge(item.run_id, item.agent_name, item.parent_run_id, item)
             node.summary = node.summary or item.summary_preview
-            if node.status not in ("running", "queued"):
-                node.current_tool = ""
+
+    def _merge(
+        self,
+        run_id: str,
+        agent_name: str,
+        parent_run_id: str,
+        counts: common_pb2.AgentRun | history_pb2.RunTreeNode,
+    ) -> RunNode:
+        """Takes status, steps and tokens of a persisted run (a run or a tree node)."""
+        node = self._node(run_id, agent_name, parent_run_id)
+        node.status = run_status(counts.status)
+        node.step = max(node.step, counts.step_count)
+        node.tokens = counts.tokens_in + counts.tokens_out
+        if node.status not in ("running", "queued"):
+            node.current_tool = ""
+        return node
 
     def render(self) -> Tree:
         if self.root_run_id is None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
+from rich.table import Table
 
 from agentfleet.v1 import common_pb2
 
 console = Console(highlight=False)
+
+T = TypeVar("T")
 
 STATUS_STYLE = {
     "queued": "dim",
@@ -53,6 +57,30 @@ def print_json(message: Message | dict[str, Any]) -> None:
     """One JSON object on one line (``--json`` output is JSON lines)."""
     data = message if isinstance(message, dict) else to_dict(message)
     print(json.dumps(data, sort_keys=True), flush=True)
+
+
+def print_listing(
+    reply: Message,
+    items: Iterable[T],
+    columns: Sequence[str],
+    row: Callable[[T], Sequence[str]],
+    *,
+    json_mode: bool,
+    next_page_token: str = "",
+) -> int:
+    """A listing command's output and exit code: the reply as one JSON line with ``--json``,
+    else a table of ``items`` (``row`` gives an item's cells) and, when a page follows, the
+    flag that fetches it (listings without ``--page-token`` pass no token)."""
+    if json_mode:
+        print_json(reply)
+        return 0
+    table = Table(*columns)
+    for item in items:
+        table.add_row(*row(item))
+    console.print(table)
+    if next_page_token:
+        console.print(f"more: --page-token {next_page_token}")
+    return 0
 
 
 def seconds(duration: Any) -> str:

@@ -21,9 +21,10 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from agentfleet.cli.client import CliError, Connection
+from agentfleet.cli.client import Connection
 from agentfleet.cli.live import RunTreeView
 from agentfleet.cli.render import console, print_json, run_status, styled_status
+from agentfleet.cli.tools import key_values
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 
 TREE_REFRESH_S = 1.0
@@ -57,22 +58,12 @@ class StreamedText:
         return Group(tree, Text(tail))
 
 
-def _labels(pairs: list[str]) -> dict[str, str]:
-    labels = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError("INVALID_ARGUMENT", f"--label: expected KEY=VALUE, got {pair!r}")
-        labels[key] = value
-    return labels
-
-
 async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
     request = executor_pb2.StartRunRequest(
         project_id=conn.project,
         agent_name=args.agent,
         input=args.input,
-        labels=_labels(args.label),
+        labels=key_values(args.label, "--label"),
         request_id=args.request_id or "",
     )
     if args.max_steps is not None:

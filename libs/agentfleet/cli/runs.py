@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from google.protobuf.message import Message
 from rich.table import Table
 from rich.tree import Tree
 
@@ -14,6 +17,7 @@ from agentfleet.cli.render import (
     enum_name,
     parse_run_status,
     print_json,
+    print_listing,
     run_status,
     seconds,
     styled_status,
@@ -35,49 +39,47 @@ async def list_runs(conn: Connection, args: argparse.Namespace) -> int:
         top_level_only=args.top_level,
     )
     reply = await conn.history().ListRuns(request)
-    if args.json:
-        print_json(reply)
-        return 0
-    table = Table("run", "agent", "status", "steps", "tokens", "created", "duration", "input")
-    for run in reply.runs:
-        table.add_row(
-            run.id,
-            run.agent_name,
-            styled_status(run_status(run.status)),
-            str(run.total_steps),
-            str(run.tokens_in + run.tokens_out),
-            timestamp(run.create_time),
-            seconds(run.duration),
-            run.input_preview[:40],
-        )
-    console.print(table)
-    if reply.next_page_token:
-        console.print(f"more: --page-token {reply.next_page_token}")
-    return 0
+    return print_listing(
+        reply,
+        reply.runs,
+        ("run", "agent", "status", "steps", "tokens", "created", "duration", "input"),
+        _run_row,
+        json_mode=args.json,
+        next_page_token=reply.next_page_token,
+    )
+
+
+def _run_row(run: history_pb2.RunSummary) -> tuple[str, ...]:
+    return (
+        run.id,
+        run.agent_name,
+        styled_status(run_status(run.status)),
+        str(run.total_steps),
+        str(run.tokens_in + run.tokens_out),
+        timestamp(run.create_time),
+        seconds(run.duration),
+        run.input_preview[:40],
+    )
 
 
 async def show_run(conn: Connection, args: argparse.Namespace) -> int:
     history = conn.history()
     if args.message:
-        reply = await history.GetRunMessage(
+        message = await history.GetRunMessage(
             history_pb2.GetRunMessageRequest(
                 project_id=conn.project, run_id=args.run_id, message_id=args.message
             )
         )
-        print_json(reply.message) if args.json else _print_full(to_dict(reply.message))
-        return 0
+        return _print_full(message.message, json_mode=args.json)
     if args.tool_call:
-        reply = await history.GetRunToolCall(
+        call = await history.GetRunToolCall(
             history_pb2.GetRunToolCallRequest(
                 project_id=conn.project, run_id=args.run_id, tool_call_id=args.tool_call
             )
         )
-        print_json(reply.tool_call) if args.json else _print_full(to_dict(reply.tool_call))
-        return 0
-    if args.messages:
-        return await _messages(conn, args)
-    if args.tool_calls:
-        return await _tool_calls(conn, args)
+        return _print_full(call.tool_call, json_mode=args.json)
+    if args.messages or args.tool_calls:
+        return await _run_listing(conn, args)
     reply = await history.GetRun(
         history_pb2.GetRunRequest(project_id=conn.project, run_id=args.run_id)
     )
@@ -111,58 +113,51 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _messages(conn: Connection, args: argparse.Namespace) -> int:
-    reply = await conn.history().ListRunMessages(
-        history_pb2.ListRunMessagesRequest(
-            project_id=conn.project,
-            run_id=args.run_id,
-            page_size=args.limit,
-            page_token=args.page_token or "",
-        )
+async def _run_listing(conn: Connection, args: argparse.Namespace) -> int:
+    """One page of the run's messages (``--messages``) or tool calls (``--tool-calls``)."""
+    history = conn.history()
+    page: dict[str, Any] = {
+        "project_id": conn.project,
+        "run_id": args.run_id,
+        "page_size": args.limit,
+        "page_token": args.page_token or "",
+    }
+    reply: history_pb2.ListRunMessagesResponse | history_pb2.ListRunToolCallsResponse
+    row: Callable[[Any], tuple[str, ...]]
+    if args.messages:
+        reply = await history.ListRunMessages(history_pb2.ListRunMessagesRequest(**page))
+        items: Sequence[Any] = reply.messages
+        columns = ("message", "seq", "step", "role", "agent", "tokens", "preview")
+        row = _message_row
+    else:
+        reply = await history.ListRunToolCalls(history_pb2.ListRunToolCallsRequest(**page))
+        items = reply.tool_calls
+        columns = ("tool call", "step", "tool", "status", "duration", "error")
+        row = _tool_call_row
+    return print_listing(
+        reply, items, columns, row, json_mode=args.json, next_page_token=reply.next_page_token
     )
-    if args.json:
-        print_json(reply)
-        return 0
-    table = Table("message", "seq", "step", "role", "agent", "tokens", "preview")
-    for m in reply.messages:
-        role = enum_name(common_pb2.MessageRole, m.role, "MESSAGE_ROLE_")
-        preview = m.preview.replace("\n", " ")[:60] + ("…" if m.truncated else "")
-        calls = f" [{', '.join(m.function_names)}]" if m.function_names else ""
-        table.add_row(
-            m.id, str(m.seq), str(m.step), role, m.agent_name, str(m.tokens), preview + calls
-        )
-    console.print(table)
-    if reply.next_page_token:
-        console.print(f"more: --page-token {reply.next_page_token}")
+
+
+def _message_row(m: history_pb2.MessageSummary) -> tuple[str, ...]:
+    role = enum_name(common_pb2.MessageRole, m.role, "MESSAGE_ROLE_")
+    preview = m.preview.replace("\n", " ")[:60] + ("…" if m.truncated else "")
+    calls = f" [{', '.join(m.function_names)}]" if m.function_names else ""
+    return (m.id, str(m.seq), str(m.step), role, m.agent_name, str(m.tokens), preview + calls)
+
+
+def _tool_call_row(c: history_pb2.ToolCallSummary) -> tuple[str, ...]:
+    status = enum_name(common_pb2.ToolCallStatus, c.status, "TOOL_CALL_STATUS_")
+    return (c.tool_call_id, str(c.step), c.tool_name, status, seconds(c.duration), c.error_preview)
+
+
+def _print_full(message: Message, *, json_mode: bool) -> int:
+    """One message or tool call: a JSON line with ``--json``, else pretty-printed JSON."""
+    if json_mode:
+        print_json(message)
+    else:
+        console.print_json(json.dumps(to_dict(message)))
     return 0
-
-
-async def _tool_calls(conn: Connection, args: argparse.Namespace) -> int:
-    reply = await conn.history().ListRunToolCalls(
-        history_pb2.ListRunToolCallsRequest(
-            project_id=conn.project,
-            run_id=args.run_id,
-            page_size=args.limit,
-            page_token=args.page_token or "",
-        )
-    )
-    if args.json:
-        print_json(reply)
-        return 0
-    table = Table("tool call", "step", "tool", "status", "duration", "error")
-    for c in reply.tool_calls:
-        status = enum_name(common_pb2.ToolCallStatus, c.status, "TOOL_CALL_STATUS_")
-        table.add_row(
-            c.tool_call_id, str(c.step), c.tool_name, status, seconds(c.duration), c.error_preview
-        )
-    console.print(table)
-    if reply.next_page_token:
-        console.print(f"more: --page-token {reply.next_page_token}")
-    return 0
-
-
-def _print_full(data: dict[str, object]) -> None:
-    console.print_json(json.dumps(data))
 
 
 async def show_tree(conn: Connection, args: argparse.Namespace) -> int:

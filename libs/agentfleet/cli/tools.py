@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from collections.abc import Awaitable
 
 from google.protobuf.duration_pb2 import Duration
-from rich.table import Table
 
 from agentfleet.cli.client import CliError, Connection
-from agentfleet.cli.render import console, enum_name, print_json, seconds
+from agentfleet.cli.render import console, enum_name, print_json, print_listing, seconds
 from agentfleet.v1 import toolpool_pb2
 
 TRANSPORTS = {
@@ -20,7 +20,8 @@ TRANSPORTS = {
 }
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
+def key_values(values: list[str], flag: str) -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` flags as a mapping; a CliError naming ``flag`` for a bad one."""
     result = {}
     for pair in values:
         key, sep, value = pair.partition("=")
@@ -37,9 +38,9 @@ def mcp_server_from(args: argparse.Namespace) -> toolpool_pb2.McpServer:
         transport=TRANSPORTS[transport],
         command=args.command or "",
         args=args.arg,
-        env=_pairs(args.env, "--env"),
+        env=key_values(args.env, "--env"),
         url=args.url or "",
-        headers=_pairs(args.header, "--header"),
+        headers=key_values(args.header, "--header"),
     )
     if args.prefix is not None:
         server.tool_prefix = args.prefix
@@ -60,11 +61,8 @@ async def mcp(conn: Connection, args: argparse.Namespace) -> int:
         console.print(f"{verb} mcp server {reply.mcp_server.name}")
         return 0
     if args.mcp_command == "remove":
-        await toolpool.DeleteMcpServer(
-            toolpool_pb2.DeleteMcpServerRequest(project_id=conn.project, name=args.name)
-        )
-        console.print(f"removed mcp server {args.name}")
-        return 0
+        request = toolpool_pb2.DeleteMcpServerRequest(project_id=conn.project, name=args.name)
+        return await _removed(toolpool.DeleteMcpServer(request), f"mcp server {args.name}")
     if args.mcp_command == "test":
         reply = await toolpool.TestMcpServer(
             toolpool_pb2.TestMcpServerRequest(project_id=conn.project, name=args.name)
@@ -84,21 +82,31 @@ async def mcp(conn: Connection, args: argparse.Namespace) -> int:
     reply = await toolpool.ListMcpServers(
         toolpool_pb2.ListMcpServersRequest(project_id=conn.project, page_size=100)
     )
-    if args.json:
-        print_json(reply)
-        return 0
-    table = Table("server", "transport", "target", "prefix", "enabled", "product")
-    for server in reply.mcp_servers:
-        target = server.url or " ".join([server.command, *server.args])
-        table.add_row(
-            server.name,
-            enum_name(toolpool_pb2.McpTransport, server.transport, "MCP_TRANSPORT_"),
-            target,
-            server.tool_prefix if server.HasField("tool_prefix") else f"{server.name}__",
-            "no" if server.HasField("enabled") and not server.enabled else "yes",
-            server.product_name or "-",
-        )
-    console.print(table)
+    # No "more" line: the first 100 servers are all the listing shows (no --page-token).
+    return print_listing(
+        reply,
+        reply.mcp_servers,
+        ("server", "transport", "target", "prefix", "enabled", "product"),
+        _server_row,
+        json_mode=args.json,
+    )
+
+
+def _server_row(server: toolpool_pb2.McpServer) -> tuple[str, ...]:
+    return (
+        server.name,
+        enum_name(toolpool_pb2.McpTransport, server.transport, "MCP_TRANSPORT_"),
+        server.url or " ".join([server.command, *server.args]),
+        server.tool_prefix if server.HasField("tool_prefix") else f"{server.name}__",
+        "no" if server.HasField("enabled") and not server.enabled else "yes",
+        server.product_name or "-",
+    )
+
+
+async def _removed(delete: Awaitable[object], what: str) -> int:
+    """Awaits a delete call and says what it removed."""
+    await delete
+    console.print(f"removed {what}")
     return 0
 
 
@@ -123,11 +131,8 @@ async def secret(conn: Connection, args: argparse.Namespace) -> int:
         console.print(f"{'created' if reply.created else 'updated'} secret {args.name}")
         return 0
     if args.secret_command == "remove":
-        await toolpool.DeleteSecret(
-            toolpool_pb2.DeleteSecretRequest(project_id=conn.project, name=args.name)
-        )
-        console.print(f"removed secret {args.name}")
-        return 0
+        request = toolpool_pb2.DeleteSecretRequest(project_id=conn.project, name=args.name)
+        return await _removed(toolpool.DeleteSecret(request), f"secret {args.name}")
     reply = await toolpool.ListSecrets(
         toolpool_pb2.ListSecretsRequest(project_id=conn.project, page_size=100)
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 import time
 from collections.abc import Awaitable
@@ -32,6 +31,7 @@ from agentfleet.errors import Unavailable
 from agentfleet.hardening import make_non_dumpable
 from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
+from agentfleet.stop_signals import stop_event
 
 console = Console(stderr=False, highlight=False)
 
@@ -109,10 +109,7 @@ async def run_up(
     log_dir.mkdir(parents=True, exist_ok=True)
     children: list[ServiceProcess] = []
     demo_token: CreatedToken | None = None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_event()
     try:
         for name in START_ORDER:
             children.append(

@@ -6,12 +6,12 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 from pathlib import Path
 
 from agentfleet.gemini_stub.codec import ScriptFormatError, scripts_from_json
 from agentfleet.gemini_stub.server import GeminiStub
+from agentfleet.stop_signals import stop_event
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -36,10 +36,7 @@ async def _serve(args: argparse.Namespace) -> None:
         f"at {base_url} with {len(stub.scripts())} script(s)",
         flush=True,
     )
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
+    stopping = stop_event()
     try:
         await stopping.wait()
     finally:

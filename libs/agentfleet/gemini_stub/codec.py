@@ -26,14 +26,19 @@ class ScriptFormatError(ValueError):
     """A JSON script is malformed; the message names the offending path."""
 
 
-def reply_from_json(data: Any, where: str = "reply") -> Reply:
-    """Builds a :class:`Reply` from its JSON form."""
+def _object(data: Any, where: str, known: set[str]) -> dict[str, Any]:
+    """``data`` checked to be a JSON object with no field outside ``known``."""
     if not isinstance(data, dict):
         raise ScriptFormatError(f"{where}: must be an object")
-    unknown = set(data) - _REPLY_FIELDS
+    unknown = set(data) - known
     if unknown:
         raise ScriptFormatError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    values = dict(data)
+    return data
+
+
+def reply_from_json(data: Any, where: str = "reply") -> Reply:
+    """Builds a :class:`Reply` from its JSON form."""
+    values = dict(_object(data, where, _REPLY_FIELDS))
     try:
         values["calls"] = [
             Call(name=c["name"], args=c.get("args") or {}, id=c.get("id"))
@@ -48,11 +53,7 @@ def reply_from_json(data: Any, where: str = "reply") -> Reply:
 
 def script_from_json(data: Any, where: str = "script") -> Script:
     """Builds a reply-sequence :class:`Script` from its JSON form."""
-    if not isinstance(data, dict):
-        raise ScriptFormatError(f"{where}: must be an object")
-    unknown = set(data) - _SCRIPT_FIELDS
-    if unknown:
-        raise ScriptFormatError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    data = _object(data, where, _SCRIPT_FIELDS)
     replies = data.get("replies")
     if not isinstance(replies, list):
         raise ScriptFormatError(f"{where}.replies: must be a list")

@@ -7,7 +7,8 @@ google-genai ``types.Content`` when a policy wants real types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from google.genai import types
@@ -68,12 +69,7 @@ class StubRequest:
 
     def first_user_text(self) -> str | None:
         """Text of the oldest user turn that has any text: the task of the conversation."""
-        for content in self.contents:
-            if content.get("role", "user") == "user":
-                text = "".join(_texts(content))
-                if text:
-                    return text
-        return None
+        return _user_text(self.contents)
 
     @property
     def generation_config(self) -> dict[str, Any]:
@@ -92,28 +88,26 @@ class StubRequest:
 
     def last_user_text(self) -> str | None:
         """Text of the newest user turn that has any text."""
-        for content in reversed(self.contents):
-            if content.get("role", "user") == "user":
-                text = "".join(_texts(content))
-                if text:
-                    return text
-        return None
+        return _user_text(reversed(self.contents))
 
     def typed_contents(self) -> list[types.Content]:
         """The conversation as google-genai types."""
         return [types.Content.model_validate(content) for content in self.contents]
 
     def to_json(self) -> dict[str, Any]:
-        """The record as the control API returns it."""
-        return {
-            "model": self.model,
-            "method": self.method,
-            "api_version": self.api_version,
-            "path": self.path,
-            "body": self.body,
-            "received_at": self.received_at,
-            "script": self.script,
-        }
+        """The record as the control API returns it: every field but ``body_chars``, which
+        is the server's own size estimate, not part of what was received."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "body_chars"}
+
+
+def _user_text(contents: Iterable[dict[str, Any]]) -> str | None:
+    """Text of the first user turn of ``contents`` that has any."""
+    for content in contents:
+        if content.get("role", "user") == "user":
+            text = "".join(_texts(content))
+            if text:
+                return text
+    return None
 
 
 def _texts(content: dict[str, Any]) -> list[str]:

@@ -8,16 +8,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-__all__ = [
-    "Direction",
-    "GraphObject",
-    "ObjectPage",
-    "Related",
-    "Relationship",
-    "ScoredObject",
-    "Traversal",
-    "TraversalNode",
-]
+from agentfleet.rows import from_row
 
 Direction = Literal["out", "in", "both"]
 """Edges to follow from a node: outgoing (src is the node), incoming, or both."""
@@ -42,29 +33,11 @@ class GraphObject:
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> GraphObject:
-        return cls(
-            id=str(row["id"]),
-            project_id=row["project_id"],
-            type=row["type"],
-            key=row["key"],
-            properties=row["properties"],
-            status=row["status"],
-            version=row["version"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+        return from_row(cls, row, id=str(row["id"]))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (ids as strings, timestamps ISO 8601)."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "key": self.key,
-            "properties": self.properties,
-            "version": self.version,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        return _json(self, "id", "type", "key", "properties", "version", "created_at", "updated_at")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,26 +55,13 @@ class Relationship:
     @classmethod
     def from_row(cls, row: asyncpg.Record, prefix: str = "") -> Relationship:
         """From a row whose relationship columns may carry a ``prefix`` (joins)."""
-        return cls(
-            id=str(row[prefix + "id"]),
-            project_id=row[prefix + "project_id"],
-            type=row[prefix + "type"],
-            src_id=str(row[prefix + "src_id"]),
-            dst_id=str(row[prefix + "dst_id"]),
-            properties=row[prefix + "properties"],
-            created_at=row[prefix + "created_at"],
-        )
+        # Ids are UUIDs in the row and strings in the value.
+        ids = {name: str(row[prefix + name]) for name in ("id", "src_id", "dst_id")}
+        return from_row(cls, row, prefix, **ids)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (ids as strings, timestamps ISO 8601)."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "src_id": self.src_id,
-            "dst_id": self.dst_id,
-            "properties": self.properties,
-            "created_at": self.created_at.isoformat(),
-        }
+        return _json(self, "id", "type", "src_id", "dst_id", "properties", "created_at")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,3 +109,12 @@ class ScoredObject:
     """ts_rank for full-text search; the reciprocal-rank-fusion score for hybrid search."""
     matched_by: tuple[str, ...] = field(default=())
     """Which rankings found it (``fts``, ``trigram``); hybrid search only."""
+
+
+def _json(value: object, *names: str) -> dict[str, Any]:
+    """The named fields of ``value`` as JSON values (timestamps as ISO 8601 strings)."""
+    data: dict[str, Any] = {}
+    for name in names:
+        item = getattr(value, name)
+        data[name] = item.isoformat() if isinstance(item, datetime) else item
+    return data

@@ -12,8 +12,15 @@ from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 
-from agentfleet.errors import InvalidArgument, NotFound
-from agentfleet.graph._common import OBJECT_COLUMNS, Executor, parse_id
+from agentfleet.errors import InvalidArgument
+from agentfleet.graph._common import (
+    OBJECT_COLUMNS,
+    SELECT_OBJECT,
+    Executor,
+    edge_select,
+    found,
+    parse_id,
+)
 from agentfleet.graph.models import (
     Direction,
     GraphObject,
@@ -39,19 +46,17 @@ WORD_SIMILARITY_THRESHOLD = "0.3"
 
 
 def _level_select(direction: str) -> str:
-    near, far = ("src_id", "dst_id") if direction == "out" else ("dst_id", "src_id")
-    return f"""
-        SELECT r.id AS r_id, r.project_id AS r_project_id, r.type AS r_type,
-               r.src_id AS r_src_id, r.dst_id AS r_dst_id, r.properties AS r_properties,
-               r.created_at AS r_created_at, r.{far} AS far_id,
-               o.id, o.project_id, o.type, o.key, o.properties, o.status, o.version,
-               o.created_at, o.updated_at
-        FROM kb.graph_relationships r
-        JOIN kb.graph_objects o ON o.project_id = r.project_id AND o.id = r.{far}
-        WHERE r.project_id = $1 AND r.{near} = ANY($2::uuid[])
-          AND ($3::text[] IS NULL OR r.type = ANY($3::text[]))
-    """
+    """The edges of one direction from a traversal level's frontier (``$2``)."""
+    return edge_select(
+        direction,
+        near="= ANY($2::uuid[])",
+        types="($3::text[] IS NULL OR r.type = ANY($3::text[]))",
+    )
 
+
+_FTS_MATCHES = """FROM kb.graph_objects, websearch_to_tsquery('simple', $2) AS q
+    WHERE project_id = $1 AND search @@ q AND ($3::text IS NULL OR type = $3)"""
+"""The objects full-text search finds (``$1`` project, ``$2`` query, ``$3`` type or NULL)."""
 
 _LEVEL = {
     direction: f"SELECT * FROM ({body}) level ORDER BY r_created_at, r_id LIMIT $4"
@@ -108,13 +113,7 @@ class GraphReads:
         types = list(relationship_types) if relationship_types else None
         start = parse_id(start_id, "start_id")
         async with self._snapshot() as conn:
-            row = await conn.fetchrow(
-                f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
-                project_id,
-                start,
-            )
-            if row is None:
-                raise NotFound(f"object {start_id} not found")
+            row = found(await conn.fetchrow(SELECT_OBJECT, project_id, start), f"object {start_id}")
             nodes = [TraversalNode(object=GraphObject.from_row(row), depth=0)]
             visited: set[uuid.UUID] = {start}
             edges: dict[str, Relationship] = {}
@@ -153,15 +152,11 @@ class GraphReads:
         rows = await self._db.fetch(
             f"""
             SELECT {OBJECT_COLUMNS}, ts_rank(search, q) AS score
-            FROM kb.graph_objects, websearch_to_tsquery('simple', $2) AS q
-            WHERE project_id = $1 AND search @@ q AND ($3::text IS NULL OR type = $3)
+            {_FTS_MATCHES}
             ORDER BY score DESC, created_at, id
             LIMIT $4
             """,
-            project_id,
-            query,
-            type,
-            max(1, min(limit, 100)),
+            *_search_args(project_id, query, type, limit),
         )
         return [ScoredObject(object=GraphObject.from_row(r), score=r["score"]) for r in rows]
 
@@ -182,8 +177,7 @@ class GraphReads:
                 WITH fts AS (
                     SELECT id, row_number() OVER (
                                ORDER BY ts_rank(search, q) DESC, created_at, id) AS rank
-                    FROM kb.graph_objects, websearch_to_tsquery('simple', $2) AS q
-                    WHERE project_id = $1 AND search @@ q AND ($3::text IS NULL OR type = $3)
+                    {_FTS_MATCHES}
                     ORDER BY rank LIMIT $5
                 ), trigram AS (
                     SELECT id, row_number() OVER (
@@ -205,10 +199,7 @@ class GraphReads:
                 ORDER BY f.score DESC, o.created_at, o.id
                 LIMIT $4
                 """,
-                project_id,
-                query,
-                type,
-                max(1, min(limit, 100)),
+                *_search_args(project_id, query, type, limit),
                 HYBRID_CANDIDATES,
                 RRF_K,
             )
@@ -218,6 +209,13 @@ class GraphReads:
             )
             for r in rows
         ]
+
+
+def _search_args(
+    project_id: str, query: str, type: str | None, limit: int
+) -> tuple[str, str, str | None, int]:
+    """``$1`` .. ``$4`` of both searches: project, query, type or NULL, page size (1..100)."""
+    return project_id, query, type, max(1, min(limit, 100))
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentfleet.errors import NotFound
-from agentfleet.graph._common import RELATIONSHIP_COLUMNS, Executor, parse_id, translated
+from agentfleet.graph._common import (
+    RELATIONSHIP_COLUMNS,
+    Executor,
+    edge_select,
+    found,
+    parse_id,
+    translated,
+)
 from agentfleet.graph.models import Direction, GraphObject, Related, Relationship
 
 __all__ = ["GraphRelationships"]
@@ -122,9 +129,7 @@ class GraphRelationships:
             project_id,
             parse_id(relationship_id),
         )
-        if row is None:
-            raise NotFound(f"relationship {relationship_id} not found")
-        return Relationship.from_row(row)
+        return Relationship.from_row(found(row, f"relationship {relationship_id}"))
 
     async def delete_relationship(self, project_id: str, relationship_id: str) -> Relationship:
         """Deletes one relationship by id; :class:`NotFound` if there is none."""
@@ -136,9 +141,7 @@ class GraphRelationships:
             project_id,
             parse_id(relationship_id),
         )
-        if row is None:
-            raise NotFound(f"relationship {relationship_id} not found")
-        return Relationship.from_row(row)
+        return Relationship.from_row(found(row, f"relationship {relationship_id}"))
 
     async def delete_relationship_between(
         self, project_id: str, *, type: str, src_id: str, dst_id: str
@@ -155,9 +158,7 @@ class GraphRelationships:
             type,
             parse_id(dst_id, "dst_id"),
         )
-        if row is None:
-            raise NotFound(f"relationship {type} from {src_id} to {dst_id} not found")
-        return Relationship.from_row(row)
+        return Relationship.from_row(found(row, f"relationship {type} from {src_id} to {dst_id}"))
 
     async def get_related(
         self,
@@ -200,17 +201,8 @@ class GraphRelationships:
 
 
 def _neighbour_select(direction: str) -> str:
-    near, far = ("src_id", "dst_id") if direction == "out" else ("dst_id", "src_id")
-    return f"""
-        SELECT r.id AS r_id, r.project_id AS r_project_id, r.type AS r_type,
-               r.src_id AS r_src_id, r.dst_id AS r_dst_id, r.properties AS r_properties,
-               r.created_at AS r_created_at, '{direction}' AS dir,
-               o.id, o.project_id, o.type, o.key, o.properties, o.status, o.version,
-               o.created_at, o.updated_at
-        FROM kb.graph_relationships r
-        JOIN kb.graph_objects o ON o.project_id = r.project_id AND o.id = r.{far}
-        WHERE r.project_id = $1 AND r.{near} = s.id AND ($3::text IS NULL OR r.type = $3)
-    """
+    """The edges of one direction from the start object ``s`` of :meth:`get_related`."""
+    return edge_select(direction, near="= s.id", types="($3::text IS NULL OR r.type = $3)")
 
 
 _NEIGHBOURS = {

@@ -20,7 +20,14 @@ from typing import Any
 import asyncpg
 
 from agentfleet.errors import Aborted, NotFound
-from agentfleet.graph._common import OBJECT_COLUMNS, Executor, parse_id, translated
+from agentfleet.graph._common import (
+    OBJECT_COLUMNS,
+    SELECT_OBJECT,
+    Executor,
+    found,
+    parse_id,
+    translated,
+)
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
@@ -116,14 +123,8 @@ class GraphRepository(GraphRelationships, GraphReads):
 
     async def get_object(self, project_id: str, object_id: str) -> GraphObject:
         """The object, or :class:`NotFound`."""
-        row = await self._db.fetchrow(
-            f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
-            project_id,
-            parse_id(object_id),
-        )
-        if row is None:
-            raise NotFound(f"object {object_id} not found")
-        return GraphObject.from_row(row)
+        row = await self._db.fetchrow(SELECT_OBJECT, project_id, parse_id(object_id))
+        return GraphObject.from_row(found(row, f"object {object_id}"))
 
     async def get_objects(
         self, project_id: str, object_ids: Sequence[str], *, for_share: bool = False

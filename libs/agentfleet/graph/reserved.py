@@ -10,21 +10,6 @@ types, and this module is the one list of them.
 
 from __future__ import annotations
 
-__all__ = [
-    "BLOCKS",
-    "FOLLOWS_UP",
-    "HAS_SESSION",
-    "INFORMED_BY",
-    "RESERVED_OBJECT_TYPES",
-    "RESERVED_RELATIONSHIP_TYPES",
-    "SESSION",
-    "SPEC_TASK",
-    "TASK_GRAPH",
-    "TASK_GRAPH_ADDITION",
-    "reserved_object_refusal",
-    "reserved_relationship_refusal",
-]
-
 SPEC_TASK = "SpecTask"
 """Object type of a dispatchable task."""
 TASK_GRAPH = "TaskGraph"

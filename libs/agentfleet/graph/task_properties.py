@@ -17,11 +17,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from agentfleet.run_limits import MAX_TIMEOUT_S
+
 __all__ = [
     "ALLOWED_AGENTS",
     "DEFAULT_MAX_RETRIES",
     "MAX_RETRIES_LIMIT",
-    "MAX_TIMEOUT_S",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "agent_allowed",
@@ -44,7 +45,6 @@ PRIORITY_MAX = 1000
 MAX_RETRIES_LIMIT = 10
 DEFAULT_MAX_RETRIES = 2
 """Retries after a failure when a task names none."""
-MAX_TIMEOUT_S = 24 * 3600
 _UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _UUID_RE = re.compile(_UUID)
 

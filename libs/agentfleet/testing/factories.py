@@ -24,6 +24,19 @@ _TERMINAL = ("completed", "failed", "cancelled")
 _names = itertools.count(1)
 
 
+async def _insert(db: Executor, table: str, values: dict[str, Any], **sql: str) -> dict[str, Any]:
+    """Inserts ``values`` (column: value) as one row of ``table``; returns the row as a dict.
+
+    ``sql`` puts a column's parameter in an SQL expression (``{}`` stands for it), for the
+    values the database itself supplies (``now()``)."""
+    placeholders = [sql.get(column, "{}").format(f"${n}") for n, column in enumerate(values, 1)]
+    row = await db.fetchrow(
+        f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join(placeholders)}) RETURNING *",
+        *values.values(),
+    )
+    return dict(row)
+
+
 async def insert_agent_definition(
     db: Executor,
     *,
@@ -36,22 +49,20 @@ async def insert_agent_definition(
     flow_type: str = "single",
 ) -> dict[str, Any]:
     """An agent definition (``visibility`` external, project or internal)."""
-    row = await db.fetchrow(
-        """
-        INSERT INTO kb.agent_definitions
-            (project_id, name, description, system_prompt, model, tools, flow_type, visibility)
-        VALUES ($1, $2, $3, 'You are a test agent.', $4, $5, $6, $7)
-        RETURNING *
-        """,
-        project_id,
-        name or f"agent-{next(_names)}",
-        description,
-        {"provider": "google", "name": model_name},
-        list(tools),
-        flow_type,
-        visibility,
+    return await _insert(
+        db,
+        "kb.agent_definitions",
+        {
+            "project_id": project_id,
+            "name": name or f"agent-{next(_names)}",
+            "description": description,
+            "system_prompt": "You are a test agent.",
+            "model": {"provider": "google", "name": model_name},
+            "tools": list(tools),
+            "flow_type": flow_type,
+            "visibility": visibility,
+        },
     )
-    return dict(row)
 
 
 async def insert_run(
@@ -78,47 +89,47 @@ async def insert_run(
 
     Stopped runs (terminal or paused) get started_at/completed_at ``duration_ms`` apart.
     """
-    created = created_at
     started = completed = None
     stopped = status in (*_TERMINAL, "paused")
     if status != "queued":
         started = (created_at or datetime.now().astimezone()) + timedelta(milliseconds=5)
     if stopped and duration_ms is not None and started is not None:
         completed = started + timedelta(milliseconds=duration_ms)
-    row = await db.fetchrow(
-        """
-        INSERT INTO kb.agent_runs
-            (project_id, agent_name, agent_definition_id, status, input, summary,
-             error_message, parent_run_id, root_run_id, depth, step_count, total_steps,
-             resume_count, tokens_in, tokens_out, tokens_total_tree, trace_id, labels,
-             created_at, started_at, completed_at, duration_ms)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $15, $16,
-                $17, coalesce($18, now()), $19, $20, $21)
-        RETURNING *
-        """,
-        project_id,
-        agent_name,
-        agent_definition_id,
-        status,
-        input,
-        summary if summary is not None else ("done: " + input if status == "completed" else None),
-        error_message if error_message is not None else ("boom" if status == "failed" else None),
-        parent["id"] if parent else None,
-        parent["root_run_id"] if parent else None,
-        parent["depth"] + 1 if parent else 0,
-        step_count,
-        resume_count,
-        tokens_in,
-        tokens_out,
-        tokens_total_tree if tokens_total_tree is not None else tokens_in + tokens_out,
-        secrets.token_hex(16),
-        labels or {},
-        created,
-        started,
-        completed if stopped else None,
-        duration_ms if stopped else None,
+    if summary is None and status == "completed":
+        summary = "done: " + input
+    if error_message is None and status == "failed":
+        error_message = "boom"
+    if tokens_total_tree is None:
+        tokens_total_tree = tokens_in + tokens_out
+    return await _insert(
+        db,
+        "kb.agent_runs",
+        {
+            "project_id": project_id,
+            "agent_name": agent_name,
+            "agent_definition_id": agent_definition_id,
+            "status": status,
+            "input": input,
+            "summary": summary,
+            "error_message": error_message,
+            "parent_run_id": parent["id"] if parent else None,
+            "root_run_id": parent["root_run_id"] if parent else None,
+            "depth": parent["depth"] + 1 if parent else 0,
+            "step_count": step_count,
+            "total_steps": step_count,
+            "resume_count": resume_count,
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "tokens_total_tree": tokens_total_tree,
+            "trace_id": secrets.token_hex(16),
+            "labels": labels or {},
+            "created_at": created_at,
+            "started_at": started,
+            "completed_at": completed if stopped else None,
+            "duration_ms": duration_ms if stopped else None,
+        },
+        created_at="coalesce({}, now())",
     )
-    return dict(row)
 
 
 async def insert_message(
@@ -141,23 +152,20 @@ async def insert_message(
     parts += [{"function_call": {"name": n, "args": a}} for n, a in function_calls]
     parts += [{"function_response": {"name": n, "response": r}} for n, r in function_responses]
     gemini_role = {"model": "model", "tool": "user"}.get(role, "user")
-    row = await db.fetchrow(
-        """
-        INSERT INTO kb.agent_run_messages
-            (run_id, seq, step_number, role, agent_name, content, tokens, is_internal)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-        RETURNING *
-        """,
-        run["id"],
-        seq,
-        step,
-        role,
-        run["agent_name"],
-        {"role": gemini_role, "parts": parts},
-        tokens,
-        is_internal,
+    return await _insert(
+        db,
+        "kb.agent_run_messages",
+        {
+            "run_id": run["id"],
+            "seq": seq,
+            "step_number": step,
+            "role": role,
+            "agent_name": run["agent_name"],
+            "content": {"role": gemini_role, "parts": parts},
+            "tokens": tokens,
+            "is_internal": is_internal,
+        },
     )
-    return dict(row)
 
 
 async def insert_tool_call(
@@ -178,30 +186,26 @@ async def insert_tool_call(
 ) -> dict[str, Any]:
     """A tool call row; a ``started`` one has no output, duration or completion time."""
     finished = status != "started"
-    row = await db.fetchrow(
-        """
-        INSERT INTO kb.agent_run_tool_calls
-            (run_id, message_id, tool_call_id, step_number, tool_name, source, input, output,
-             status, error, child_run_ids, duration_ms, completed_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                CASE WHEN $13 THEN now() END)
-        RETURNING *
-        """,
-        run["id"],
-        message_id,
-        tool_call_id,
-        step,
-        tool_name,
-        source,
-        input if input is not None else {"query": "q"},
-        (output if output is not None else {"result": "ok"}) if finished else None,
-        status,
-        error,
-        list(child_run_ids),
-        duration_ms if finished else None,
-        finished,
+    return await _insert(
+        db,
+        "kb.agent_run_tool_calls",
+        {
+            "run_id": run["id"],
+            "message_id": message_id,
+            "tool_call_id": tool_call_id,
+            "step_number": step,
+            "tool_name": tool_name,
+            "source": source,
+            "input": input if input is not None else {"query": "q"},
+            "output": (output if output is not None else {"result": "ok"}) if finished else None,
+            "status": status,
+            "error": error,
+            "child_run_ids": list(child_run_ids),
+            "duration_ms": duration_ms if finished else None,
+            "completed_at": finished,
+        },
+        completed_at="CASE WHEN {} THEN now() END",
     )
-    return dict(row)
 
 
 async def append(

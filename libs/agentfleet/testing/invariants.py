@@ -56,20 +56,50 @@ _AWAITING = (
     "WHERE t.run_id = r.id AND t.status = 'awaiting_approval'"
 )
 
-RULES: tuple[Rule, ...] = (
-    Rule(
-        name="run_state",
+
+_STOPPED = "(r.status = ANY($2::text[]) OR r.status = 'paused')"
+"""Terminal (``$2``) or paused: the run holds nothing any more."""
+
+
+def _run_rule(name: str, columns: str, condition: str, describe: str) -> Rule:
+    """A rule over the runs alone: ``condition`` picks the runs that break it; the row has
+    ``id``, ``status`` and ``columns``."""
+    return Rule(
+        name=name,
         sql=f"""
-            SELECT r.id, r.status, r.lease_owner, r.lease_expires_at
+            SELECT r.id, r.status, {columns}
             FROM kb.agent_runs r
+            WHERE {_PROJECT} AND ({condition})""",
+        describe=describe,
+    )
+
+
+def _gapless(name: str, table: str, what: str, first: int) -> Rule:
+    """The seqs of each run's rows in ``table`` are exactly ``first`` .. ``first + n - 1``."""
+    return Rule(
+        name=name,
+        sql=f"""
+            SELECT x.run_id AS id, count(*) AS n, min(x.seq) AS first, max(x.seq) AS last
+            FROM {table} x JOIN kb.agent_runs r ON r.id = x.run_id
             WHERE {_PROJECT}
-              AND r.status IN ('queued', 'running')
+            GROUP BY x.run_id
+            HAVING min(x.seq) <> {first} OR max(x.seq) - min(x.seq) + 1 <> count(*)""",
+        describe=f"run {{id}}: {{n}} {what} with seqs {{first}}..{{last}} "
+        f"(not gapless from {first})",
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    _run_rule(
+        "run_state",
+        "r.lease_owner, r.lease_expires_at",
+        f"""r.status IN ('queued', 'running')
               AND coalesce(r.lease_owner, '') <> '{RESUME_LEASE_OWNER}'
               AND CASE WHEN r.status = 'running'
                        THEN r.lease_expires_at IS NULL OR r.lease_expires_at <= now()
                        ELSE r.lease_expires_at IS NOT NULL AND r.lease_expires_at <= now()
                   END""",
-        describe="run {id} is {status} without a live lease "
+        "run {id} is {status} without a live lease "
         "(owner {lease_owner}, expires {lease_expires_at})",
     ),
     Rule(
@@ -92,56 +122,37 @@ RULES: tuple[Rule, ...] = (
         describe="run {id} ({status}): tool call {tool_call_id!r} has {requests} "
         "TOOL_REQUEST and {responses} TOOL_RESPONSE events",
     ),
-    Rule(
-        name="event_seq",
-        sql=f"""
-            SELECT e.run_id AS id, count(*) AS n, min(e.seq) AS first, max(e.seq) AS last
-            FROM kb.agent_run_events e JOIN kb.agent_runs r ON r.id = e.run_id
-            WHERE {_PROJECT}
-            GROUP BY e.run_id
-            HAVING min(e.seq) <> 1 OR max(e.seq) <> count(*)""",
-        describe="run {id}: {n} events with seqs {first}..{last} (not gapless from 1)",
+    _gapless("event_seq", "kb.agent_run_events", "events", first=1),
+    _run_rule(
+        "terminal_times",
+        "r.completed_at, r.duration_ms",
+        "r.status = ANY($2::text[]) AND (r.completed_at IS NULL OR r.duration_ms IS NULL)",
+        "run {id} is {status} with completed_at {completed_at} and duration_ms {duration_ms}",
     ),
-    Rule(
-        name="terminal_times",
-        sql=f"""
-            SELECT r.id, r.status, r.completed_at, r.duration_ms
-            FROM kb.agent_runs r
-            WHERE {_PROJECT} AND r.status = ANY($2::text[])
-              AND (r.completed_at IS NULL OR r.duration_ms IS NULL)""",
-        describe="run {id} is {status} with completed_at {completed_at} "
-        "and duration_ms {duration_ms}",
-    ),
-    Rule(
-        name="terminal_lease",
-        sql=f"""
-            SELECT r.id, r.status, r.lease_owner, r.lease_expires_at
-            FROM kb.agent_runs r
-            WHERE {_PROJECT} AND (r.status = ANY($2::text[]) OR r.status = 'paused')
-              AND r.lease_owner IS NOT NULL""",
-        describe="run {id} is {status} but still leased by {lease_owner} until {lease_expires_at}",
+    _run_rule(
+        "terminal_lease",
+        "r.lease_owner, r.lease_expires_at",
+        f"{_STOPPED} AND r.lease_owner IS NOT NULL",
+        "run {id} is {status} but still leased by {lease_owner} until {lease_expires_at}",
     ),
     Rule(
         name="open_tool_calls",
         sql=f"""
             SELECT r.id, r.status, t.tool_call_id, t.tool_name
             FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
-            WHERE {_PROJECT} AND (r.status = ANY($2::text[]) OR r.status = 'paused')
+            WHERE {_PROJECT} AND {_STOPPED}
               AND t.status IN ('started', 'awaiting_approval', 'approved')""",
         describe="run {id} is {status} but tool call {tool_call_id!r} ({tool_name}) is still open",
     ),
-    Rule(
-        name="waiting_state",
-        sql=f"""
-            SELECT r.id, r.status, r.lease_owner, r.waiting_since
-            FROM kb.agent_runs r
-            WHERE {_PROJECT}
-              AND CASE WHEN r.status = 'waiting'
+    _run_rule(
+        "waiting_state",
+        "r.lease_owner, r.waiting_since",
+        f"""CASE WHEN r.status = 'waiting'
                        THEN r.lease_owner IS NOT NULL OR r.waiting_since IS NULL
                             OR NOT EXISTS ({_AWAITING})
                        ELSE EXISTS ({_AWAITING})
                   END""",
-        describe="run {id} is {status} (lease owner {lease_owner}, waiting since "
+        "run {id} is {status} (lease owner {lease_owner}, waiting since "
         "{waiting_since}): a waiting run holds no lease and has a call awaiting approval, "
         "and only a waiting run has one",
     ),
@@ -165,16 +176,7 @@ RULES: tuple[Rule, ...] = (
         "disagrees with its parent (project {parent_project}, root {parent_root}, "
         "depth {parent_depth})",
     ),
-    Rule(
-        name="message_seq",
-        sql=f"""
-            SELECT m.run_id AS id, count(*) AS n, min(m.seq) AS first, max(m.seq) AS last
-            FROM kb.agent_run_messages m JOIN kb.agent_runs r ON r.id = m.run_id
-            WHERE {_PROJECT}
-            GROUP BY m.run_id
-            HAVING min(m.seq) <> 0 OR max(m.seq) <> count(*) - 1""",
-        describe="run {id}: {n} messages with seqs {first}..{last} (not gapless from 0)",
-    ),
+    _gapless("message_seq", "kb.agent_run_messages", "messages", first=0),
     Rule(
         name="event_counter",
         sql=f"""

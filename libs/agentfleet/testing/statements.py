@@ -15,9 +15,12 @@ class StatementCounter:
 
     def __init__(self) -> None:
         self.count = 0
+        self.statements: list[str] = []
+        """The text of each statement counted, in order."""
 
-    def _log(self, _record: object) -> None:
+    def _log(self, record: asyncpg.connection.LoggedQuery) -> None:
         self.count += 1
+        self.statements.append(record.query)
 
     async def _init(self, conn: asyncpg.Connection) -> None:
         await db._init_connection(conn)
