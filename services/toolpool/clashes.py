@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from agentfleet.errors import AgentFleetError, InvalidArgument
-from services.toolpool.mcp import McpClientPool, McpServerConfig, SecretStore
+from agentfleet.mcp_servers import McpServerConfig
 from services.toolpool.toolpool import STATIC_TOOL_NAMES, ToolPool
 
 # Gemini's rule for function names.
@@ -14,9 +14,7 @@ _FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 _FUNCTION_NAME_START = re.compile(r"^[A-Za-z_]")
 
 
-async def check_clashes(
-    config: McpServerConfig, toolpool: ToolPool, mcp: McpClientPool, secrets: SecretStore
-) -> None:
+async def check_clashes(config: McpServerConfig, toolpool: ToolPool) -> None:
     """Raises InvalidArgument when ``config``'s tools would share names with other tools.
 
     Two servers with the same prefix always could; a prefix that built-in names also start
@@ -30,7 +28,8 @@ async def check_clashes(
             f"tool names starting with {prefix!r} are not valid function names for the model "
             "(they must start with a letter or '_'); set another tool_prefix",
         )
-    others = [s for s in await toolpool.servers(config.project_id) if s.name != config.name]
+    enabled = await toolpool.servers.list_all(config.project_id)
+    others = [s for s in enabled if s.name != config.name]
     for other in others:
         if other.exposed_prefix == config.exposed_prefix:
             raise InvalidArgument.for_field(
@@ -45,7 +44,8 @@ async def check_clashes(
     ):
         return
     try:
-        probe = await mcp.test_server(config, await secrets.resolve(config.project_id))
+        secrets = await toolpool.secrets.resolve(config.project_id)
+        probe = await toolpool.mcp.test_server(config, secrets)
     except AgentFleetError:
         # Unreachable now: the catalog keeps the first of two equal names when listing.
         return

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
+from agentfleet.rows import from_row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,14 +74,7 @@ class RunScopes:
         )
         if row is None:
             raise NotFound(f"run {run_id} not found")
-        return RunScope(
-            run_id=row["run_id"],
-            project_id=row["project_id"],
-            agent_name=row["agent_name"],
-            depth=row["depth"],
-            status=row["status"],
-            tool_patterns=tuple(row["tools"]),
-        )
+        return from_row(RunScope, row, tool_patterns=tuple(row["tools"]))
 
     async def get_running(self, project_id: str, run_id: str) -> RunScope:
         """As :meth:`get`, refusing runs that are not executing: they may not call tools."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from google.protobuf import duration_pb2, json_format, struct_pb2
 
@@ -11,7 +12,7 @@ from agentfleet import metrics
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument
 from agentfleet.grpc_server import Registration
-from agentfleet.mcp_stdio import StdioAllowlist
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
@@ -21,9 +22,7 @@ from services.toolpool.catalog import ToolSpec
 from services.toolpool.clashes import check_clashes
 from services.toolpool.mcp import (
     McpClientPool,
-    McpServerConfig,
     McpServerStore,
-    McpToolInfo,
     SecretStore,
     check_stdio_allowed,
     check_url_destination,
@@ -31,7 +30,7 @@ from services.toolpool.mcp import (
 )
 from services.toolpool.mcp.egress import EgressPolicy, platform_endpoints_of
 from services.toolpool.mcp.redaction import redactor
-from services.toolpool.toolpool import Catalog, ToolPool
+from services.toolpool.toolpool import Catalog, ToolPool, mcp_tool_spec
 
 # Changing what a project's agents can reach is an administrator's act; so is testing a
 # server, which starts it (a process, or a connection) with the project's secrets filled in.
@@ -55,21 +54,19 @@ _TRANSPORTS = {
 }
 
 
+class _NamedRows(Protocol):
+    """A store of a project's rows by name (MCP servers, secrets)."""
+
+    async def list(
+        self, project_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> tuple[list[Any], str]: ...
+
+    async def delete(self, project_id: str, name: str) -> None: ...
+
+
 class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
-    def __init__(
-        self,
-        *,
-        toolpool: ToolPool,
-        mcp: McpClientPool,
-        servers: McpServerStore,
-        secrets: SecretStore,
-        stdio_allowlist: StdioAllowlist = (),
-    ) -> None:
-        self._stdio_allowlist = stdio_allowlist
+    def __init__(self, toolpool: ToolPool) -> None:
         self._toolpool = toolpool
-        self._mcp = mcp
-        self._servers = servers
-        self._secrets = secrets
 
     async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
         size = clamp_page_size(request.page_size)
@@ -112,90 +109,93 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             else None,
         )
         response = toolpool_pb2.CallToolResponse(
-            is_error=outcome.is_error,
-            error_message=outcome.error_message,
-            truncated=outcome.truncated,
-            result_size_bytes=outcome.size_bytes,
+            is_error=outcome.error is not None,
+            error_message=outcome.error or "",
+            truncated=outcome.bounded.truncated,
+            result_size_bytes=outcome.bounded.size_bytes,
             source=_source(outcome.spec),
         )
         # Filled in place: building a Struct and passing it in would copy the result again.
         # SetInParent keeps an empty result present, as the constructor did.
         response.result.SetInParent()
-        response.result.update(outcome.result)
+        response.result.update(outcome.bounded.result)
         response.duration.FromNanoseconds(int(outcome.duration_s * 1e9))
         return response
 
     async def UpsertMcpServer(self, request, context):  # type: ignore[no-untyped-def]
         config = mcp_server_config(request.project_id, request.mcp_server)
         validate_server(config)
-        check_url_destination(config, self._mcp.egress)
-        check_stdio_allowed(config, self._stdio_allowlist)
-        await check_clashes(config, self._toolpool, self._mcp, self._secrets)
+        check_url_destination(config, self._toolpool.mcp.egress)
+        check_stdio_allowed(config, self._toolpool.mcp.stdio_allowlist)
+        await check_clashes(config, self._toolpool)
         if request.validate_only:
             return toolpool_pb2.UpsertMcpServerResponse(mcp_server=mcp_server_message(config))
-        stored, created = await self._servers.upsert(config)
-        self._mcp.invalidate(request.project_id, stored.name)
+        stored, created = await self._toolpool.servers.upsert(config)
+        self._toolpool.mcp.invalidate(request.project_id, stored.name)
         return toolpool_pb2.UpsertMcpServerResponse(
             mcp_server=mcp_server_message(stored), created=created
         )
 
     async def ListMcpServers(self, request, context):  # type: ignore[no-untyped-def]
-        servers, token = await self._servers.list(
-            request.project_id, page_size=request.page_size, page_token=request.page_token
-        )
+        servers, token = await _page(self._toolpool.servers, request)
         return toolpool_pb2.ListMcpServersResponse(
             mcp_servers=[mcp_server_message(s) for s in servers], next_page_token=token
         )
 
     async def DeleteMcpServer(self, request, context):  # type: ignore[no-untyped-def]
-        _required("name", request.name)
-        await self._servers.delete(request.project_id, request.name)
-        self._mcp.invalidate(request.project_id, request.name)
+        await self._delete(self._toolpool.servers, request, server=request.name)
         return toolpool_pb2.DeleteMcpServerResponse()
 
     async def TestMcpServer(self, request, context):  # type: ignore[no-untyped-def]
         target = request.WhichOneof("target")
         if target == "name":
-            config = await self._servers.get(request.project_id, request.name)
+            config = await self._toolpool.servers.get(request.project_id, request.name)
         elif target == "mcp_server":
             config = mcp_server_config(request.project_id, request.mcp_server)
             validate_server(config)
         else:
             raise InvalidArgument.for_field("target", "name or mcp_server is required")
         # Before the secrets are read: a refused server learns nothing of them.
-        check_stdio_allowed(config, self._stdio_allowlist)
-        secrets = await self._secrets.resolve(request.project_id)
+        check_stdio_allowed(config, self._toolpool.mcp.stdio_allowlist)
+        secrets = await self._toolpool.secrets.resolve(request.project_id)
         try:
-            probe = await self._mcp.test_server(config, secrets)
+            probe = await self._toolpool.mcp.test_server(config, secrets)
         except Exception as exc:  # every failure to reach the server is the answer itself
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             return toolpool_pb2.TestMcpServerResponse(ok=False, error=redactor(secrets)(message))
         return toolpool_pb2.TestMcpServerResponse(
             ok=True,
-            tools=[tool_definition(_mcp_spec(config, tool)) for tool in probe.tools],
+            tools=[tool_definition(mcp_tool_spec(config, tool)) for tool in probe.tools],
             server_name=probe.server_name,
             server_version=probe.server_version,
         )
 
     async def SetSecret(self, request, context):  # type: ignore[no-untyped-def]
-        info, created = await self._secrets.set(request.project_id, request.name, request.value)
+        info, created = await self._toolpool.secrets.set(
+            request.project_id, request.name, request.value
+        )
         # A changed secret may change a session's settings: drop the project's sessions.
-        self._mcp.invalidate(request.project_id)
+        self._toolpool.mcp.invalidate(request.project_id)
         return toolpool_pb2.SetSecretResponse(secret=_secret(info), created=created)
 
     async def ListSecrets(self, request, context):  # type: ignore[no-untyped-def]
-        secrets, token = await self._secrets.list(
-            request.project_id, page_size=request.page_size, page_token=request.page_token
-        )
+        secrets, token = await _page(self._toolpool.secrets, request)
         return toolpool_pb2.ListSecretsResponse(
             secrets=[_secret(s) for s in secrets], next_page_token=token
         )
 
     async def DeleteSecret(self, request, context):  # type: ignore[no-untyped-def]
-        _required("name", request.name)
-        await self._secrets.delete(request.project_id, request.name)
-        self._mcp.invalidate(request.project_id)
+        # Any server's settings may have used the secret: all the project's sessions go.
+        await self._delete(self._toolpool.secrets, request, server=None)
         return toolpool_pb2.DeleteSecretResponse()
+
+    async def _delete(self, rows: _NamedRows, request: Any, *, server: str | None) -> None:
+        """Deletes the row ``request`` names, then drops this replica's sessions of
+        ``server`` (every server of the project if ``None``) at once: other replicas learn
+        of it by NOTIFY."""
+        _required("name", request.name)
+        await rows.delete(request.project_id, request.name)
+        self._toolpool.mcp.invalidate(request.project_id, server)
 
 
 def tool_definition(spec: ToolSpec) -> toolpool_pb2.ToolDefinition:
@@ -264,18 +264,6 @@ def mcp_server_message(config: McpServerConfig) -> toolpool_pb2.McpServer:
     return message
 
 
-def _mcp_spec(config: McpServerConfig, tool: McpToolInfo) -> ToolSpec:
-    return ToolSpec(
-        name=config.exposed_name(tool.name),
-        description=tool.description,
-        parameters=tool.input_schema,
-        source_kind="mcp",
-        mcp_server=config.name,
-        mcp_tool_name=tool.name,
-        output_schema=tool.output_schema or {},
-    )
-
-
 def _source(spec: ToolSpec) -> common_pb2.ToolSource:
     return common_pb2.ToolSource(kind=_KINDS[spec.source_kind], mcp_server=spec.mcp_server)
 
@@ -304,6 +292,13 @@ def _duration(seconds: float) -> duration_pb2.Duration:
     return duration
 
 
+async def _page(rows: _NamedRows, request: Any) -> tuple[list[Any], str]:
+    """The page of the project's rows a List request asks for, and the next page token."""
+    return await rows.list(
+        request.project_id, page_size=request.page_size, page_token=request.page_token
+    )
+
+
 def _required(field: str, value: str) -> None:
     if not value:
         raise InvalidArgument.for_field(field, "is required")
@@ -326,9 +321,7 @@ async def build(context: ServiceContext) -> ServiceParts:
     metrics.observe_mcp_pool(mcp)
     toolpool = ToolPool(pool=context.pool, mcp=mcp, servers=servers, secrets=secrets)
     listener = Listener(context.database_url)
-    servicer = ToolPoolServicer(
-        toolpool=toolpool, mcp=mcp, servers=servers, secrets=secrets, stdio_allowlist=allowlist
-    )
+    servicer = ToolPoolServicer(toolpool)
 
     async def follow_changes(stopping: asyncio.Event) -> None:
         # Another replica (or the registry) changed MCP servers: drop cached sessions/tools.

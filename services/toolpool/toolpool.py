@@ -25,10 +25,11 @@ from agentfleet.errors import (
     PermissionDenied,
     Unavailable,
 )
+from agentfleet.mcp_servers import McpServerConfig
 from services.toolpool.builtin import BUILTIN_TOOLS, ToolContext, ToolError, call_builtin
 from services.toolpool.catalog import COORDINATION_TOOLS, ToolSpec, allows, is_glob, resolve
-from services.toolpool.mcp import McpClientPool, McpServerConfig, McpServerStore, SecretStore
-from services.toolpool.results import MAX_ARGUMENT_BYTES, bound_result, json_size
+from services.toolpool.mcp import McpClientPool, McpServerStore, McpToolInfo, SecretStore
+from services.toolpool.results import MAX_ARGUMENT_BYTES, BoundedResult, bound_result, json_size
 from services.toolpool.runs import RunScope, RunScopes
 
 tracer = trace.get_tracer("agentfleet.toolpool")
@@ -61,37 +62,49 @@ class Catalog:
 class ToolOutcome:
     """The answer of CallTool."""
 
-    result: dict[str, Any]
-    is_error: bool
-    error_message: str
+    bounded: BoundedResult
+    """What the model reads: the tool's result (or error result), bounded in size."""
+    error: str | None
+    """Why the call failed; ``None`` when it succeeded."""
     duration_s: float
-    truncated: bool
-    size_bytes: int
     spec: ToolSpec
 
 
+def mcp_tool_spec(config: McpServerConfig, tool: McpToolInfo) -> ToolSpec:
+    """``tool`` of the MCP server ``config`` as the catalog shows it."""
+    return ToolSpec(
+        name=config.exposed_name(tool.name),
+        description=tool.description,
+        parameters=tool.input_schema,
+        source_kind="mcp",
+        mcp_server=config.name,
+        mcp_tool_name=tool.name,
+        output_schema=tool.output_schema or {},
+    )
+
+
+@dataclass(kw_only=True, slots=True)
 class ToolPool:
-    def __init__(
-        self,
-        *,
-        pool: asyncpg.Pool,
-        mcp: McpClientPool,
-        servers: McpServerStore,
-        secrets: SecretStore,
-    ) -> None:
-        self._pool = pool
-        self._mcp = mcp
-        self._servers = servers
-        self._secrets = secrets
-        self._runs = RunScopes(pool)
+    """A project's tools, wherever they run, behind one catalog and one call."""
+
+    pool: asyncpg.Pool
+    mcp: McpClientPool
+    """Sessions to the projects' MCP servers (and the stdio allowlist and egress rules)."""
+    servers: McpServerStore
+    """The projects' MCP server configurations (``list_all``: a project's enabled ones)."""
+    secrets: SecretStore
+    _runs: RunScopes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._runs = RunScopes(self.pool)
 
     async def catalog(self, project_id: str) -> Catalog:
         """Built-in + coordination tools + the tools of every enabled MCP server."""
-        configs = await self._servers.list_all(project_id)
+        configs = await self.servers.list_all(project_id)
         tools = list(_STATIC.values())
         unavailable: list[tuple[str, str]] = []
         if configs:
-            secrets = await self._secrets.resolve(project_id)
+            secrets = await self.secrets.resolve(project_id)
             listed = await asyncio.gather(*(self._mcp_specs(config, secrets) for config in configs))
             taken = set(_STATIC)
             for config, (specs, error) in zip(configs, listed, strict=True):
@@ -103,10 +116,6 @@ class ToolPool:
                     unavailable.append((config.name, error))
         tools.sort(key=lambda t: t.name)
         return Catalog(tools=tools, unavailable=unavailable)
-
-    async def servers(self, project_id: str) -> list[McpServerConfig]:
-        """The project's enabled MCP servers."""
-        return await self._servers.list_all(project_id)
 
     async def resolve(self, project_id: str, patterns: Sequence[str], depth: int) -> Catalog:
         """The tools ``patterns`` select at ``depth`` (DESIGN §6)."""
@@ -167,8 +176,8 @@ class ToolPool:
             if config is None:
                 result, error = await self._call_builtin(scope, tool_name, arguments, timeout_s)
             else:
-                secrets = await self._secrets.resolve(scope.project_id)
-                outcome = await self._mcp.call_tool(
+                secrets = await self.secrets.resolve(scope.project_id)
+                outcome = await self.mcp.call_tool(
                     config, secrets, spec.mcp_tool_name, arguments, timeout_s
                 )
                 result, error = outcome.result, outcome.error if outcome.is_error else None
@@ -178,20 +187,12 @@ class ToolPool:
             metrics.record_tool_call(
                 tool=tool_name, source=spec.source_label, duration_s=duration, failed=bool(error)
             )
-        return ToolOutcome(
-            result=bounded.result,
-            is_error=error is not None,
-            error_message=error or "",
-            duration_s=duration,
-            truncated=bounded.truncated,
-            size_bytes=bounded.size_bytes,
-            spec=spec,
-        )
+        return ToolOutcome(bounded=bounded, error=error, duration_s=duration, spec=spec)
 
     async def _call_builtin(
         self, scope: RunScope, name: str, arguments: dict[str, Any], timeout_s: float | None
     ) -> tuple[dict[str, Any], str | None]:
-        context = ToolContext(project_id=scope.project_id, run_id=scope.run_id, pool=self._pool)
+        context = ToolContext(project_id=scope.project_id, run_id=scope.run_id, pool=self.pool)
         try:
             async with asyncio.timeout(timeout_s or DEFAULT_TOOL_TIMEOUT_S):
                 return await call_builtin(context, name, arguments), None
@@ -207,12 +208,12 @@ class ToolPool:
             if static.executed_by_executor:
                 raise FailedPrecondition(f"{name} is a coordination tool run by the executor")
             return static, None
-        configs = await self._servers.list_all(scope.project_id)
+        configs = await self.servers.list_all(scope.project_id)
         # Longest prefix first: a server named "web" must not shadow "web_archive__".
         for config in sorted(configs, key=lambda c: len(c.exposed_prefix), reverse=True):
             if not name.startswith(config.exposed_prefix):
                 continue
-            secrets = await self._secrets.resolve(scope.project_id)
+            secrets = await self.secrets.resolve(scope.project_id)
             specs, error = await self._mcp_specs(config, secrets)
             for spec in specs:
                 if spec.name == name:
@@ -225,21 +226,10 @@ class ToolPool:
         self, config: McpServerConfig, secrets: dict[str, str]
     ) -> tuple[list[ToolSpec], str | None]:
         try:
-            tools = await self._mcp.list_tools(config, secrets)
+            tools = await self.mcp.list_tools(config, secrets)
         except AgentFleetError as exc:
             return [], exc.message
-        return [
-            ToolSpec(
-                name=config.exposed_name(tool.name),
-                description=tool.description,
-                parameters=tool.input_schema,
-                source_kind="mcp",
-                mcp_server=config.name,
-                mcp_tool_name=tool.name,
-                output_schema=tool.output_schema or {},
-            )
-            for tool in tools
-        ], None
+        return [mcp_tool_spec(config, tool) for tool in tools], None
 
     @staticmethod
     def _raise_if_served_by_unavailable(patterns: Sequence[str], catalog: Catalog) -> None:

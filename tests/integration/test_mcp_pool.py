@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import ipaddress
 import os
 import signal
@@ -19,12 +20,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentfleet.db import Listener
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for
 from services.toolpool.mcp import (
+    CircuitBreaker,
     McpCallResult,
     McpClientPool,
-    McpServerConfig,
     McpServerStore,
     McpUnavailableError,
     MissingSecretError,
@@ -60,8 +62,7 @@ def http_servers(booting_http_servers: dict[str, HttpServer]) -> dict[str, HttpS
 @pytest_asyncio.fixture
 async def pool() -> AsyncIterator[McpClientPool]:
     pool = McpClientPool(
-        failure_threshold=2,
-        cool_down_s=0.3,
+        new_breaker=functools.partial(CircuitBreaker, failure_threshold=2, cool_down_s=0.3),
         stdio_allowlist=(*TEST_STDIO_COMMANDS, SILENT),
         # The test servers listen on loopback, which the egress guard refuses by default.
         egress=EgressPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),)),

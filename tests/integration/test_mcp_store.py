@@ -10,8 +10,9 @@ import pytest
 
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.secrets_crypto import SecretsKeyring
-from services.toolpool.mcp import CHANGES_CHANNEL, McpServerConfig, McpServerStore, SecretStore
+from services.toolpool.mcp import CHANGES_CHANNEL, McpServerStore, SecretStore
 
 KEYRING = SecretsKeyring([("test-1", bytes(range(32)))])
 

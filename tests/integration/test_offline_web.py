@@ -3,7 +3,8 @@
 import sys
 from pathlib import Path
 
-from services.toolpool.mcp import McpClientPool, McpServerConfig
+from agentfleet.mcp_servers import McpServerConfig
+from services.toolpool.mcp import McpClientPool
 
 SERVER = Path(__file__).parents[2] / "examples" / "mcp" / "offline_web" / "server.py"
 

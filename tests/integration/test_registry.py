@@ -21,12 +21,11 @@ from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
+from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
-from services.executor.registry.manifest import McpServerSpec
-from services.executor.registry.product_store import upsert_mcp_server
-from services.executor.registry.products import MCP_SERVERS_CHANNEL, ProductRegistry
+from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer
 from services.toolpool.mcp.egress import EgressPolicy
 
@@ -140,7 +139,7 @@ async def test_install_stores_definitions_and_mcp_servers_and_notifies_toolpools
 ) -> None:
     notifications: asyncio.Queue[Notification] = asyncio.Queue()
     async with Listener(database_url) as listener:
-        await listener.subscribe(MCP_SERVERS_CHANNEL, notifications)
+        await listener.subscribe(CHANGES_CHANNEL, notifications)
         reply = await registry.stub.InstallProduct(install_request(example()))
         received = await asyncio.wait_for(notifications.get(), timeout=5)
     assert received.payload == "alpha"
@@ -233,7 +232,7 @@ async def test_uninstall_removes_definitions_and_servers_but_not_hand_made_ones(
     )
     notifications: asyncio.Queue[Notification] = asyncio.Queue()
     async with Listener(database_url) as listener:
-        await listener.subscribe(MCP_SERVERS_CHANNEL, notifications)
+        await listener.subscribe(CHANGES_CHANNEL, notifications)
         reply = await registry.stub.UninstallProduct(
             registry_pb2.UninstallProductRequest(project_id="alpha", product_name="research")
         )
@@ -510,9 +509,15 @@ async def test_product_writes_refuse_rows_that_appeared_after_the_ownership_chec
             await definitions.upsert_in(
                 conn, "alpha", AgentDefinition(name="raced"), product_id=product_id
             )
-        server = McpServerSpec(name="raced", transport="stdio", command="python")
+        server = McpServerConfig(
+            project_id="alpha",
+            name="raced",
+            transport="stdio",
+            command="python",
+            product_id=str(product_id),
+        )
         with pytest.raises(AlreadyExists, match="raced"):
-            await upsert_mcp_server(conn, "alpha", product_id, server)
+            await McpServerRepository(db_pool).upsert(server, take_over=False, conn=conn)
     hand_made = "SELECT count(*) FROM kb.agent_definitions WHERE product_id IS NULL"
     assert await db_pool.fetchval(hand_made) == 1
     assert await db_pool.fetchval("SELECT command FROM kb.mcp_servers") == "true"

@@ -24,12 +24,13 @@ import pytest
 
 from agentfleet.cli.secrets import rotate_key, run_secrets
 from agentfleet.config import ConfigError
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.migrate import MigrationError, migrate_down
 from agentfleet.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
-from services.toolpool.mcp import McpClientPool, McpServerConfig, SecretStore, resolve_server
+from services.toolpool.mcp import McpClientPool, SecretStore, resolve_server
 from services.toolpool.mcp.egress import EgressPolicy
 from tests.integration.mcp_test_servers import HttpServer
 

@@ -17,9 +17,10 @@ import httpcore2
 import httpx2
 import pytest
 
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
-from services.toolpool.mcp import McpClientPool, McpServerConfig, McpUnavailableError
+from services.toolpool.mcp import McpClientPool, McpUnavailableError
 from services.toolpool.mcp.egress import (
     EgressPolicy,
     IPAddress,

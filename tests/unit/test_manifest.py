@@ -46,7 +46,7 @@ def test_the_research_example_validates_into_its_four_agents_and_web_server() ->
     assert browser.model == ModelConfig(provider="google", name="gemini-2.5-flash", temperature=0.2)
     (web,) = manifest.mcp_servers
     assert (web.name, web.transport, web.command) == ("web", "stdio", "python")
-    assert web.args == ["examples/mcp/offline_web/server.py"]
+    assert web.args == ("examples/mcp/offline_web/server.py",)
     lead = manifest.agents[0]
     assert {"list_available_agents", "spawn_agents"} <= set(lead.tools)
     assert lead.is_default

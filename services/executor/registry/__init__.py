@@ -6,6 +6,9 @@ transaction), and the AgentRegistryService that exposes both.
 - ``model_config``: a definition's model settings and the ``model.extra`` allowlist
 - ``manifest`` / ``manifest_schema`` / ``manifest.schema.json``: a product manifest, validated
 - ``products``: install, upgrade and uninstall of products
-- ``product_store``: the statements an install runs inside its transaction
+- ``product_store``: locks and request_id replays of an install, inside its transaction
 - ``server``: the gRPC servicer
+
+The MCP server rows a product brings are written through ``agentfleet.mcp_servers``, the
+one repository of ``kb.mcp_servers`` (shared with the toolpool).
 """

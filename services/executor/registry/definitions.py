@@ -18,12 +18,8 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import Aborted, AlreadyExists, NotFound
-from agentfleet.pagination import (
-    clamp_page_size,
-    decode_page_token,
-    encode_page_token,
-    page_of,
-)
+from agentfleet.project_rows import delete_named, delete_product_rows, name_page
+from agentfleet.rows import from_row
 from services.executor.approvals import check_definition_config
 from services.executor.registry.model_config import ModelConfig
 
@@ -96,41 +92,15 @@ _FROM = "kb.agent_definitions d LEFT JOIN kb.products p ON p.id = d.product_id"
 
 def definition_from_row(row: asyncpg.Record) -> AgentDefinition:
     """A row selected with the repository's column list, as a dataclass."""
-    return AgentDefinition(
-        id=row["id"],
-        project_id=row["project_id"],
-        name=row["name"],
-        description=row["description"],
-        system_prompt=row["system_prompt"],
+    return from_row(
+        AgentDefinition,
+        row,
         model=ModelConfig.from_json(row["model"]),
         tools=list(row["tools"]),
-        flow_type=row["flow_type"],
         sub_agents=list(row["sub_agents"]),
-        max_iterations=row["max_iterations"],
-        max_steps=row["max_steps"],
-        default_timeout_s=row["default_timeout_s"],
-        visibility=row["visibility"],
-        is_default=row["is_default"],
         tags=list(row["tags"]),
-        trigger=row["trigger"],
         config=dict(row["config"] or {}),
-        output_schema=row["output_schema"],
-        streaming=row["streaming"],
-        product_id=row["product_id"],
-        product_name=row["product_name"],
-        version=row["version"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
     )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DefinitionPage:
-    """One page of a listing."""
-
-    definitions: list[AgentDefinition]
-    next_page_token: str
-    """Empty on the last page."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,25 +118,17 @@ class DefinitionRepository:
 
     async def get(self, project_id: str, name: str) -> AgentDefinition:
         """The definition named ``name``; :class:`NotFound` naming the agent otherwise."""
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND d.name = $2",
-            project_id,
-            name,
-        )
-        if row is None:
+        found = await self._select(self._pool, project_id, "d.name = $2", name)
+        if not found:
             raise NotFound(f"agent {name!r} not found in project {project_id!r}")
-        return definition_from_row(row)
+        return found[0]
 
     async def get_by_id(self, project_id: str, definition_id: uuid.UUID) -> AgentDefinition:
         """The definition with this id in the project; :class:`NotFound` otherwise."""
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND d.id = $2::uuid",
-            project_id,
-            definition_id,
-        )
-        if row is None:
+        found = await self._select(self._pool, project_id, "d.id = $2::uuid", definition_id)
+        if not found:
             raise NotFound(f"agent definition {definition_id} not found in project {project_id!r}")
-        return definition_from_row(row)
+        return found[0]
 
     async def list(
         self,
@@ -176,61 +138,47 @@ class DefinitionRepository:
         product_name: str = "",
         page_size: int = 0,
         page_token: str = "",
-    ) -> DefinitionPage:
-        """Definitions by name, keyset-paginated, filtered by visibility (and product)."""
-        size = clamp_page_size(page_size)
+    ) -> tuple[builtins.list[AgentDefinition], str]:
+        """One page of definitions by name, filtered by visibility (and product), and the next
+        page token ('' at the end)."""
         wanted = sorted(set(visibilities))
-        filters = {"project_id": project_id, "visibilities": wanted, "product": product_name}
-        position = decode_page_token(page_token, filters, arity=1)
-        after = position[0] if position else None
-        rows = await self._pool.fetch(
-            f"""
-            SELECT {_COLUMNS} FROM {_FROM}
-            WHERE d.project_id = $1
-              AND d.visibility = ANY($2::text[])
-              AND ($3::text = '' OR p.name = $3::text)
-              AND ($4::text IS NULL OR d.name > $4::text)
-            ORDER BY d.name
-            LIMIT $5
-            """,
-            project_id,
-            wanted,
-            product_name,
-            after,
-            size + 1,
+        page, token = await name_page(
+            lambda after, limit: self._pool.fetch(
+                f"""
+                SELECT {_COLUMNS} FROM {_FROM}
+                WHERE d.project_id = $1
+                  AND d.visibility = ANY($2::text[])
+                  AND ($3::text = '' OR p.name = $3::text)
+                  AND ($4::text IS NULL OR d.name > $4::text)
+                ORDER BY d.name
+                LIMIT $5
+                """,
+                project_id,
+                wanted,
+                product_name,
+                after,
+                limit,
+            ),
+            page_size=page_size,
+            page_token=page_token,
+            filters={"project_id": project_id, "visibilities": wanted, "product": product_name},
         )
-        page, more = page_of(rows, size)
-        token = encode_page_token([page[-1]["name"]], filters) if more else ""
-        return DefinitionPage(
-            definitions=[definition_from_row(r) for r in page], next_page_token=token
-        )
+        return [definition_from_row(r) for r in page], token
 
     async def list_all(self, project_id: str) -> builtins.list[AgentDefinition]:
         """Every definition of the project, any visibility, by name (list_available_agents)."""
-        rows = await self._pool.fetch(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 ORDER BY d.name",
-            project_id,
-        )
-        return [definition_from_row(r) for r in rows]
+        return await self._select(self._pool, project_id)
 
     async def list_all_in(
         self, conn: asyncpg.Connection, project_id: str
     ) -> dict[str, AgentDefinition]:
         """Every definition of the project by name, read on the caller's connection."""
-        rows = await conn.fetch(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 ORDER BY d.name",
-            project_id,
-        )
-        return {r["name"]: definition_from_row(r) for r in rows}
+        return {d.name: d for d in await self._select(conn, project_id)}
 
     async def default_agent(self, project_id: str) -> AgentDefinition | None:
         """The project's default agent (is_default), or None when no definition has it."""
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND d.is_default "
-            "ORDER BY d.name LIMIT 1",
-            project_id,
-        )
-        return definition_from_row(row) if row is not None else None
+        defaults = await self._select(self._pool, project_id, "d.is_default")
+        return defaults[0] if defaults else None
 
     async def upsert(
         self,
@@ -350,19 +298,36 @@ class DefinitionRepository:
             definition.output_schema,
             definition.streaming,
         )
-        stored = await conn.fetchrow(
-            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND d.id = $2::uuid",
-            project_id,
-            row["id"],
-        )
-        return UpsertResult(definition=definition_from_row(stored), created=current is None)
+        (stored,) = await self._select(conn, project_id, "d.id = $2::uuid", row["id"])
+        return UpsertResult(definition=stored, created=current is None)
 
     async def delete(self, project_id: str, name: str) -> None:
         """Deletes the definition; :class:`NotFound` naming the agent if it does not exist."""
-        deleted = await self._pool.fetchval(
-            "DELETE FROM kb.agent_definitions WHERE project_id = $1 AND name = $2 RETURNING id",
-            project_id,
-            name,
-        )
-        if deleted is None:
+        if not await delete_named(self._pool, "kb.agent_definitions", project_id, name):
             raise NotFound(f"agent {name!r} not found in project {project_id!r}")
+
+    async def remove_unlisted_in(
+        self,
+        conn: asyncpg.Connection,
+        project_id: str,
+        product_id: uuid.UUID,
+        keep: Sequence[str],
+    ) -> builtins.list[str]:
+        """Deletes the product's definitions ``keep`` does not name, on the caller's
+        connection; their names (``keep`` empty: all of them, as at uninstall)."""
+        return await delete_product_rows(conn, "kb.agent_definitions", project_id, product_id, keep)
+
+    async def _select(
+        self,
+        db: asyncpg.Pool | asyncpg.Connection,
+        project_id: str,
+        where: str = "true",
+        *args: Any,
+    ) -> builtins.list[AgentDefinition]:
+        """The project's definitions matching ``where`` (its parameters from ``$2``), by name."""
+        rows = await db.fetch(
+            f"SELECT {_COLUMNS} FROM {_FROM} WHERE d.project_id = $1 AND {where} ORDER BY d.name",
+            project_id,
+            *args,
+        )
+        return [definition_from_row(r) for r in rows]

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp_config import LiteralRefusal
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.mcp_stdio import StdioAllowlist, require_allowed_stdio
+from agentfleet.rows import from_row
 from services.executor.output_schema import output_schema_violations
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest_schema import schema_violations
@@ -35,24 +37,6 @@ MAX_MCP_SERVERS = 50
 
 
 @dataclass(kw_only=True, slots=True)
-class McpServerSpec:
-    """An MCP server a product brings (becomes a row of kb.mcp_servers)."""
-
-    name: str
-    transport: str
-    command: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    tool_prefix: str | None = None
-    """None: tools are exposed as ``<name>__<tool>``; "" exposes raw names."""
-    enabled: bool = True
-    connect_timeout_s: float = 10.0
-    call_timeout_s: float = 60.0
-
-
-@dataclass(kw_only=True, slots=True)
 class Manifest:
     """A validated manifest."""
 
@@ -60,7 +44,8 @@ class Manifest:
     version: str
     description: str
     agents: list[AgentDefinition]
-    mcp_servers: list[McpServerSpec]
+    mcp_servers: list[McpServerConfig]
+    """Each with project_id '' (set when installed)."""
     document: dict[str, Any]
     """The manifest as given (stored in kb.products.manifest)."""
 
@@ -259,19 +244,18 @@ def _agent(doc: Mapping[str, Any]) -> AgentDefinition:
     )
 
 
-def _server(doc: Mapping[str, Any]) -> McpServerSpec:
-    return McpServerSpec(
-        name=doc["name"],
-        transport=doc["transport"],
-        command=doc.get("command"),
-        args=list(doc.get("args", [])),
+def _server(doc: Mapping[str, Any]) -> McpServerConfig:
+    # The schema allows only McpServerConfig's settings; what the document leaves out
+    # takes the row type's defaults. Struct numbers are doubles: timeouts stay floats.
+    timeouts = {k: float(doc[k]) for k in ("connect_timeout_s", "call_timeout_s") if k in doc}
+    return from_row(
+        McpServerConfig,
+        doc,
+        project_id="",
+        args=tuple(doc.get("args", ())),
         env=dict(doc.get("env", {})),
-        url=doc.get("url"),
         headers=dict(doc.get("headers", {})),
-        tool_prefix=doc.get("tool_prefix"),
-        enabled=doc.get("enabled", True),
-        connect_timeout_s=float(doc.get("connect_timeout_s", 10.0)),
-        call_timeout_s=float(doc.get("call_timeout_s", 60.0)),
+        **timeouts,
     )
 
 
@@ -287,7 +271,7 @@ def _dup(path: str, kind: str, name: str, other: str) -> FieldViolation:
     return FieldViolation(path, f"duplicate {kind} name {name!r} (also at {other})")
 
 
-def _server_violations(servers: list[McpServerSpec]) -> Iterable[FieldViolation]:
+def _server_violations(servers: list[McpServerConfig]) -> Iterable[FieldViolation]:
     first: dict[str, int] = {}
     prefixes: dict[str, int] = {}
     for i, server in enumerate(servers):

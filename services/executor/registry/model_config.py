@@ -28,13 +28,13 @@ class ModelConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The jsonb document stored in ``agent_definitions.model``."""
+        optional = {
+            "temperature": self.temperature,
+            "max_output_tokens": self.max_output_tokens,
+            "extra": self.extra or None,
+        }
         document: dict[str, Any] = {"provider": self.provider, "name": self.name}
-        if self.temperature is not None:
-            document["temperature"] = self.temperature
-        if self.max_output_tokens is not None:
-            document["max_output_tokens"] = self.max_output_tokens
-        if self.extra:
-            document["extra"] = self.extra
+        document.update({key: value for key, value in optional.items() if value is not None})
         return document
 
     @classmethod

@@ -4,8 +4,11 @@ A product (``kb.products``) owns agent definitions and MCP servers (``product_id
 ``kb.agent_definitions`` and ``kb.mcp_servers``). Installing a manifest whose product is
 already installed upgrades it: definitions and servers are created, updated or removed to
 match the new manifest; unchanged ones keep their version. Whenever a product's MCP servers
-change, ``NOTIFY agentfleet_mcp_servers`` (payload: the project id) is sent in the same
-transaction, so toolpools drop their caches exactly when the change is visible.
+change, the repository sends ``NOTIFY agentfleet_mcp_servers`` (payload: the project id) in
+the same transaction, so toolpools drop their caches exactly when the change is visible.
+
+The MCP server rows are written through :class:`agentfleet.mcp_servers.McpServerRepository`
+(the toolpool's repository of the same table) on the install's connection.
 
 A product never takes over a definition or MCP server it does not own: a name already
 used by a hand-made one (or by another product) is :class:`AlreadyExists` naming it.
@@ -15,18 +18,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from agentfleet.db import notify
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
 from agentfleet.mcp_config import LiteralRefusal
+from agentfleet.mcp_servers import McpServerConfig, McpServerRepository
 from agentfleet.mcp_stdio import StdioAllowlist
-from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.project_rows import name_page
 from agentfleet.request_ids import checked_request_id
+from agentfleet.rows import from_row
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.manifest import (
     Manifest,
@@ -38,18 +42,11 @@ from services.executor.registry.manifest import (
 )
 from services.executor.registry.product_store import (
     PRODUCT_COLUMNS,
-    StoredMcpServer,
     lock,
-    mcp_servers_of,
     record_response,
-    remove_unlisted,
     stored_response,
-    upsert_mcp_server,
 )
 from services.toolpool.mcp.egress import EgressPolicy
-
-MCP_SERVERS_CHANNEL = "agentfleet_mcp_servers"
-"""NOTIFY channel whose payload is a project id whose MCP servers changed."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -81,45 +78,31 @@ class InstallResult:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form, stored for request_id replays."""
-        product = {
-            "name": self.product.name,
-            "version": self.product.version,
-            "description": self.product.description,
-            "manifest": self.product.manifest,
-            "installed_at": _iso(self.product.installed_at),
-            "updated_at": _iso(self.product.updated_at),
-            "agent_names": self.product.agent_names,
-            "mcp_server_names": self.product.mcp_server_names,
-        }
-        return {
-            "product": product,
-            "previous_version": self.previous_version,
-            "created_agent_names": self.created_agent_names,
-            "updated_agent_names": self.updated_agent_names,
-            "removed_agent_names": self.removed_agent_names,
-            "upserted_mcp_server_names": self.upserted_mcp_server_names,
-            "removed_mcp_server_names": self.removed_mcp_server_names,
-        }
+        document = asdict(self)
+        for key in _PRODUCT_TIMES:
+            document["product"][key] = _iso(document["product"][key])
+        return document
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> InstallResult:
         product = dict(document["product"])
-        for key in ("installed_at", "updated_at"):
+        for key in _PRODUCT_TIMES:
             product[key] = datetime.fromisoformat(product[key]) if product[key] else None
         return cls(**{**document, "product": Product(**product)})
+
+    def changes(self) -> dict[str, Any]:
+        """Every field but ``product``: the names changed (and the previous version)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "product"}
+
+
+_PRODUCT_TIMES = ("installed_at", "updated_at")
+"""The datetimes of a product, ISO strings in the stored JSON form."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UninstallResult:
     removed_agent_names: list[str]
     removed_mcp_server_names: list[str]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProductPage:
-    products: list[Product]
-    next_page_token: str
-    """Empty on the last page."""
 
 
 class _Rollback(Exception):
@@ -148,6 +131,7 @@ class ProductRegistry:
         (AGENTFLEET_MCP_ALLOWED_NETWORKS); by default only public destinations pass."""
         self._pool = pool
         self._definitions = definitions or DefinitionRepository(pool)
+        self._servers = McpServerRepository(pool)
 
     async def install(
         self,
@@ -197,7 +181,10 @@ class ProductRegistry:
         )
         owner: uuid.UUID | None = previous["id"] if previous else None
         definitions = await self._definitions.list_all_in(conn, project_id)
-        servers = await mcp_servers_of(conn, project_id)
+        servers = {
+            s.name: s
+            for s in await self._servers.list_all(project_id, enabled_only=False, conn=conn)
+        }
         _check_ownership(project_id, manifest, owner, definitions, servers)
         others = [name for name, d in definitions.items() if owner is None or d.product_id != owner]
         violations = semantic_violations(manifest, project_agents=others)
@@ -238,19 +225,18 @@ class ProductRegistry:
             await self._definitions.upsert_in(conn, project_id, agent, product_id=product_id)
             names = result.created_agent_names if current is None else result.updated_agent_names
             names.append(agent.name)
-        result.removed_agent_names = await remove_unlisted(
-            conn, "agents", project_id, product_id, [a.name for a in manifest.agents]
+        result.removed_agent_names = await self._definitions.remove_unlisted_in(
+            conn, project_id, product_id, [a.name for a in manifest.agents]
         )
         for server in manifest.mcp_servers:
+            wanted = replace(server, project_id=project_id, product_id=str(product_id))
             current_server = servers.get(server.name)
-            if current_server is None or current_server.spec != server:
-                await upsert_mcp_server(conn, project_id, product_id, server)
+            if current_server is None or not current_server.configures_as(wanted):
+                await self._servers.upsert(wanted, take_over=False, conn=conn)
                 result.upserted_mcp_server_names.append(server.name)
-        result.removed_mcp_server_names = await remove_unlisted(
-            conn, "mcp_servers", project_id, product_id, [s.name for s in manifest.mcp_servers]
+        result.removed_mcp_server_names = await self._servers.remove_unlisted(
+            conn, project_id, product_id, [s.name for s in manifest.mcp_servers]
         )
-        if result.upserted_mcp_server_names or result.removed_mcp_server_names:
-            await notify(conn, MCP_SERVERS_CHANNEL, project_id)
         return result
 
     async def uninstall(self, project_id: str, product_name: str) -> UninstallResult:
@@ -270,58 +256,52 @@ class ProductRegistry:
                 raise NotFound(
                     f"product {product_name!r} is not installed in project {project_id!r}"
                 )
-            agents = await remove_unlisted(conn, "agents", project_id, product_id, [])
-            servers = await remove_unlisted(conn, "mcp_servers", project_id, product_id, [])
+            agents = await self._definitions.remove_unlisted_in(conn, project_id, product_id, [])
+            servers = await self._servers.remove_unlisted(conn, project_id, product_id, [])
             await conn.execute(
                 "DELETE FROM kb.products WHERE project_id = $1 AND id = $2::uuid",
                 project_id,
                 product_id,
             )
-            if servers:
-                await notify(conn, MCP_SERVERS_CHANNEL, project_id)
         return UninstallResult(removed_agent_names=agents, removed_mcp_server_names=servers)
 
     async def list_products(
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
-    ) -> ProductPage:
-        """Installed products by name, keyset-paginated."""
-        size = clamp_page_size(page_size)
-        filters = {"project_id": project_id}
-        position = decode_page_token(page_token, filters, arity=1)
-        rows = await self._pool.fetch(
-            f"""
-            SELECT {PRODUCT_COLUMNS},
-                ARRAY(SELECT d.name FROM kb.agent_definitions d
-                      WHERE d.project_id = p.project_id AND d.product_id = p.id
-                      ORDER BY d.name) AS agent_names,
-                ARRAY(SELECT s.name FROM kb.mcp_servers s
-                      WHERE s.project_id = p.project_id AND s.product_id = p.id
-                      ORDER BY s.name) AS mcp_server_names
-            FROM kb.products p
-            WHERE p.project_id = $1 AND ($2::text IS NULL OR p.name > $2::text)
-            ORDER BY p.name
-            LIMIT $3
-            """,
-            project_id,
-            position[0] if position else None,
-            size + 1,
+    ) -> tuple[list[Product], str]:
+        """One page of the installed products by name, and the next page token ('' at the end)."""
+        page, token = await name_page(
+            lambda after, limit: self._pool.fetch(
+                f"""
+                SELECT {PRODUCT_COLUMNS},
+                    ARRAY(SELECT d.name FROM kb.agent_definitions d
+                          WHERE d.project_id = p.project_id AND d.product_id = p.id
+                          ORDER BY d.name) AS agent_names,
+                    ARRAY(SELECT s.name FROM kb.mcp_servers s
+                          WHERE s.project_id = p.project_id AND s.product_id = p.id
+                          ORDER BY s.name) AS mcp_server_names
+                FROM kb.products p
+                WHERE p.project_id = $1 AND ($2::text IS NULL OR p.name > $2::text)
+                ORDER BY p.name
+                LIMIT $3
+                """,
+                project_id,
+                after,
+                limit,
+            ),
+            page_size=page_size,
+            page_token=page_token,
+            filters={"project_id": project_id},
         )
-        page, more = page_of(rows, size)
-        products = [
-            Product(
-                name=r["name"],
-                version=r["version"],
+        return [
+            from_row(
+                Product,
+                r,
                 description=str(r["manifest"].get("description", "")),
-                manifest=r["manifest"],
-                installed_at=r["installed_at"],
-                updated_at=r["updated_at"],
                 agent_names=list(r["agent_names"]),
                 mcp_server_names=list(r["mcp_server_names"]),
             )
             for r in page
-        ]
-        token = encode_page_token([page[-1]["name"]], filters) if more else ""
-        return ProductPage(products=products, next_page_token=token)
+        ], token
 
 
 def _check_ownership(
@@ -329,7 +309,7 @@ def _check_ownership(
     manifest: Manifest,
     owner: uuid.UUID | None,
     definitions: Mapping[str, AgentDefinition],
-    servers: Mapping[str, StoredMcpServer],
+    servers: Mapping[str, McpServerConfig],
 ) -> None:
     """AlreadyExists naming every definition or server of the manifest owned by others."""
     clashes: list[str] = []
@@ -339,7 +319,7 @@ def _check_ownership(
             clashes.append(f"agent definition {agent.name!r} ({_owned_by(current.product_name)})")
     for server in manifest.mcp_servers:
         stored = servers.get(server.name)
-        if stored is not None and (owner is None or stored.product_id != owner):
+        if stored is not None and (owner is None or stored.product_id != str(owner)):
             clashes.append(f"MCP server {server.name!r} ({_owned_by(stored.product_name)})")
     if clashes:
         raise AlreadyExists(

@@ -6,7 +6,9 @@ manifests and Struct fields cross as plain dicts through ``json_format``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2, json_format, struct_pb2
@@ -15,6 +17,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import (
+    EXTERNAL_LISTING,
     AgentDefinition,
     DefinitionRepository,
     FlowType,
@@ -22,6 +25,7 @@ from services.executor.registry.definitions import (
     Visibility,
 )
 from services.executor.registry.manifest import definition_violations
+from services.executor.registry.model_config import DEFAULT_PROVIDER
 from services.executor.registry.products import InstallResult, Product, ProductRegistry
 
 _FLOW_TO_PROTO: dict[str, int] = {
@@ -49,21 +53,20 @@ _VISIBILITY_FROM_PROTO: dict[int, Visibility] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
 class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     """Installs products and manages agent definitions (project scope checked upstream)."""
 
-    def __init__(self, products: ProductRegistry, definitions: DefinitionRepository) -> None:
-        self._products = products
-        self._definitions = definitions
+    products: ProductRegistry
+    definitions: DefinitionRepository
 
     async def InstallProduct(
         self, request: registry_pb2.InstallProductRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.InstallProductResponse:
-        if not request.HasField("manifest"):
-            raise InvalidArgument.for_field("manifest", "is required")
-        result = await self._products.install(
+        manifest = _required_field(request, "manifest")
+        result = await self.products.install(
             request.project_id,
-            json_format.MessageToDict(request.manifest),
+            json_format.MessageToDict(manifest),
             request_id=request.request_id,
             validate_only=request.validate_only,
         )
@@ -72,9 +75,8 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     async def UninstallProduct(
         self, request: registry_pb2.UninstallProductRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.UninstallProductResponse:
-        if not request.product_name:
-            raise InvalidArgument.for_field("product_name", "is required")
-        result = await self._products.uninstall(request.project_id, request.product_name)
+        product_name = _required_field(request, "product_name")
+        result = await self.products.uninstall(request.project_id, product_name)
         return registry_pb2.UninstallProductResponse(
             removed_agent_names=result.removed_agent_names,
             removed_mcp_server_names=result.removed_mcp_server_names,
@@ -83,12 +85,9 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     async def ListProducts(
         self, request: registry_pb2.ListProductsRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListProductsResponse:
-        page = await self._products.list_products(
-            request.project_id, page_size=request.page_size, page_token=request.page_token
-        )
+        products, token = await self.products.list_products(request.project_id, **_paging(request))
         return registry_pb2.ListProductsResponse(
-            products=[product_to_proto(p) for p in page.products],
-            next_page_token=page.next_page_token,
+            products=[product_to_proto(p) for p in products], next_page_token=token
         )
 
     async def ListAgentDefinitions(
@@ -101,24 +100,22 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
                     f"visibilities[{i}]", "must be VISIBILITY_EXTERNAL, _PROJECT or _INTERNAL"
                 )
             visibilities.append(_VISIBILITY_FROM_PROTO[value])
-        page = await self._definitions.list(
+        definitions, token = await self.definitions.list(
             request.project_id,
-            visibilities=visibilities or ("external", "project"),
+            visibilities=visibilities or EXTERNAL_LISTING,
             product_name=request.product_name,
-            page_size=request.page_size,
-            page_token=request.page_token,
+            **_paging(request),
         )
         return registry_pb2.ListAgentDefinitionsResponse(
-            agent_definitions=[definition_to_proto(d) for d in page.definitions],
-            next_page_token=page.next_page_token,
+            agent_definitions=[definition_to_proto(d) for d in definitions], next_page_token=token
         )
 
     async def GetAgentDefinition(
         self, request: registry_pb2.GetAgentDefinitionRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetAgentDefinitionResponse:
-        if not request.name:
-            raise InvalidArgument.for_field("name", "is required")
-        definition = await self._definitions.get(request.project_id, request.name)
+        definition = await self.definitions.get(
+            request.project_id, _required_field(request, "name")
+        )
         return registry_pb2.GetAgentDefinitionResponse(
             agent_definition=definition_to_proto(definition)
         )
@@ -126,15 +123,14 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     async def UpsertAgentDefinition(
         self, request: registry_pb2.UpsertAgentDefinitionRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.UpsertAgentDefinitionResponse:
-        if not request.HasField("agent_definition"):
-            raise InvalidArgument.for_field("agent_definition", "is required")
+        _required_field(request, "agent_definition")
         if request.expected_version < 0:
             raise InvalidArgument.for_field("expected_version", "must not be negative")
         definition = definition_from_proto(request.agent_definition)
         violations = _required(request.agent_definition) or definition_violations(definition)
         if violations:
             raise InvalidArgument.for_fields(violations)
-        result = await self._definitions.upsert(
+        result = await self.definitions.upsert(
             request.project_id,
             definition,
             expected_version=request.expected_version or None,
@@ -147,10 +143,21 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     async def DeleteAgentDefinition(
         self, request: registry_pb2.DeleteAgentDefinitionRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.DeleteAgentDefinitionResponse:
-        if not request.name:
-            raise InvalidArgument.for_field("name", "is required")
-        await self._definitions.delete(request.project_id, request.name)
+        await self.definitions.delete(request.project_id, _required_field(request, "name"))
         return registry_pb2.DeleteAgentDefinitionResponse()
+
+
+def _required_field(request: Any, field: str) -> Any:
+    """``request.<field>``; INVALID_ARGUMENT naming it when it is unset or empty."""
+    is_message = request.DESCRIPTOR.fields_by_name[field].message_type is not None
+    if not (request.HasField(field) if is_message else getattr(request, field)):
+        raise InvalidArgument.for_field(field, "is required")
+    return getattr(request, field)
+
+
+def _paging(request: Any) -> dict[str, Any]:
+    """The paging fields every List request carries, as the repositories' keywords."""
+    return {"page_size": request.page_size, "page_token": request.page_token}
 
 
 def _required(message: common_pb2.AgentDefinition) -> list[FieldViolation]:
@@ -162,57 +169,53 @@ def _required(message: common_pb2.AgentDefinition) -> list[FieldViolation]:
     return out
 
 
+_SAME_SCALARS = ("name", "description", "system_prompt", "is_default")
+_SAME_LISTS = ("tools", "sub_agents", "tags")
+_OPTIONAL = ("max_steps", "streaming")
+"""Fields named and typed alike in the proto and the dataclass (optional: unset is None)."""
+_OUTPUT_ONLY = ("project_id", "product_name", "version")
+
+
 def definition_from_proto(message: common_pb2.AgentDefinition) -> AgentDefinition:
     """The writable fields of ``message``; output-only fields are ignored."""
-    model = message.model
-    temperature = model.temperature if model.HasField("temperature") else None
     return AgentDefinition(
-        name=message.name,
-        description=message.description,
-        system_prompt=message.system_prompt,
-        model=ModelConfig(
-            provider=model.provider or "google",
-            name=model.name,
-            # float32 on the wire: 0.2 arrives as 0.2000000029...; keep what the user meant.
-            temperature=round(temperature, 6) if temperature is not None else None,
-            max_output_tokens=(
-                model.max_output_tokens if model.HasField("max_output_tokens") else None
-            ),
-            extra=json_format.MessageToDict(model.extra) if model.HasField("extra") else {},
-        ),
-        tools=list(message.tools),
+        **{f: getattr(message, f) for f in _SAME_SCALARS},
+        **{f: list(getattr(message, f)) for f in _SAME_LISTS},
+        **{f: getattr(message, f) if message.HasField(f) else None for f in _OPTIONAL},
+        model=_model_from_proto(message.model),
         flow_type=_FLOW_FROM_PROTO.get(message.flow_type, "single"),
-        sub_agents=list(message.sub_agents),
         max_iterations=message.max_iterations or None,
-        max_steps=message.max_steps if message.HasField("max_steps") else None,
         default_timeout_s=(
             message.default_timeout.ToTimedelta().total_seconds()
             if message.HasField("default_timeout")
             else None
         ),
         visibility=_VISIBILITY_FROM_PROTO.get(message.visibility, "project"),
-        is_default=message.is_default,
-        tags=list(message.tags),
         trigger=message.trigger or None,
-        config=json_format.MessageToDict(message.config) if message.HasField("config") else {},
-        output_schema=(
-            json_format.MessageToDict(message.output_schema)
-            if message.HasField("output_schema")
-            else None
-        ),
-        streaming=message.streaming if message.HasField("streaming") else None,
+        config=_document(message, "config", {}),
+        output_schema=_document(message, "output_schema", None),
+    )
+
+
+def _model_from_proto(model: common_pb2.ModelConfig) -> ModelConfig:
+    temperature = model.temperature if model.HasField("temperature") else None
+    return ModelConfig(
+        provider=model.provider or DEFAULT_PROVIDER,
+        name=model.name,
+        # float32 on the wire: 0.2 arrives as 0.2000000029...; keep what the user meant.
+        temperature=round(temperature, 6) if temperature is not None else None,
+        max_output_tokens=model.max_output_tokens if model.HasField("max_output_tokens") else None,
+        extra=_document(model, "extra", {}),
     )
 
 
 def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefinition:
     """A stored definition as the proto message."""
+    copied = (*_SAME_SCALARS, *_SAME_LISTS, *_OPTIONAL, *_OUTPUT_ONLY)
     model = definition.model
     message = common_pb2.AgentDefinition(
+        **{f: getattr(definition, f) for f in copied},
         id=str(definition.id) if definition.id else "",
-        project_id=definition.project_id,
-        name=definition.name,
-        description=definition.description,
-        system_prompt=definition.system_prompt,
         model=common_pb2.ModelConfig(
             provider=model.provider,
             name=model.name,
@@ -220,24 +223,16 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
             max_output_tokens=model.max_output_tokens,
             extra=_struct(model.extra) if model.extra else None,
         ),
-        tools=definition.tools,
         flow_type=_FLOW_TO_PROTO[definition.flow_type],
-        sub_agents=definition.sub_agents,
         max_iterations=definition.max_iterations or 0,
-        max_steps=definition.max_steps,
         visibility=_VISIBILITY_TO_PROTO[definition.visibility],
-        is_default=definition.is_default,
-        tags=definition.tags,
         trigger=definition.trigger or "",
         config=_struct(definition.config),
-        product_name=definition.product_name,
-        version=definition.version,
         create_time=timestamp_proto(definition.created_at),
         update_time=timestamp_proto(definition.updated_at),
         output_schema=(
             _struct(definition.output_schema) if definition.output_schema is not None else None
         ),
-        streaming=definition.streaming,
     )
     if definition.default_timeout_s is not None:
         duration = duration_pb2.Duration()
@@ -247,26 +242,26 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
 
 
 def product_to_proto(product: Product) -> registry_pb2.Product:
+    same = ("name", "version", "agent_names", "mcp_server_names")
     return registry_pb2.Product(
-        name=product.name,
-        version=product.version,
+        **{f: getattr(product, f) for f in same},
         manifest=_struct(product.manifest),
         install_time=timestamp_proto(product.installed_at),
         update_time=timestamp_proto(product.updated_at),
-        agent_names=product.agent_names,
-        mcp_server_names=product.mcp_server_names,
     )
 
 
 def _install_response(result: InstallResult) -> registry_pb2.InstallProductResponse:
+    # The response's fields are named like the result's.
     return registry_pb2.InstallProductResponse(
-        product=product_to_proto(result.product),
-        previous_version=result.previous_version,
-        created_agent_names=result.created_agent_names,
-        updated_agent_names=result.updated_agent_names,
-        removed_agent_names=result.removed_agent_names,
-        upserted_mcp_server_names=result.upserted_mcp_server_names,
-        removed_mcp_server_names=result.removed_mcp_server_names,
+        product=product_to_proto(result.product), **result.changes()
+    )
+
+
+def _document(message: Any, field: str, default: Any) -> Any:
+    """The Struct ``message.<field>`` as a dict, or ``default`` when it is unset."""
+    return (
+        json_format.MessageToDict(getattr(message, field)) if message.HasField(field) else default
     )
 
 

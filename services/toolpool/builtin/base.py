@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from agentfleet.graph import GraphRepository
+from services.toolpool.builtin.schema_parts import obj
 
 __all__ = [
     "GEMINI_KEYWORDS",
@@ -24,7 +25,10 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolHandler",
+    "builtin_tool",
     "gemini_parameters",
+    "given",
+    "refuse",
     "validate_arguments",
 ]
 
@@ -68,6 +72,19 @@ ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 :class:`ToolError` (domain errors are turned into one by ``call_builtin``)."""
 
 
+def given(args: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The optional arguments among ``names`` that the model gave, as keyword arguments:
+    one left out takes the repository's default, which is the default the schema states."""
+    return {name: args[name] for name in names if name in args}
+
+
+def refuse(refusal: str | None) -> None:
+    """Raises ``refusal`` (why a reserved type may not be written) as a :class:`ToolError`;
+    nothing when it is ``None``."""
+    if refusal is not None:
+        raise ToolError(refusal)
+
+
 @dataclass(kw_only=True, slots=True)
 class BuiltinTool:
     """A tool implemented inside the toolpool."""
@@ -86,6 +103,26 @@ class BuiltinTool:
         Draft202012Validator.check_schema(self.schema)
         self.parameters = gemini_parameters(self.schema)
         self.validator = Draft202012Validator(self.schema)
+
+
+def builtin_tool(
+    properties: dict[str, Any], *, required: tuple[str, ...] = ()
+) -> Callable[[ToolHandler], BuiltinTool]:
+    """Declares a handler a built-in tool, as openai-agents' ``@function_tool`` does: named
+    after the function, described to the model by its docstring (as one paragraph), taking
+    an object of ``properties`` and no other key."""
+
+    def declare(handler: ToolHandler) -> BuiltinTool:
+        if not handler.__doc__:
+            raise TypeError(f"{handler.__name__} needs a docstring: the model reads it")
+        return BuiltinTool(
+            name=handler.__name__,
+            description=" ".join(handler.__doc__.split()),
+            schema=obj(properties, required=required),
+            handler=handler,
+        )
+
+    return declare
 
 
 def gemini_parameters(schema: dict[str, Any]) -> dict[str, Any]:
@@ -140,24 +177,24 @@ def _describe(error: ValidationError) -> Iterable[str]:
             return [f"{path}: must be one of {', '.join(map(str, value))}"]
         case "minLength":
             return [f"{path}: must not be empty" if value == 1 else f"{path}: too short"]
-        case "maxLength":
-            return [f"{path}: longer than {value} characters"]
         case "minItems":
             return [f"{path}: needs at least {value} item{'s' if value != 1 else ''}"]
-        case "maxItems":
-            return [f"{path}: more than {value} items"]
-        case "maxProperties":
-            return [f"{path}: more than {value} keys"]
-        case "minimum":
-            return [f"{path}: must be at least {value}"]
-        case "maximum":
-            return [f"{path}: must be at most {value}"]
-        case "pattern":
-            return [f"{path}: must match {value}"]
-        case "uniqueItems":
-            return [f"{path}: items must be unique"]
+        case keyword if keyword in _LIMIT_MESSAGES:
+            return [f"{path}: {_LIMIT_MESSAGES[keyword].format(value)}"]
         case _:
             return [f"{path or 'arguments'}: {error.message[:200]}"]
+
+
+_LIMIT_MESSAGES = {
+    "maxLength": "longer than {} characters",
+    "maxItems": "more than {} items",
+    "maxProperties": "more than {} keys",
+    "minimum": "must be at least {}",
+    "maximum": "must be at most {}",
+    "pattern": "must match {}",
+    "uniqueItems": "items must be unique",
+}
+"""What is wrong, by the keyword a value broke, with the keyword's value in ``{}``."""
 
 
 def _path(parts: Iterable[str | int]) -> str:
@@ -177,19 +214,17 @@ def _a(json_type: str | list[str]) -> str:
     return " or ".join(("an " if n[0] in "aeiou" else "a ") + n for n in names)
 
 
+# bool before int: a bool is an int to isinstance, but a boolean to JSON.
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for t, name in _JSON_TYPES if isinstance(value, t)), type(value).__name__)

@@ -12,14 +12,14 @@ from agentfleet.graph import (
     MAX_TRAVERSAL_NODES,
     reserved_relationship_refusal,
 )
-from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError
+from services.toolpool.builtin.base import ToolContext, ToolError, builtin_tool, given, refuse
 from services.toolpool.builtin.schema_parts import (
+    ENTITY_ID,
     MAX_NAME,
     array,
     enum,
     integer,
     limit,
-    obj,
     object_id,
     property_bag,
     string,
@@ -31,16 +31,25 @@ RELATIONSHIP_TYPE = string("Relationship type, e.g. cites, part_of.", max_length
 DIRECTION = enum(
     "out: edges from the entity; in: edges to it; both (default out).", ["out", "in", "both"]
 )
+ENDS = {
+    "src_id": object_id("Id of the source entity."),
+    "dst_id": object_id("Id of the destination entity."),
+}
+"""The two ends of a relationship, src -> dst."""
 
 
-def _refuse_reserved(relationship_type: str, action: str) -> None:
-    refusal = reserved_relationship_refusal(relationship_type, action)
-    if refusal is not None:
-        raise ToolError(refusal)
-
-
+@builtin_tool(
+    {
+        "type": RELATIONSHIP_TYPE,
+        **ENDS,
+        "properties": property_bag("Properties of the relationship."),
+    },
+    required=("type", "src_id", "dst_id"),
+)
 async def create_relationship(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    _refuse_reserved(args["type"], "create")
+    """Links two entities with a typed, directed relationship src -> dst. Creating one that
+    exists returns it (created: false)."""
+    refuse(reserved_relationship_refusal(args["type"], "create"))
     relationship, created = await ctx.repository.create_relationship(
         ctx.project_id,
         type=args["type"],
@@ -51,32 +60,36 @@ async def create_relationship(ctx: ToolContext, args: dict[str, Any]) -> dict[st
     return {"relationship": relationship.to_json(), "created": created}
 
 
+@builtin_tool({"id": object_id("Relationship id."), "type": RELATIONSHIP_TYPE, **ENDS})
 async def delete_relationship(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Deletes a relationship, by id or by type, src_id and dst_id."""
     if "id" in args:
         if any(k in args for k in ("type", "src_id", "dst_id")):
             raise ToolError("invalid arguments: id: give either id or type, src_id and dst_id")
         # A relationship's type never changes: checked before, it holds for the delete.
         stored = await ctx.repository.get_relationship(ctx.project_id, args["id"])
-        _refuse_reserved(stored.type, "delete")
+        refuse(reserved_relationship_refusal(stored.type, "delete"))
         deleted = await ctx.repository.delete_relationship(ctx.project_id, args["id"])
     else:
         missing = [k for k in ("type", "src_id", "dst_id") if k not in args]
         if missing:
             raise ToolError(f"invalid arguments: {missing[0]}: is required when id is not given")
-        _refuse_reserved(args["type"], "delete")
+        refuse(reserved_relationship_refusal(args["type"], "delete"))
         deleted = await ctx.repository.delete_relationship_between(
             ctx.project_id, type=args["type"], src_id=args["src_id"], dst_id=args["dst_id"]
         )
     return {"deleted": deleted.to_json()}
 
 
+@builtin_tool(
+    {"id": ENTITY_ID, "type": RELATIONSHIP_TYPE, "direction": DIRECTION, "limit": limit(100, 1000)},
+    required=("id",),
+)
 async def get_related(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Returns the entities one relationship away from an entity, with the relationships,
+    oldest first."""
     related = await ctx.repository.get_related(
-        ctx.project_id,
-        args["id"],
-        type=args.get("type"),
-        direction=args.get("direction", "out"),
-        limit=args.get("limit", 100),
+        ctx.project_id, args["id"], **given(args, "type", "direction", "limit")
     )
     return {
         "related": [
@@ -90,14 +103,34 @@ async def get_related(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@builtin_tool(
+    {
+        "start_id": object_id("Entity to start from (depth 0)."),
+        "relationship_types": array(
+            "Relationship types to follow; all when omitted.", RELATIONSHIP_TYPE, max_items=20
+        ),
+        "direction": DIRECTION,
+        "max_depth": integer(
+            f"Most relationships from the start (1-{MAX_TRAVERSAL_DEPTH}, default 2).",
+            minimum=1,
+            maximum=MAX_TRAVERSAL_DEPTH,
+        ),
+        "max_nodes": integer(
+            f"Most entities returned, start included (1-{MAX_TRAVERSAL_NODES}, default 50).",
+            minimum=1,
+            maximum=MAX_TRAVERSAL_NODES,
+        ),
+    },
+    required=("start_id",),
+)
 async def graph_traverse(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Breadth-first traversal from an entity: every entity up to max_depth relationships
+    away (each with its depth) and the relationships between them. Bounded: truncated is
+    true when max_nodes cut it short."""
     traversal = await ctx.repository.traverse(
         ctx.project_id,
         args["start_id"],
-        relationship_types=args.get("relationship_types"),
-        direction=args.get("direction", "out"),
-        max_depth=args.get("max_depth", 2),
-        max_nodes=args.get("max_nodes", 50),
+        **given(args, "relationship_types", "direction", "max_depth", "max_nodes"),
     )
     return {
         "nodes": [{"depth": n.depth, **n.object.to_json()} for n in traversal.nodes],
@@ -109,78 +142,4 @@ async def graph_traverse(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     }
 
 
-RELATIONSHIP_TOOLS = [
-    BuiltinTool(
-        name="create_relationship",
-        description="Links two entities with a typed, directed relationship src -> dst. "
-        "Creating one that exists returns it (created: false).",
-        schema=obj(
-            {
-                "type": RELATIONSHIP_TYPE,
-                "src_id": object_id("Id of the source entity."),
-                "dst_id": object_id("Id of the destination entity."),
-                "properties": property_bag("Properties of the relationship."),
-            },
-            required=("type", "src_id", "dst_id"),
-        ),
-        handler=create_relationship,
-    ),
-    BuiltinTool(
-        name="delete_relationship",
-        description="Deletes a relationship, by id or by type, src_id and dst_id.",
-        schema=obj(
-            {
-                "id": object_id("Relationship id."),
-                "type": RELATIONSHIP_TYPE,
-                "src_id": object_id("Id of the source entity."),
-                "dst_id": object_id("Id of the destination entity."),
-            }
-        ),
-        handler=delete_relationship,
-    ),
-    BuiltinTool(
-        name="get_related",
-        description="Returns the entities one relationship away from an entity, with the "
-        "relationships, oldest first.",
-        schema=obj(
-            {
-                "id": object_id("Entity id."),
-                "type": RELATIONSHIP_TYPE,
-                "direction": DIRECTION,
-                "limit": limit(100, 1000),
-            },
-            required=("id",),
-        ),
-        handler=get_related,
-    ),
-    BuiltinTool(
-        name="graph_traverse",
-        description="Breadth-first traversal from an entity: every entity up to max_depth "
-        "relationships away (each with its depth) and the relationships between them. "
-        "Bounded: truncated is true when max_nodes cut it short.",
-        schema=obj(
-            {
-                "start_id": object_id("Entity to start from (depth 0)."),
-                "relationship_types": array(
-                    "Relationship types to follow; all when omitted.",
-                    RELATIONSHIP_TYPE,
-                    max_items=20,
-                ),
-                "direction": DIRECTION,
-                "max_depth": integer(
-                    f"Most relationships from the start (1-{MAX_TRAVERSAL_DEPTH}, default 2).",
-                    minimum=1,
-                    maximum=MAX_TRAVERSAL_DEPTH,
-                ),
-                "max_nodes": integer(
-                    f"Most entities returned, start included (1-{MAX_TRAVERSAL_NODES}, "
-                    "default 50).",
-                    minimum=1,
-                    maximum=MAX_TRAVERSAL_NODES,
-                ),
-            },
-            required=("start_id",),
-        ),
-        handler=graph_traverse,
-    ),
-]
+RELATIONSHIP_TOOLS = [create_relationship, delete_relationship, get_related, graph_traverse]

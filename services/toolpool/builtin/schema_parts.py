@@ -30,8 +30,16 @@ def object_id(description: str) -> Schema:
     return string(description, max_length=64)
 
 
+ENTITY_ID = object_id("Entity id.")
+
+
 def integer(description: str, *, minimum: int, maximum: int) -> Schema:
     return {"type": "integer", "description": description, "minimum": minimum, "maximum": maximum}
+
+
+def version(description: str) -> Schema:
+    """An object's version: the database stores it as a 32-bit integer."""
+    return integer(description, minimum=1, maximum=2**31 - 1)
 
 
 def enum(description: str, values: list[str]) -> Schema:

@@ -48,7 +48,7 @@ from agentfleet.graph.task_properties import (
     PRIORITY_MAX,
     PRIORITY_MIN,
 )
-from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError
+from services.toolpool.builtin.base import ToolContext, ToolError, builtin_tool
 from services.toolpool.builtin.schema_parts import (
     MAX_TEXT,
     array,
@@ -85,7 +85,68 @@ class _Plan:
     """Existing tasks that new tasks block (they must still be pending)."""
 
 
+def _task_schema(*, with_links: bool, key_required: bool, description: str) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "key": string(
+            "Short unique name of the task (letters, digits, '.', '_', '-'), used in blocked_by.",
+            max_length=128,
+            pattern=KEY_PATTERN,
+        ),
+        "title": string("Short title; the first line of the agent's prompt.", max_length=500),
+        "description": string("What to do, in full.", max_length=MAX_TEXT),
+        "assigned_agent": string(
+            "Agent to run it, one your definition allows; omitted = the dispatcher chooses "
+            "among those."
+        ),
+        "tags": array("Tags for agent selection.", string("Tag."), max_items=20),
+        "priority": integer(
+            "Higher runs first among available tasks (default 0).",
+            minimum=PRIORITY_MIN,
+            maximum=PRIORITY_MAX,
+        ),
+        "max_retries": integer(
+            f"Retries after a failure (default {DEFAULT_MAX_RETRIES}).",
+            minimum=0,
+            maximum=MAX_RETRIES_LIMIT,
+        ),
+    }
+    if with_links:
+        properties["blocked_by"] = array(
+            "Tasks that must complete first: keys of tasks in this call or ids of existing tasks.",
+            string("Key or task id.", max_length=128),
+            max_items=MAX_SUBTASKS,
+        )
+        properties["blocks"] = array(
+            "Ids of existing pending tasks that must wait for this one.",
+            object_id("Task id."),
+            max_items=MAX_SUBTASKS,
+        )
+    required = ("key", "title") if key_required else ("title",)
+    return obj(properties, required=required, description=description)
+
+
+@builtin_tool(
+    {
+        "tasks": array(
+            "The tasks.",
+            _task_schema(with_links=True, key_required=True, description="A task."),
+            min_items=1,
+            max_items=MAX_SUBTASKS,
+        ),
+        "synthesis": _task_schema(
+            with_links=False,
+            key_required=False,
+            description="A task blocked by all the tasks above (default key 'synthesize').",
+        ),
+        "graph_id": object_id("Task graph to add them to; default: the graph of the current task."),
+    },
+    required=("tasks",),
+)
 async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Creates tasks for the dispatcher to run, each by an agent, in dependency order: tasks
+    run in parallel unless blocked_by says otherwise. Optionally adds a synthesis task that
+    runs after all of them (e.g. to combine their results). All or nothing; dependencies may
+    not form a cycle."""
     plan = _plan(args)
     async with ctx.repository.transaction() as tx:
         conn = tx.connection
@@ -286,72 +347,4 @@ def _task_properties(
     return properties
 
 
-def _task_schema(*, with_links: bool, key_required: bool, description: str) -> dict[str, Any]:
-    properties: dict[str, Any] = {
-        "key": string(
-            "Short unique name of the task (letters, digits, '.', '_', '-'), used in blocked_by.",
-            max_length=128,
-            pattern=KEY_PATTERN,
-        ),
-        "title": string("Short title; the first line of the agent's prompt.", max_length=500),
-        "description": string("What to do, in full.", max_length=MAX_TEXT),
-        "assigned_agent": string(
-            "Agent to run it, one your definition allows; omitted = the dispatcher chooses "
-            "among those."
-        ),
-        "tags": array("Tags for agent selection.", string("Tag."), max_items=20),
-        "priority": integer(
-            "Higher runs first among available tasks (default 0).",
-            minimum=PRIORITY_MIN,
-            maximum=PRIORITY_MAX,
-        ),
-        "max_retries": integer(
-            f"Retries after a failure (default {DEFAULT_MAX_RETRIES}).",
-            minimum=0,
-            maximum=MAX_RETRIES_LIMIT,
-        ),
-    }
-    if with_links:
-        properties["blocked_by"] = array(
-            "Tasks that must complete first: keys of tasks in this call or ids of existing tasks.",
-            string("Key or task id.", max_length=128),
-            max_items=MAX_SUBTASKS,
-        )
-        properties["blocks"] = array(
-            "Ids of existing pending tasks that must wait for this one.",
-            object_id("Task id."),
-            max_items=MAX_SUBTASKS,
-        )
-    required = ("key", "title") if key_required else ("title",)
-    return obj(properties, required=required, description=description)
-
-
-SUBTASK_TOOLS = [
-    BuiltinTool(
-        name="create_subtasks",
-        description="Creates tasks for the dispatcher to run, each by an agent, in dependency "
-        "order: tasks run in parallel unless blocked_by says otherwise. Optionally adds a "
-        "synthesis task that runs after all of them (e.g. to combine their results). All or "
-        "nothing; dependencies may not form a cycle.",
-        schema=obj(
-            {
-                "tasks": array(
-                    "The tasks.",
-                    _task_schema(with_links=True, key_required=True, description="A task."),
-                    min_items=1,
-                    max_items=MAX_SUBTASKS,
-                ),
-                "synthesis": _task_schema(
-                    with_links=False,
-                    key_required=False,
-                    description="A task blocked by all the tasks above (default key 'synthesize').",
-                ),
-                "graph_id": object_id(
-                    "Task graph to add them to; default: the graph of the current task."
-                ),
-            },
-            required=("tasks",),
-        ),
-        handler=create_subtasks,
-    ),
-]
+SUBTASK_TOOLS = [create_subtasks]

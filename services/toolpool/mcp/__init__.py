@@ -17,15 +17,7 @@ from .errors import (
     MissingSecretError,
 )
 from .interpolate import ResolvedServer, interpolate, references, resolve_server
-from .models import (
-    CallOutcome,
-    McpCallResult,
-    McpServerConfig,
-    McpServerProbe,
-    McpToolInfo,
-    SecretInfo,
-    Transport,
-)
+from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolInfo, SecretInfo
 from .pool import McpClientPool
 from .store import CHANGES_CHANNEL, McpServerStore, SecretStore
 from .validation import (
@@ -44,7 +36,6 @@ __all__ = [
     "McpCallResult",
     "McpClientPool",
     "McpProtocolError",
-    "McpServerConfig",
     "McpServerProbe",
     "McpServerStore",
     "McpTimeoutError",
@@ -54,7 +45,6 @@ __all__ = [
     "ResolvedServer",
     "SecretInfo",
     "SecretStore",
-    "Transport",
     "check_stdio_allowed",
     "check_url_destination",
     "interpolate",

@@ -23,7 +23,7 @@ import math
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import anyio
 import httpx2
@@ -270,11 +270,27 @@ def _traced_http_client(
     )
 
 
-class _WatchedReadStream:
+class _StreamWrapper:
+    """A transport stream seen through a wrapper: closing (or leaving) closes the inner one."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _WatchedReadStream(_StreamWrapper):
     """The transport's read stream, calling ``on_end`` once it ends or is closed."""
 
     def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._on_end = on_end
 
     @property
@@ -300,35 +316,17 @@ class _WatchedReadStream:
 
     async def aclose(self) -> None:
         self._on_end()
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+        await super().aclose()
 
 
-class _MarkingWriteStream:
+class _MarkingWriteStream(_StreamWrapper):
     """The transport's write stream, marking the calling task's :class:`SendMark`."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
 
     async def send(self, item: Any) -> None:
         await self._inner.send(item)
         mark = CURRENT_MARK.get()
         if mark is not None:
             mark.sent = True
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _MarkingWriteStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def innermost(exc: BaseException) -> BaseException:

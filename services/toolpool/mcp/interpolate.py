@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 # The reference syntax is shared with the save-time checks of both writers of kb.mcp_servers.
 from agentfleet.mcp_config import REFERENCE_TOKEN, references
+from agentfleet.mcp_servers import McpServerConfig, Transport
 
 from .errors import MissingSecretError
-from .models import McpServerConfig, Transport
 
 
 class ProjectSecrets(dict[str, str]):

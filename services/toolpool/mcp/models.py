@@ -2,59 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
-
-Transport = Literal["stdio", "sse", "streamable_http"]
-TRANSPORTS: tuple[Transport, ...] = ("stdio", "sse", "streamable_http")
-
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
-DEFAULT_CALL_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class McpServerConfig:
-    """One external MCP server of a project (a row of ``kb.mcp_servers``).
-
-    ``args``, ``env``, ``url`` and ``headers`` keep their ``${NAME}`` references as
-    configured; :func:`~services.toolpool.mcp.interpolate.resolve_server` fills them.
-    """
-
-    project_id: str
-    name: str
-    """Unique within the project: ``^[a-z0-9_-]{1,63}$``."""
-    transport: Transport
-    command: str | None = None
-    """stdio: the executable to start."""
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    """stdio: set for the child on top of the SDK's minimal environment (PATH, HOME, ...)."""
-    url: str | None = None
-    """sse / streamable_http: the endpoint."""
-    headers: dict[str, str] = field(default_factory=dict)
-    tool_prefix: str | None = None
-    """None: tools are exposed as ``<name>__<tool>``; ``""`` exposes raw tool names."""
-    enabled: bool = True
-    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
-    """Default limit of one tool call; a call may ask for another."""
-    product_id: str | None = None
-    """Product that installed the server (its rows go with it)."""
-    # Output only: set by the store.
-    id: str | None = None
-    product_name: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-
-    @property
-    def exposed_prefix(self) -> str:
-        """What the catalog puts before each tool name of this server."""
-        return f"{self.name}__" if self.tool_prefix is None else self.tool_prefix
-
-    def exposed_name(self, tool_name: str) -> str:
-        """The catalog name of this server's tool ``tool_name``."""
-        return self.exposed_prefix + tool_name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

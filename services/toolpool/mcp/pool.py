@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 import structlog
 
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import InvalidArgument, PermissionDenied
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.mcp_stdio import StdioAllowlist
 
 from .breaker import BreakerState, CircuitBreaker
@@ -38,7 +40,7 @@ from .errors import (
     MissingSecretError,
 )
 from .interpolate import ResolvedServer, resolve_server
-from .models import CallOutcome, McpCallResult, McpServerConfig, McpServerProbe, McpToolInfo
+from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolInfo
 from .redaction import redact_structure, redactor
 from .store import CHANGES_CHANNEL
 from .validation import check_stdio_allowed
@@ -49,26 +51,39 @@ Key = tuple[str, str]
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A server as one operation reaches it: the configuration, its settings with the
+    project's secrets filled in, and those secrets (never to appear in what it reports)."""
+
+    config: McpServerConfig
+    resolved: ResolvedServer
+    secrets: Mapping[str, str]
+
+    @classmethod
+    def of(cls, config: McpServerConfig, secrets: Mapping[str, str]) -> _Target:
+        return cls(config, resolve_server(config, secrets), secrets)
+
+
 class McpClientPool:
     """Lazily connected, shared, self-healing sessions to the projects' MCP servers."""
 
     def __init__(
         self,
         *,
-        failure_threshold: int = 5,
-        cool_down_s: float = 30.0,
+        new_breaker: Callable[[], CircuitBreaker] = CircuitBreaker,
         max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
         errlog: TextIO | None = None,
         stdio_allowlist: StdioAllowlist = (),
         egress: EgressPolicy | None = None,
     ) -> None:
-        """``errlog`` receives stdio servers' stderr (default: this process's stderr);
-        ``stdio_allowlist``: the command lines a stdio server may run (none by default)."""
-        self._stdio_allowlist = stdio_allowlist
+        """``new_breaker`` makes each server's circuit breaker; ``errlog`` receives stdio
+        servers' stderr (default: this process's stderr); ``stdio_allowlist``: the command
+        lines a stdio server may run (none by default)."""
+        self.stdio_allowlist = stdio_allowlist
         self.egress = egress if egress is not None else EgressPolicy()
         """Where HTTP servers may be reached (default: public addresses only)."""
-        self._failure_threshold = failure_threshold
-        self._cool_down_s = cool_down_s
+        self._new_breaker = new_breaker
         self._max_inline_bytes = max_inline_bytes
         self._errlog = errlog
         self._connections: dict[Key, McpConnection] = {}
@@ -90,17 +105,15 @@ class McpClientPool:
         :class:`McpUnavailableError`, :class:`McpTimeoutError` or :class:`McpProtocolError`.
         """
         key = (config.project_id, config.name)
-        resolved = resolve_server(config, secrets)
+        target = _Target.of(config, secrets)
         cached = self._tools.get(key)
-        if cached is not None and cached[0] == resolved.fingerprint():
+        if cached is not None and cached[0] == target.resolved.fingerprint():
             return cached[1]
         generation = self._generation
-        tools = await self._guarded(
-            config, resolved, secrets, lambda conn: list_tools(conn, config.connect_timeout_s)
-        )
+        tools = await self._guarded(target, lambda conn: list_tools(conn, config.connect_timeout_s))
         if generation == self._generation:
             # Not invalidated while listing: a listing older than the change is not kept.
-            self._tools[key] = (resolved.fingerprint(), tools)
+            self._tools[key] = (target.resolved.fingerprint(), tools)
         return tools
 
     async def call_tool(
@@ -132,11 +145,8 @@ class McpClientPool:
             )
 
         try:
-            resolved = resolve_server(config, secrets)
             raw = await self._guarded(
-                config,
-                resolved,
-                secrets,
+                _Target.of(config, secrets),
                 lambda conn: call_tool(conn, tool_name, arguments, limit),
             )
         except (MissingSecretError, InvalidArgument, PermissionDenied) as exc:
@@ -169,8 +179,7 @@ class McpClientPool:
         Raises like :meth:`list_tools`; the caller reports failures in its response.
         """
         started = time.monotonic()
-        resolved = resolve_server(config, secrets)
-        conn = self._new_connection(config, resolved, secrets)
+        conn = self._new_connection(_Target.of(config, secrets))
         owner = self._spawn_owner(conn)
         try:
             await conn.wait_ready()
@@ -270,20 +279,14 @@ class McpClientPool:
     def _breaker(self, key: Key) -> CircuitBreaker:
         breaker = self._breakers.get(key)
         if breaker is None:
-            breaker = CircuitBreaker(
-                failure_threshold=self._failure_threshold, cool_down_s=self._cool_down_s
-            )
-            self._breakers[key] = breaker
+            breaker = self._breakers[key] = self._new_breaker()
         return breaker
 
     async def _guarded(
-        self,
-        config: McpServerConfig,
-        resolved: ResolvedServer,
-        secrets: Mapping[str, str],
-        operation: Callable[[McpConnection], Awaitable[T]],
+        self, target: _Target, operation: Callable[[McpConnection], Awaitable[T]]
     ) -> T:
         """Runs ``operation(connection)`` behind the breaker, with one safe retry."""
+        config = target.config
         label = f"{config.project_id}/{config.name}"
         breaker = self._breaker((config.project_id, config.name))
         if not breaker.allow():
@@ -293,10 +296,10 @@ class McpClientPool:
             )
         try:
             try:
-                result = await self._attempt(config, resolved, secrets, operation)
+                result = await self._attempt(target, operation)
             except _Retryable as retry:
                 log.info("mcp_call_retried", server=label, reason=retry.reason)
-                result = await self._attempt(config, resolved, secrets, operation, last=True)
+                result = await self._attempt(target, operation, last=True)
         except (McpUnavailableError, McpTimeoutError):
             breaker.record_failure()
             raise
@@ -311,14 +314,12 @@ class McpClientPool:
 
     async def _attempt(
         self,
-        config: McpServerConfig,
-        resolved: ResolvedServer,
-        secrets: Mapping[str, str],
+        target: _Target,
         operation: Callable[[McpConnection], Awaitable[T]],
         *,
         last: bool = False,
     ) -> T:
-        conn = self._current_connection(config, resolved, secrets)
+        conn = self._current_connection(target)
         mark = SendMark()
         token = CURRENT_MARK.set(mark)
         # Counted from before the connect, so a retirement meanwhile does not abandon it.
@@ -347,39 +348,36 @@ class McpClientPool:
             conn.release()
             CURRENT_MARK.reset(token)
 
-    def _current_connection(
-        self, config: McpServerConfig, resolved: ResolvedServer, secrets: Mapping[str, str]
-    ) -> McpConnection:
+    def _current_connection(self, target: _Target) -> McpConnection:
         """The live connection for these settings, or a new one being opened."""
         if self._closed:
             raise McpUnavailableError("the MCP client pool is closed")
-        key = (config.project_id, config.name)
+        key = (target.config.project_id, target.config.name)
         conn = self._connections.get(key)
         if conn is not None and not conn.alive:
             self._drop(conn)
             conn = None
-        elif conn is not None and conn.fingerprint != resolved.fingerprint():
+        elif conn is not None and conn.fingerprint != target.resolved.fingerprint():
             # Changed configuration or secret: new calls get a new session.
             del self._connections[key]
             conn.retire()
             conn = None
         if conn is None:
-            conn = self._new_connection(config, resolved, secrets)
+            conn = self._new_connection(target)
             self._connections[key] = conn
             self._spawn_owner(conn)
         return conn
 
-    def _new_connection(
-        self, config: McpServerConfig, resolved: ResolvedServer, secrets: Mapping[str, str]
-    ) -> McpConnection:
+    def _new_connection(self, target: _Target) -> McpConnection:
+        config = target.config
         # Checked at every start: the allowlist may have shrunk since the row was saved.
-        check_stdio_allowed(config, self._stdio_allowlist)
+        check_stdio_allowed(config, self.stdio_allowlist)
         return McpConnection(
             (config.project_id, config.name),
-            resolved,
+            target.resolved,
             connect_timeout_s=config.connect_timeout_s,
             errlog=self._errlog,
-            redact=redactor(secrets),
+            redact=redactor(target.secrets),
             egress=self.egress,
         )
 

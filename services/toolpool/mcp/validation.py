@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.mcp_stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
 
 from .egress import EgressPolicy
-from .models import McpServerConfig
 
 
 def validate_server(config: McpServerConfig) -> None:
