@@ -88,34 +88,31 @@ def service_token_source(settings: Settings) -> TokenSource | None:
     return None
 
 
-def _with_token(details: grpc.aio.ClientCallDetails, token: TokenSource) -> Any:
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    metadata.add("authorization", f"Bearer {token.current()}")
-    return grpc.aio.ClientCallDetails(
-        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-    )
+class _Bearer:
+    """Sends the token source's current token as ``authorization: Bearer`` on each call."""
+
+    def __init__(self, token: TokenSource) -> None:
+        self._token = token
+
+    async def _intercept(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        metadata.add("authorization", f"Bearer {self._token.current()}")
+        with_token = grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+        return await continuation(with_token, request)
 
 
 # grpc.aio files an interceptor under the first kind it implements only, so each kind of
 # call needs its own interceptor object.
-class _UnaryBearer(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, token: TokenSource) -> None:
-        self._token = token
-
-    async def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._token), request)
+class _UnaryBearer(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):
+    intercept_unary_unary = _Bearer._intercept
 
 
-class _StreamBearer(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, token: TokenSource) -> None:
-        self._token = token
-
-    async def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._token), request)
+class _StreamBearer(_Bearer, grpc.aio.UnaryStreamClientInterceptor):
+    intercept_unary_stream = _Bearer._intercept
 
 
 def open_channel(

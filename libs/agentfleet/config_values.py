@@ -12,7 +12,10 @@ import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
+
+N = TypeVar("N", int, float)
 
 
 def nonempty(raw: str) -> str:
@@ -20,25 +23,23 @@ def nonempty(raw: str) -> str:
 
 
 def directory(raw: str) -> Path:
-    path = Path(raw)
-    if not path.is_dir():
-        raise ValueError("is not a directory")
-    return path
+    return _existing(raw, Path.is_dir, "is not a directory")
 
 
 def readable_file(raw: str) -> Path:
+    return _existing(raw, Path.is_file, "is not a file")
+
+
+def _existing(raw: str, is_kind: Callable[[Path], bool], otherwise: str) -> Path:
     path = Path(raw)
-    if not path.is_file():
-        raise ValueError("is not a file")
+    if not is_kind(path):
+        raise ValueError(otherwise)
     return path
 
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError("must be an integer") from None
+        value = _number(int, raw, "must be an integer")
         if not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}")
         return value
@@ -50,13 +51,18 @@ port_number = int_range(1, 65535)
 
 
 def positive_float(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError("must be a number") from None
+    value = _number(float, raw, "must be a number")
     if value <= 0:
         raise ValueError("must be greater than 0")
     return value
+
+
+def _number(kind: Callable[[str], N], raw: str, otherwise: str) -> N:
+    """``kind(raw)``; when ``raw`` is not one, a ValueError with ``otherwise`` as its reason."""
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(otherwise) from None
 
 
 def choice(*choices: str) -> Callable[[str], str]:

@@ -23,6 +23,7 @@ details. Services subclass them for their own cases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -37,18 +38,24 @@ class FieldViolation:
 
 
 class AgentFleetError(Exception):
-    """Root of every agentfleet error. ``message`` is safe to show to the caller."""
+    """Root of every agentfleet error. ``message`` is safe to show to the caller.
+
+    A subclass names its gRPC code in its class line, ``class X(AgentFleetError,
+    code=grpc.StatusCode.Y)``; without one it keeps its parent's."""
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init_subclass__(cls, *, code: grpc.StatusCode | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class InvalidArgument(AgentFleetError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
-
+class InvalidArgument(AgentFleetError, code=grpc.StatusCode.INVALID_ARGUMENT):
     def __init__(self, message: str, violations: list[FieldViolation] | None = None) -> None:
         super().__init__(message)
         self.violations = violations or []
@@ -66,41 +73,31 @@ class InvalidArgument(AgentFleetError):
         return cls(message, violations)
 
 
-class NotFound(AgentFleetError):
-    code = grpc.StatusCode.NOT_FOUND
+class NotFound(AgentFleetError, code=grpc.StatusCode.NOT_FOUND): ...
 
 
-class AlreadyExists(AgentFleetError):
-    code = grpc.StatusCode.ALREADY_EXISTS
+class AlreadyExists(AgentFleetError, code=grpc.StatusCode.ALREADY_EXISTS): ...
 
 
-class FailedPrecondition(AgentFleetError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
+class FailedPrecondition(AgentFleetError, code=grpc.StatusCode.FAILED_PRECONDITION): ...
 
 
-class Aborted(AgentFleetError):
-    code = grpc.StatusCode.ABORTED
+class Aborted(AgentFleetError, code=grpc.StatusCode.ABORTED): ...
 
 
-class Unauthenticated(AgentFleetError):
-    code = grpc.StatusCode.UNAUTHENTICATED
+class Unauthenticated(AgentFleetError, code=grpc.StatusCode.UNAUTHENTICATED): ...
 
 
-class PermissionDenied(AgentFleetError):
-    code = grpc.StatusCode.PERMISSION_DENIED
+class PermissionDenied(AgentFleetError, code=grpc.StatusCode.PERMISSION_DENIED): ...
 
 
-class ResourceExhausted(AgentFleetError):
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+class ResourceExhausted(AgentFleetError, code=grpc.StatusCode.RESOURCE_EXHAUSTED): ...
 
 
-class Unavailable(AgentFleetError):
-    code = grpc.StatusCode.UNAVAILABLE
+class Unavailable(AgentFleetError, code=grpc.StatusCode.UNAVAILABLE): ...
 
 
-class DeadlineExceeded(AgentFleetError):
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
+class DeadlineExceeded(AgentFleetError, code=grpc.StatusCode.DEADLINE_EXCEEDED): ...
 
 
-class Unimplemented(AgentFleetError):
-    code = grpc.StatusCode.UNIMPLEMENTED
+class Unimplemented(AgentFleetError, code=grpc.StatusCode.UNIMPLEMENTED): ...

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -36,15 +35,20 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.trace import Status, StatusCode
 
 from agentfleet.auth import Authenticator, Principal, bearer_token, current_principal
+from agentfleet.caller_errors import caller_error, internal_failure
 from agentfleet.errors import (
     AgentFleetError,
     InvalidArgument,
     Unavailable,
-    Unimplemented,
 )
 from agentfleet.grpc_limits import ServerLimits, StreamSlots, server_options
-from agentfleet.grpc_streams import StreamsClosedInTheirTask, close_with_the_rpc
-from agentfleet.reconnect import is_disconnect
+from agentfleet.grpc_streams import (
+    HandlerInterceptor,
+    Stream,
+    StreamsClosedInTheirTask,
+    closed_with_the_rpc,
+    serving,
+)
 from agentfleet.request_checks import request_violations
 from agentfleet.telemetry import current_trace_id
 from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
@@ -218,7 +222,7 @@ def to_status(error: AgentFleetError) -> grpc.Status:
     return rpc_status.to_status(status)
 
 
-class RequestInterceptor(grpc.aio.ServerInterceptor):
+class RequestInterceptor(HandlerInterceptor):
     """Auth, project scope, request-scoped logging, and error mapping for every RPC."""
 
     def __init__(
@@ -232,30 +236,21 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
         self._admin_methods = admin_methods
         self._stream_slots = stream_slots or StreamSlots(ServerLimits().max_streams_per_token)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method  # type: ignore[attr-defined]
-        if handler is None or method.startswith(_OPEN_PREFIXES):
+        if method.startswith(_OPEN_PREFIXES):
             return handler
         if handler.request_streaming:
             # No agentfleet RPC streams requests; refuse rather than serve one unchecked.
             return grpc.unary_unary_rpc_method_handler(_unimplemented_streaming)
-        metadata = handler_call_details.invocation_metadata  # type: ignore[attr-defined]
-        token = bearer_token(metadata)
+        token = bearer_token(details.invocation_metadata)  # type: ignore[attr-defined]
         if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method, token),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            self._wrap_unary(handler.unary_unary, method, token),
-            request_deserializer=_tolerant(handler.request_deserializer),
-            response_serializer=handler.response_serializer,
+            behavior = self._wrap_stream(handler.unary_stream, method, token)
+        else:
+            behavior = self._wrap_unary(handler.unary_unary, method, token)
+        return serving(
+            handler, behavior, request_deserializer=_tolerant(handler.request_deserializer)
         )
 
     async def _admit(self, method: str, token: str | None, request: Any) -> Principal:
@@ -287,10 +282,11 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
 
         return unary
 
-    def _wrap_stream(
-        self, behavior: Callable[..., AsyncIterator[Any]], method: str, token: str | None
-    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
-        async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    def _wrap_stream(self, behavior: Stream, method: str, token: str | None) -> Stream:
+        @closed_with_the_rpc
+        async def serve(
+            request: Any, context: grpc.aio.ServicerContext
+        ) -> AsyncGenerator[Any, None]:
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
                     principal = await self._admit(method, token, request)
@@ -306,12 +302,7 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
 
-        def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            responses = serve(request, context)
-            close_with_the_rpc(responses)
-            return responses
-
-        return stream
+        return serve
 
 
 def _scope_request_to_project(request: Any, principal: Principal) -> None:
@@ -355,20 +346,13 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: BaseExcept
         # The caller cancelled or its deadline passed: there is nobody to answer.
         log.info("rpc_abandoned", error=f"{type(exc).__name__}: {exc}")
         return
-    if isinstance(exc, NotImplementedError):
-        exc = Unimplemented(f"{method} is not implemented yet")
-    if is_disconnect(exc):
-        # PostgreSQL restarting or failing over: the caller may retry; no traceback each.
-        exc = Unavailable(f"database unavailable: {type(exc).__name__}: {exc}")
-    if isinstance(exc, AgentFleetError) and exc.code != grpc.StatusCode.INTERNAL:
-        if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.PERMISSION_DENIED):
-            log.warning("rpc_refused", code=exc.code.name, error=exc.message)
-        _record_status(exc.code, exc.message)
-        await context.abort_with_status(to_status(exc))
-    reference = uuid.uuid4().hex[:12]
-    log.error("rpc_failed", reference=reference, exc_info=exc)
-    trace.get_current_span().record_exception(exc)
-    message = f"internal error (reference {reference})"
+    error = caller_error(exc, method)
+    if error is not None:
+        if error.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.PERMISSION_DENIED):
+            log.warning("rpc_refused", code=error.code.name, error=error.message)
+        _record_status(error.code, error.message)
+        await context.abort_with_status(to_status(error))
+    message = internal_failure(exc)
     _record_status(grpc.StatusCode.INTERNAL, message)
     await context.abort(grpc.StatusCode.INTERNAL, message)
 

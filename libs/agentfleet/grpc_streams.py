@@ -1,8 +1,11 @@
-"""Response streams that end quietly when their caller goes away.
+"""How agentfleet's server interceptors wrap handlers, and response streams that end quietly
+when their caller goes away.
 
-See :class:`StreamsClosedInTheirTask`: the server's outermost interceptor, which closes a
-stream's generators in the RPC's own task; a wrapper generator inside it registers itself
-with :func:`close_with_the_rpc` to be closed there too.
+:class:`HandlerInterceptor` is the base of every interceptor that serves an RPC through a
+wrapper of its handler (:func:`serving` builds the new handler).
+:class:`StreamsClosedInTheirTask` is the server's outermost interceptor, which closes a
+stream's generators in the RPC's own task; a wrapper generator inside it is made with
+:func:`closed_with_the_rpc` to be closed there too.
 """
 
 from __future__ import annotations
@@ -20,13 +23,68 @@ _rpc_generators: ContextVar[list[AsyncGenerator[Any, None]] | None] = ContextVar
 )
 
 
-def close_with_the_rpc(generator: AsyncGenerator[Any, None]) -> None:
-    generators = _rpc_generators.get()
-    if generators is not None:
-        generators.append(generator)
+Stream = Callable[[Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]]
+"""A response-streaming behavior written as an async generator."""
 
 
-class StreamsClosedInTheirTask(grpc.aio.ServerInterceptor):
+class HandlerInterceptor(grpc.aio.ServerInterceptor):
+    """A server interceptor that may serve an RPC through a wrapper of its handler; what it
+    does with each handler is :meth:`wrap`."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method: str = handler_call_details.method  # type: ignore[attr-defined]
+        return self.wrap(handler, method, handler_call_details)
+
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        """The handler that serves ``method``: ``handler`` itself, or one :func:`serving` a
+        wrapper of its behavior."""
+        raise NotImplementedError
+
+
+def serving(
+    handler: grpc.RpcMethodHandler,
+    behavior: Callable[..., Any],
+    *,
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as ``handler`` (unary, or response-streaming) and with its
+    serializers, that serves ``behavior``; ``request_deserializer`` replaces its own."""
+    make = (
+        grpc.unary_stream_rpc_method_handler
+        if handler.response_streaming
+        else grpc.unary_unary_rpc_method_handler
+    )
+    return make(
+        behavior,
+        request_deserializer=request_deserializer or handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def closed_with_the_rpc(serve: Stream) -> Stream:
+    """``serve`` with each stream it returns closed by :class:`StreamsClosedInTheirTask` in
+    the RPC's own task (for a generator that wraps the handler's)."""
+
+    def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncGenerator[Any, None]:
+        responses = serve(request, context)
+        generators = _rpc_generators.get()
+        if generators is not None:
+            generators.append(responses)
+        return responses
+
+    return stream
+
+
+class StreamsClosedInTheirTask(HandlerInterceptor):
     """Serves every response stream as a coroutine that writes the responses and closes the
     stream's generators itself, in the RPC's own task.
 
@@ -38,28 +96,20 @@ class StreamsClosedInTheirTask(grpc.aio.ServerInterceptor):
     nobody waits for. Outermost, this closes them all, outermost first, where they began.
     """
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
         if (
-            handler is None
-            or handler.request_streaming
+            handler.request_streaming
             or not handler.response_streaming
             or asyncio.iscoroutinefunction(handler.unary_stream)
         ):
             return handler
-        return grpc.unary_stream_rpc_method_handler(
-            _written_in_the_rpc_task(handler.unary_stream),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return serving(handler, _written_in_the_rpc_task(handler.unary_stream))
 
 
 def _written_in_the_rpc_task(
-    behavior: Callable[..., AsyncGenerator[Any, None]],
+    behavior: Stream,
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> None:
         generators: list[AsyncGenerator[Any, None]] = []

@@ -25,7 +25,8 @@ import weakref
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -134,115 +135,146 @@ class ObservedState:
             yield Observation(pool.get_max_size(), {"db.client.connection.pool.name": name})
 
 
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """One instrument, as the meter is asked to create it."""
+
+    kind: Literal[
+        "counter",
+        "up_down_counter",
+        "histogram",
+        "observable_gauge",
+        "observable_up_down_counter",
+    ]
+    """What makes it: ``Meter.create_<kind>``."""
+    name: str
+    unit: str
+    description: str
+    buckets: tuple[float, ...] | None = None
+    """Histograms: the bucket boundaries advised to the SDK."""
+
+
+_RECORDED: dict[str, _Spec] = {
+    # Keyed by the attribute of Instruments the hooks below record on.
+    "runs_finished": _Spec(
+        "counter", "agentfleet.runs.finished", "{run}", "Runs that reached an end"
+    ),
+    "run_duration": _Spec(
+        "histogram", "agentfleet.run.duration", "s", "From a run's start to its end", _RUN_BUCKETS
+    ),
+    "step_duration": _Spec(
+        "histogram",
+        "agentfleet.step.duration",
+        "s",
+        "One agent step: the model call and the tool calls it asked for",
+        _SECONDS_BUCKETS,
+    ),
+    "model_duration": _Spec(
+        "histogram",
+        "gen_ai.client.operation.duration",
+        "s",
+        "Model calls, retries included; error.type set on failure",
+        _MODEL_BUCKETS,
+    ),
+    "token_usage": _Spec(
+        "histogram",
+        "gen_ai.client.token.usage",
+        "{token}",
+        "Tokens per model call, by gen_ai.token.type (input, output)",
+        _TOKEN_BUCKETS,
+    ),
+    "tool_duration": _Spec(
+        "histogram",
+        "agentfleet.tool.call.duration",
+        "s",
+        "Tool calls served by the toolpool, by tool and source",
+        _SECONDS_BUCKETS,
+    ),
+    "dispatch_duration": _Spec(
+        "histogram",
+        "agentfleet.dispatch.duration",
+        "s",
+        "From a task's claim to its run accepted by an executor",
+        _SECONDS_BUCKETS,
+    ),
+    "rpc_duration": _Spec(
+        "histogram",
+        "rpc.server.call.duration",
+        "s",
+        "Admitted gRPC calls, streams until their last message",
+        _SECONDS_BUCKETS,
+    ),
+    "watch_subscribers": _Spec(
+        "up_down_counter", "agentfleet.watch.subscribers", "{stream}", "Open WatchRun streams"
+    ),
+}
+_OBSERVED: dict[str, _Spec] = {
+    # Keyed by the ObservedState method that reports the instrument when it is scraped.
+    "observe_active_runs": _Spec(
+        "observable_gauge",
+        "agentfleet.runs.active",
+        "{run}",
+        "Queued and running runs per project (sampled)",
+    ),
+    "observe_tasks": _Spec(
+        "observable_gauge",
+        "agentfleet.tasks",
+        "{task}",
+        "Task-graph tasks not finished, by blocked/ready/in_progress (sampled)",
+    ),
+    "observe_breakers": _Spec(
+        "observable_gauge",
+        "agentfleet.mcp.breakers",
+        "{server}",
+        "MCP servers by circuit breaker state",
+    ),
+    "observe_mcp_sessions": _Spec(
+        "observable_gauge", "agentfleet.mcp.sessions", "{session}", "Live MCP client sessions"
+    ),
+    "observe_db_connections": _Spec(
+        "observable_up_down_counter",
+        "db.client.connection.count",
+        "{connection}",
+        "Database pool connections by state (idle, used)",
+    ),
+    "observe_db_max": _Spec(
+        "observable_up_down_counter",
+        "db.client.connection.max",
+        "{connection}",
+        "Database pool size limit",
+    ),
+}
+
+INSTRUMENTS = tuple(spec.name for spec in (*_RECORDED.values(), *_OBSERVED.values()))
+"""The name of every instrument :class:`Instruments` creates."""
+
+
+def _create(meter: Meter, spec: _Spec, **callbacks: Any) -> Any:
+    advice = {} if spec.buckets is None else {"explicit_bucket_boundaries_advisory": spec.buckets}
+    create = getattr(meter, f"create_{spec.kind}")
+    return create(spec.name, unit=spec.unit, description=spec.description, **advice, **callbacks)
+
+
 class Instruments:
     """Every agentfleet instrument, created on ``meter`` (the global one, or a test's)."""
 
+    runs_finished: metrics.Counter
+    run_duration: metrics.Histogram
+    step_duration: metrics.Histogram
+    model_duration: metrics.Histogram
+    token_usage: metrics.Histogram
+    tool_duration: metrics.Histogram
+    dispatch_duration: metrics.Histogram
+    rpc_duration: metrics.Histogram
+    watch_subscribers: metrics.UpDownCounter
+
     def __init__(self, meter: Meter, state: ObservedState) -> None:
         self.state = state
-        self.runs_finished = meter.create_counter(
-            "agentfleet.runs.finished", unit="{run}", description="Runs that reached an end"
-        )
-        self.run_duration = meter.create_histogram(
-            "agentfleet.run.duration",
-            unit="s",
-            description="From a run's start to its end",
-            explicit_bucket_boundaries_advisory=_RUN_BUCKETS,
-        )
-        self.step_duration = meter.create_histogram(
-            "agentfleet.step.duration",
-            unit="s",
-            description="One agent step: the model call and the tool calls it asked for",
-            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
-        )
-        self.model_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="Model calls, retries included; error.type set on failure",
-            explicit_bucket_boundaries_advisory=_MODEL_BUCKETS,
-        )
-        self.token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Tokens per model call, by gen_ai.token.type (input, output)",
-            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
-        )
-        self.tool_duration = meter.create_histogram(
-            "agentfleet.tool.call.duration",
-            unit="s",
-            description="Tool calls served by the toolpool, by tool and source",
-            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
-        )
-        self.dispatch_duration = meter.create_histogram(
-            "agentfleet.dispatch.duration",
-            unit="s",
-            description="From a task's claim to its run accepted by an executor",
-            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
-        )
-        self.rpc_duration = meter.create_histogram(
-            "rpc.server.call.duration",
-            unit="s",
-            description="Admitted gRPC calls, streams until their last message",
-            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
-        )
-        self.watch_subscribers = meter.create_up_down_counter(
-            "agentfleet.watch.subscribers", unit="{stream}", description="Open WatchRun streams"
-        )
-        meter.create_observable_gauge(
-            "agentfleet.runs.active",
-            callbacks=[state.observe_active_runs],
-            unit="{run}",
-            description="Queued and running runs per project (sampled)",
-        )
-        meter.create_observable_gauge(
-            "agentfleet.tasks",
-            callbacks=[state.observe_tasks],
-            unit="{task}",
-            description="Task-graph tasks not finished, by blocked/ready/in_progress (sampled)",
-        )
-        meter.create_observable_gauge(
-            "agentfleet.mcp.breakers",
-            callbacks=[state.observe_breakers],
-            unit="{server}",
-            description="MCP servers by circuit breaker state",
-        )
-        meter.create_observable_gauge(
-            "agentfleet.mcp.sessions",
-            callbacks=[state.observe_mcp_sessions],
-            unit="{session}",
-            description="Live MCP client sessions",
-        )
-        meter.create_observable_up_down_counter(
-            "db.client.connection.count",
-            callbacks=[state.observe_db_connections],
-            unit="{connection}",
-            description="Database pool connections by state (idle, used)",
-        )
-        meter.create_observable_up_down_counter(
-            "db.client.connection.max",
-            callbacks=[state.observe_db_max],
-            unit="{connection}",
-            description="Database pool size limit",
-        )
+        for attribute, spec in _RECORDED.items():
+            setattr(self, attribute, _create(meter, spec))
+        for callback, spec in _OBSERVED.items():
+            _create(meter, spec, callbacks=[getattr(state, callback)])
 
-
-INSTRUMENTS = (
-    "agentfleet.runs.finished",
-    "agentfleet.run.duration",
-    "agentfleet.step.duration",
-    "gen_ai.client.operation.duration",
-    "gen_ai.client.token.usage",
-    "agentfleet.tool.call.duration",
-    "agentfleet.dispatch.duration",
-    "rpc.server.call.duration",
-    "agentfleet.watch.subscribers",
-    "agentfleet.runs.active",
-    "agentfleet.tasks",
-    "agentfleet.mcp.breakers",
-    "agentfleet.mcp.sessions",
-    "db.client.connection.count",
-    "db.client.connection.max",
-)
-"""The name of every instrument :class:`Instruments` creates."""
 
 _instruments = Instruments(metrics.get_meter(METER_NAME), ObservedState())
 

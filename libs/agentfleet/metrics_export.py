@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agentfleet import metrics
 from agentfleet.config import Settings
-from agentfleet.grpc_streams import close_with_the_rpc
+from agentfleet.grpc_streams import HandlerInterceptor, Stream, closed_with_the_rpc, serving
 from agentfleet.queue_depth import ACTIVE_RUNS_BY_PROJECT_SQL, TASKS_BY_STATE_SQL
 
 log = structlog.get_logger(__name__)
@@ -150,34 +150,22 @@ async def sample_tasks(pool: asyncpg.Pool) -> None:
 _SAMPLES.update(executor=sample_active_runs, dispatcher=sample_tasks)
 
 
-class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+class RpcMetricsInterceptor(HandlerInterceptor):
     """Records ``rpc.server.call.duration`` of every agentfleet RPC it is given (the
     OpenTelemetry gRPC instrumentation records spans only). Installed innermost, it times
     what the servicer does with admitted calls; health and reflection are left out."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method  # type: ignore[attr-defined]
-        if handler is None or handler.request_streaming or method.startswith("/grpc."):
+        if handler.request_streaming or method.startswith("/grpc."):
             return handler
         attributes = {"rpc.system.name": "grpc", "rpc.method": method.lstrip("/")}
         if not handler.response_streaming:
-            return grpc.unary_unary_rpc_method_handler(
-                _timed_unary(handler.unary_unary, attributes),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
+            return serving(handler, _timed_unary(handler.unary_unary, attributes))
         if asyncio.iscoroutinefunction(handler.unary_stream):
             return handler  # writes with context.write: nothing to wrap around
-        return grpc.unary_stream_rpc_method_handler(
-            _timed_stream(handler.unary_stream, attributes),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return serving(handler, _timed_stream(handler.unary_stream, attributes))
 
 
 def _status_of(exc: BaseException | None) -> str:
@@ -189,42 +177,36 @@ def _status_of(exc: BaseException | None) -> str:
     return code.name if isinstance(code, grpc.StatusCode) else "INTERNAL"
 
 
+@contextlib.contextmanager
+def _timed(attributes: dict[str, str]) -> Iterator[None]:
+    """Records the duration of the block as one RPC's, with the status it ended with."""
+    started, failure = time.monotonic(), None
+    try:
+        yield
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        status = {"rpc.response.status_code": _status_of(failure)}
+        metrics.record_rpc(time.monotonic() - started, {**attributes, **status})
+
+
 def _timed_unary(
     behavior: Callable[..., Awaitable[Any]], attributes: dict[str, str]
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        started, failure = time.monotonic(), None
-        try:
+        with _timed(attributes):
             return await behavior(request, context)
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            status = {"rpc.response.status_code": _status_of(failure)}
-            metrics.record_rpc(time.monotonic() - started, {**attributes, **status})
 
     return unary
 
 
-def _timed_stream(
-    behavior: Callable[..., AsyncIterator[Any]], attributes: dict[str, str]
-) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
-    async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started, failure = time.monotonic(), None
-        try:
+def _timed_stream(behavior: Stream, attributes: dict[str, str]) -> Stream:
+    @closed_with_the_rpc  # closed in the RPC's task (agentfleet.grpc_streams)
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncGenerator[Any, None]:
+        with _timed(attributes):
             async with contextlib.aclosing(behavior(request, context)) as responses:
                 async for response in responses:
                     yield response
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            status = {"rpc.response.status_code": _status_of(failure)}
-            metrics.record_rpc(time.monotonic() - started, {**attributes, **status})
-
-    def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        responses = serve(request, context)
-        close_with_the_rpc(responses)  # closed in the RPC's task (agentfleet.grpc_streams)
-        return responses
 
     return stream
