@@ -12,17 +12,18 @@ The transient MODEL_TEXT_DELTA pieces of streamed replies (:mod:`agentfleet.even
 come on their own channel to each live stream of the run, which sends them before the
 stored event they precede; they are never stored, so a replay has none.
 
-Followers that only need to know *that* a run recorded something (a parent waiting for its
-children) take :meth:`RunWatch.changes`: a wake-up for a set of runs, then read what they
-need themselves.
+Followers that only need to know *that* a run recorded something take a wake-up and read
+what they need themselves: :meth:`RunWatch.changes` for a fixed set of runs (a parent
+waiting for its children), :meth:`RunWatch.follow` for a set that changes (the dispatcher's
+in-flight runs). After a listener reconnect every follower of every run is woken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from typing import TypeAlias, TypeVar
 
 import asyncpg
 
@@ -33,7 +34,7 @@ from agentfleet.events import delta as events_delta
 from agentfleet.run_feed import BATCH, NO_READ, STOPPED, RunFeed, RunTarget, RunTargets, Step
 from agentfleet.v1 import common_pb2
 
-__all__ = ["RECHECK_INTERVAL_S", "RunWatch"]
+__all__ = ["RECHECK_INTERVAL_S", "OnChange", "RunWatch"]
 
 # A safety net only: notifications and reconnect callbacks wake streams; this bounds the
 # delay should both ever fail.
@@ -42,6 +43,10 @@ READY_TIMEOUT_S = 10.0
 
 _T = TypeVar("_T")
 
+OnChange: TypeAlias = Callable[[str], None]
+"""Called in the event loop with the id of a followed run that recorded events (or, after a
+listener reconnect, of every followed run); must not block or raise."""
+
 
 class RunWatch:
     """Per-run feeds, delta fan-out and change wake-ups over one shared listener.
@@ -49,8 +54,11 @@ class RunWatch:
     The owner starts the listener, then :meth:`start`; it closes the listener itself.
     """
 
-    def __init__(self, *, pool: asyncpg.Pool, listener: Listener) -> None:
+    def __init__(self, *, pool: asyncpg.Pool, listener: Listener, deltas: bool = True) -> None:
+        """``deltas`` False: no LISTEN on the delta channel, whose traffic is every piece of
+        every streamed reply -- for a process that follows changes but serves no streams."""
         self._pool = pool
+        self._with_deltas = deltas
         self._targets = RunTargets(pool)
         self._listener = listener
         self._feeds: dict[str, dict[str, RunFeed]] = {}
@@ -60,17 +68,19 @@ class RunWatch:
         self._started = False
         self._deltas: dict[str, set[events_delta.DeltaFollower]] = {}
         """run_id -> the delta followers of its live streams."""
-        self._changes: dict[str, set[asyncio.Event]] = {}
-        """run_id -> the wake-ups of :meth:`changes` blocks following it."""
+        self._followers: dict[str, set[OnChange]] = {}
+        """run_id -> the callbacks of :meth:`follow` (and :meth:`changes`) following it."""
 
     async def start(self) -> None:
-        """Subscribes to the event and delta channels (idempotent)."""
+        """Subscribes to the event channel, and the delta channel unless built without
+        (idempotent)."""
         if self._started:
             return
         self._started = True
         # Deltas first: the listening connection's last statement then names the events
         # channel, which is what operators (and tests) look for in pg_stat_activity.
-        await self._listener.subscribe(events_delta.DELTA_CHANNEL, self._on_delta)
+        if self._with_deltas:
+            await self._listener.subscribe(events_delta.DELTA_CHANNEL, self._on_delta)
         await self._listener.subscribe(ev.CHANNEL, self._on_notification)
         self._listener.add_reconnect_callback(self._wake_all)
         self._ready.set()
@@ -93,8 +103,9 @@ class RunWatch:
         run_id, seq = parsed
         for feed in self._feeds.get(run_id, {}).values():
             feed.notify(seq)
-        for waiter in self._changes.get(run_id, ()):
-            waiter.set()
+        # A copy: a callback may stop following.
+        for on_change in list(self._followers.get(run_id, ())):
+            on_change(run_id)
 
     def _on_delta(self, notification: Notification) -> None:
         delta = events_delta.decode_delta(notification.payload)
@@ -107,24 +118,37 @@ class RunWatch:
         for feeds in self._feeds.values():
             for feed in feeds.values():
                 feed.notify(None)
-        for waiters in self._changes.values():
-            for waiter in waiters:
-                waiter.set()
+        for run_id, followers in list(self._followers.items()):
+            for on_change in list(followers):
+                on_change(run_id)
 
     # -- change wake-ups ----------------------------------------------------------------
+
+    def follow(self, run_id: str, on_change: OnChange) -> None:
+        """Calls ``on_change(run_id)`` whenever the run records events, and after every
+        listener reconnect (notifications may have been lost), until :meth:`unfollow`."""
+        self._followers.setdefault(run_id, set()).add(on_change)
+
+    def unfollow(self, run_id: str, on_change: OnChange) -> None:
+        """Stops :meth:`follow` (no-op if not following)."""
+        _discard(self._followers, run_id, on_change)
 
     @contextlib.contextmanager
     def changes(self, run_ids: Collection[str]) -> Iterator[asyncio.Event]:
         """An event set whenever one of ``run_ids`` records events, or after a listener
         reconnect (notifications may have been lost): clear it, read, then wait on it."""
         waiter = asyncio.Event()
+
+        def wake(_run_id: str) -> None:
+            waiter.set()
+
         for run_id in run_ids:
-            self._changes.setdefault(run_id, set()).add(waiter)
+            self.follow(run_id, wake)
         try:
             yield waiter
         finally:
             for run_id in run_ids:
-                _discard(self._changes, run_id, waiter)
+                self.unfollow(run_id, wake)
 
     # -- event streams ------------------------------------------------------------------
 

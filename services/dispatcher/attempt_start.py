@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 
 import asyncpg
 import grpc
@@ -85,23 +86,16 @@ def _log_retry(state: RetryCallState) -> None:
     log.warning("TriggerRun failed; retrying", code=code, delay_s=delay)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AttemptStarter:
     """Prepares an attempt's session and triggers its run."""
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        runs: RunControl,
-        selector: Selector,
-        owner: str,
-        retry: TriggerRetry,
-    ) -> None:
-        self._pool = pool
-        self._runs = runs
-        self._selector = selector
-        self._owner = owner
-        self._retry = retry
+    pool: asyncpg.Pool
+    runs: RunControl
+    selector: Selector
+    owner: str
+    """The dispatcher's name, written on the sessions it creates."""
+    retry: TriggerRetry
 
     async def agents_by_project(
         self, tasks: list[GraphObject], conn: asyncpg.Connection
@@ -111,12 +105,12 @@ class AttemptStarter:
         agents: dict[str, list[AgentInfo]] = {}
         for task in tasks:
             if task.project_id not in agents and not task.properties.get("assigned_agent"):
-                agents[task.project_id] = await self._selector.agents(task.project_id, conn=conn)
+                agents[task.project_id] = await self.selector.agents(task.project_id, conn=conn)
         return agents
 
     async def find_session(self, attempt: Attempt) -> GraphObject | None:
         """The session an earlier owner of an adopted attempt created, if it got that far."""
-        row = await self._pool.fetchrow(
+        row = await self.pool.fetchrow(
             f"SELECT {sessions.OBJECT_COLUMNS} FROM kb.graph_objects "
             "WHERE project_id = $1 AND id = $2",
             attempt.project_id,
@@ -134,9 +128,9 @@ class AttemptStarter:
         """Chooses the agent (NoAgent when none fits) and writes the session with its prompt;
         ``blockers`` and ``agents`` when the claim already read them."""
         p = task.properties
-        choice = await self._selector.select(attempt.project_id, p, agents=agents)
+        choice = await self.selector.select(attempt.project_id, p, agents=agents)
         if blockers is None:
-            blockers = await sessions.completed_blockers(self._pool, attempt.project_id, task.id)
+            blockers = await sessions.completed_blockers(self.pool, attempt.project_id, task.id)
         previous = p.get("previous_session_id")
         prompt = build_prompt(
             title=str(p.get("title", "")),
@@ -147,7 +141,7 @@ class AttemptStarter:
             feedback=p.get("feedback"),
         )
         return await sessions.create_session(
-            self._pool,
+            self.pool,
             attempt.project_id,
             session_id=attempt.session_id,
             task=task,
@@ -156,7 +150,7 @@ class AttemptStarter:
             prompt=prompt,
             follows_up=str(previous) if previous else None,
             informed_by=[b.session_id for b in blockers if b.session_id],
-            dispatcher=self._owner,
+            dispatcher=self.owner,
         )
 
     async def trigger(self, task: GraphObject, attempt: Attempt, agent: str, prompt: str) -> str:
@@ -164,8 +158,8 @@ class AttemptStarter:
         run); transient errors retried as :class:`TriggerRetry` says."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(grpc.aio.AioRpcError),
-            stop=stop_after_attempt(self._retry.attempts),
-            wait=wait_exponential(multiplier=self._retry.first_wait_s, max=self._retry.max_wait_s),
+            stop=stop_after_attempt(self.retry.attempts),
+            wait=wait_exponential(multiplier=self.retry.first_wait_s, max=self.retry.max_wait_s),
             before_sleep=_log_retry,
             reraise=True,
         )
@@ -177,4 +171,4 @@ class AttemptStarter:
             task_id=attempt.task_id,
             timeout_s=task_timeout_s(task.properties),
         )
-        return await retrying(self._runs.trigger, run)
+        return await retrying(self.runs.trigger, run)

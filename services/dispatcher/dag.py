@@ -16,10 +16,10 @@ from agentfleet.graph import find_cycle
 from agentfleet.graph.task_properties import (
     DEFAULT_MAX_RETRIES,
     MAX_RETRIES_LIMIT,
-    MAX_TIMEOUT_S,
     PRIORITY_MAX,
     PRIORITY_MIN,
 )
+from agentfleet.run_limits import MAX_TIMEOUT_S
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

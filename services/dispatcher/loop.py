@@ -2,10 +2,11 @@
 short poll, settle finished runs, adopt expired leases, claim available tasks up to the free
 slots, and start each attempt (session, prompt, TriggerRun) concurrently.
 
-Runs are followed through ``kb.agent_runs`` woken by ``NOTIFY agentfleet_run_events``: a
-notification for a run this dispatcher follows marks it for one batched status read, which
-also completes the tasks of completed runs in the same statement; the poll re-reads all of
-them in case a notification was lost. A round's statements share one pooled connection, and
+Runs are followed through ``kb.agent_runs``, woken by the process's run watcher
+(:meth:`agentfleet.run_watch.RunWatch.follow`): a run this dispatcher follows that records
+events (or every one, after a listener reconnect) is marked for one batched status read,
+which also completes the tasks of completed runs in the same statement; the poll re-reads
+all of them in case a wake-up was lost. A round's statements share one pooled connection, and
 claims run only when something may have become claimable (a NOTIFY of ready or added
 tasks, a freed slot, the poll), not on every run event.
 
@@ -27,9 +28,10 @@ import asyncpg
 import structlog
 from opentelemetry import trace
 
-from agentfleet import events, metrics
+from agentfleet import metrics
 from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.run_watch import RunWatch
 from agentfleet.telemetry import current_trace_id
 from services.dispatcher import claims, dependents, sessions, transitions
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause
@@ -70,21 +72,20 @@ class Dispatcher:
         evaluator: OutputEvaluator | None = None,
     ) -> None:
         self._pool = pool
-        self._evaluator = evaluator
         self._dsn = dsn
-        self._runs = runs
         self.slots = slots
-        self._timing = timing or LoopTiming()
+        self._timing = timing = timing or LoopTiming()
         self.owner = owner or owner_name()
         self._starter = AttemptStarter(
-            pool, runs=runs, selector=selector, owner=self.owner, retry=self._timing.trigger_retry
+            pool=pool, runs=runs, selector=selector, owner=self.owner, retry=timing.trigger_retry
         )
         self._outcomes = AttemptOutcomes(
-            pool, runs=runs, evaluator=evaluator, backoff=self._timing.retry_backoff
+            pool=pool, runs=runs, evaluator=evaluator, backoff=timing.retry_backoff
         )
-        self._credential = CredentialPause(self._timing.credential_pause)
+        self._credential = CredentialPause(timing.credential_pause)
         self._inflight: dict[str, Attempt] = {}  # task id -> attempt
-        self._by_run: dict[str, Attempt] = {}
+        self._by_run: dict[str, Attempt] = {}  # followed through self._watch
+        self._watch: RunWatch | None = None  # while run() dispatches
         self._dirty: set[str] = set()
         # Tasks whose completion left a dependent waiting: re-checked after their commit
         # (dependents.unblock), task id -> project id.
@@ -98,11 +99,9 @@ class Dispatcher:
 
     # -- notifications (called in the event loop; never block) -------------------------
 
-    def _on_run_event(self, note: Notification) -> None:
-        parsed = events.parse_notification(note.payload)
-        if parsed is not None and parsed[0] in self._by_run:
-            self._dirty.add(parsed[0])
-            self._wake.set()
+    def _on_run_change(self, run_id: str) -> None:
+        self._dirty.add(run_id)
+        self._wake.set()
 
     def _on_tasks(self, note: Notification) -> None:
         if note.channel == TASKS_ADDED_CHANNEL:
@@ -116,7 +115,8 @@ class Dispatcher:
         """Dispatches until ``stopping`` is set; then releases its leases for adoption."""
         listener = Listener(self._dsn)
         await listener.start()
-        await listener.subscribe(events.CHANNEL, self._on_run_event)
+        watch = self._watch = RunWatch(pool=self._pool, listener=listener, deltas=False)
+        await watch.start()
         await listener.subscribe(TASKS_ADDED_CHANNEL, self._on_tasks)
         await listener.subscribe(READY_CHANNEL, self._on_tasks)
         listener.add_reconnect_callback(self._on_reconnect)
@@ -132,6 +132,8 @@ class Dispatcher:
             self._tasks = None
             with contextlib.suppress(Exception):
                 await claims.release(self._pool, owner=self.owner, task_ids=list(self._inflight))
+            self._watch = None
+            await watch.close()
             await listener.close()
 
     async def _dispatch(self, stopping: asyncio.Event) -> None:
@@ -157,7 +159,7 @@ class Dispatcher:
         self._wake.set()
 
     def _on_reconnect(self) -> None:
-        self._dirty.update(self._by_run)
+        # The followed runs are woken by the run watcher's own reconnect rule.
         self._new_tasks = True
         self._claim_due = True
         self._wake.set()
@@ -311,10 +313,12 @@ class Dispatcher:
             graph_id=attempt.graph_id,
         )
         self._by_run[run_id] = attempt
-        # The run may have ended before it was mapped: look once now.
+        assert self._watch is not None, "attempts start only while run() dispatches"
+        self._watch.follow(run_id, self._on_run_change)
+        # The run may have ended before it was followed: look once now.
         self._dirty.add(run_id)
         if cancelled:
-            await self._runs.cancel(attempt.project_id, run_id, "task graph cancelled")
+            await self._outcomes.runs.cancel(attempt.project_id, run_id, "task graph cancelled")
         self._wake.set()
 
     # -- following runs to their end -----------------------------------------------------
@@ -323,7 +327,7 @@ class Dispatcher:
         dirty, self._dirty = self._dirty, set()
         # Without an evaluator a completed run's outcome is known: the settle statement
         # applies it; with one, the output is judged first (_finish).
-        completes = self._evaluator is None
+        completes = self._outcomes.evaluator is None
         settled = await transitions.settle(
             conn, [self._by_run[r] for r in dirty if r in self._by_run], complete=completes
         )
@@ -383,6 +387,8 @@ class Dispatcher:
         self._inflight.pop(attempt.task_id, None)
         if attempt.run_id is not None:
             self._by_run.pop(attempt.run_id, None)
+            if self._watch is not None:
+                self._watch.unfollow(attempt.run_id, self._on_run_change)
 
 
 async def _wait_for(event: asyncio.Event, timeout_s: float) -> bool:

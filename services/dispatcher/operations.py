@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -22,27 +24,39 @@ from services.dispatcher.queries import (
 )
 from services.dispatcher.runs import RunControl
 
-__all__ = ["cancel_graph", "list_graphs", "list_sessions", "retry_task"]
+__all__ = ["PageRequest", "cancel_graph", "list_graphs", "list_sessions", "retry_task"]
 
 _SCAN_BATCH = 200
 _ATTEMPT = "coalesce({}, 0)".format(sql_int("t.properties -> 'attempt'", 0, 2**31 - 1))
 """A session's attempt number (0 when a stored value is malformed: never a failed read)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PageRequest:
+    """The page a listing asks for: at most ``size`` rows (0: the default), after the last
+    row of the page that issued ``token`` ("" for the first page)."""
+
+    size: int
+    token: str
+
+    def start(self, filters: Mapping[str, Any]) -> tuple[int, list[Any] | None]:
+        """The clamped size and the (two-value) keyset position to read after, None for the
+        first page; INVALID_ARGUMENT for a negative size or a token of other ``filters``."""
+        return clamp_page_size(self.size), decode_page_token(self.token, filters, arity=2)
+
+
 async def list_graphs(
     reader: GraphReader,
     pool: asyncpg.Pool,
     project_id: str,
+    page_request: PageRequest,
     *,
-    page_size: int,
-    page_token: str,
     statuses: Sequence[str],
 ) -> tuple[list[GraphView], str]:
     """Newest first; a status filter applies to the derived status, so pages are filled
     from batches of graphs (keyset on created_at, id)."""
-    size = clamp_page_size(page_size)
     filters = {"project_id": project_id, "statuses": sorted(statuses)}
-    after = decode_page_token(page_token, filters, arity=2)
+    size, after = page_request.start(filters)
     page: list[GraphView] = []
     cursor = (after[0], uuid.UUID(after[1])) if after else None
     while len(page) <= size:
@@ -187,13 +201,12 @@ async def retry_task(pool: asyncpg.Pool, project_id: str, task_id: str, feedback
 
 
 async def list_sessions(
-    pool: asyncpg.Pool, project_id: str, task_id: str, *, page_size: int, page_token: str
+    pool: asyncpg.Pool, project_id: str, task_id: str, page_request: PageRequest
 ) -> tuple[list[GraphObject], str]:
     """The task's sessions by attempt (keyset on attempt, id)."""
     task = parse_id(task_id, "task_id")
-    size = clamp_page_size(page_size)
     filters = {"project_id": project_id, "task_id": str(task)}
-    after = decode_page_token(page_token, filters, arity=2)
+    size, after = page_request.start(filters)
     exists = await pool.fetchval(
         f"SELECT 1 FROM kb.graph_objects WHERE project_id = $1 AND id = $2 "
         f"AND type = '{SPEC_TASK}'",

@@ -30,21 +30,15 @@ class Ended:
     """The task completed and left a dependent waiting: ``dependents.unblock`` it."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AttemptOutcomes:
     """Writes how attempts end."""
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        runs: RunControl,
-        evaluator: OutputEvaluator | None,
-        backoff: RetryBackoff,
-    ) -> None:
-        self._pool = pool
-        self._runs = runs
-        self._evaluator = evaluator
-        self._backoff = backoff
+    pool: asyncpg.Pool
+    runs: RunControl
+    evaluator: OutputEvaluator | None
+    """Judges completed outputs; None: a completed run completes its task."""
+    backoff: RetryBackoff
 
     async def finish(self, attempt: Attempt, row: asyncpg.Record) -> Ended:
         """Applies the ended run of ``row`` (a ``transitions.settle`` row) to the task."""
@@ -53,9 +47,9 @@ class AttemptOutcomes:
             return Ended(resumed=True)
         rejection = await self._rejection(attempt, row) if status == "completed" else None
         recheck = False
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn, conn.transaction():
             if rejection is not None:
-                await transitions.fail(conn, attempt, error=rejection, backoff=self._backoff)
+                await transitions.fail(conn, attempt, error=rejection, backoff=self.backoff)
             elif status == "completed":
                 completion = await transitions.complete(conn, attempt, summary=row["summary"])
                 recheck = completion.done and completion.recheck
@@ -65,32 +59,32 @@ class AttemptOutcomes:
                 await transitions.cancel(conn, attempt, summary=row["summary"])
             elif status == "cancelled":
                 await transitions.fail(
-                    conn, attempt, error=f"run cancelled: {row['summary']}", backoff=self._backoff
+                    conn, attempt, error=f"run cancelled: {row['summary']}", backoff=self.backoff
                 )
             else:
                 error = row["error_message"] or "run failed"
-                await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
+                await transitions.fail(conn, attempt, error=error, backoff=self.backoff)
         return Ended(recheck=recheck)
 
     async def fail(self, attempt: Attempt, error: str, *, retry: bool = True) -> None:
         """The attempt failed before its run: retried while retries remain (never when
         ``retry`` is false)."""
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn, conn.transaction():
             if not retry:
                 await transitions.exhaust_retries(conn, attempt)
-            await transitions.fail(conn, attempt, error=error, backoff=self._backoff)
+            await transitions.fail(conn, attempt, error=error, backoff=self.backoff)
 
     async def _rejection(self, attempt: Attempt, row: asyncpg.Record) -> str | None:
         """The evaluator's feedback when it sends a completed output back for a retry.
 
         With no retry left the output stands: a task is never failed for its evaluation.
         """
-        if self._evaluator is None:
+        if self.evaluator is None:
             return None
-        task = await transitions.evaluation_subject(self._pool, attempt)
+        task = await transitions.evaluation_subject(self.pool, attempt)
         if task is None or not task["can_retry"]:
             return None
-        verdict = await self._evaluator.evaluate(
+        verdict = await self.evaluator.evaluate(
             title=task["title"] or attempt.key,
             description=task["description"],
             output=row["summary"],
@@ -103,16 +97,16 @@ class AttemptOutcomes:
         """ResumeRun while the step cap allows; False when the task must end PAUSED."""
         if row["total_steps"] >= MAX_TOTAL_STEPS or attempt.run_id is None:
             return False
-        if await transitions.graph_cancelled(self._pool, attempt):
+        if await transitions.graph_cancelled(self.pool, attempt):
             return False
-        why_not = await self._runs.resume(
+        why_not = await self.runs.resume(
             attempt.project_id, attempt.run_id, f"{attempt.session_id}:resume:{attempt.resumes + 1}"
         )
         if why_not is not None:
             log.info("cannot resume paused run", run_id=attempt.run_id, reason=why_not)
             return False
         attempt.resumes += 1
-        async with self._pool.acquire() as conn:
+        async with self.pool.acquire() as conn:
             await sessions.finish_session(
                 conn,
                 attempt.project_id,

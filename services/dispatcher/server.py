@@ -64,6 +64,11 @@ def new_tasks(specs: list[pb.TaskSpec]) -> list[NewTask]:
     ]
 
 
+def _page(request: pb.ListTaskGraphsRequest | pb.ListTaskSessionsRequest) -> operations.PageRequest:
+    """The page a List request asks for."""
+    return operations.PageRequest(size=request.page_size, token=request.page_token)
+
+
 def graph_to_proto(view: GraphView, *, with_tasks: bool) -> pb.TaskGraph:
     p = view.object.properties
     graph = pb.TaskGraph(
@@ -165,12 +170,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         if request.statuses and not statuses:
             return pb.ListTaskGraphsResponse()  # only UNSPECIFIED: nothing matches
         views, token = await operations.list_graphs(
-            self._graphs,
-            self._pool,
-            request.project_id,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            statuses=statuses,
+            self._graphs, self._pool, request.project_id, _page(request), statuses=statuses
         )
         return pb.ListTaskGraphsResponse(
             task_graphs=[graph_to_proto(v, with_tasks=False) for v in views],
@@ -212,11 +212,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     ) -> pb.ListTaskSessionsResponse:
         _require(project_id=request.project_id, task_id=request.task_id)
         sessions, token = await operations.list_sessions(
-            self._pool,
-            request.project_id,
-            request.task_id,
-            page_size=request.page_size,
-            page_token=request.page_token,
+            self._pool, request.project_id, request.task_id, _page(request)
         )
         return pb.ListTaskSessionsResponse(
             task_sessions=[session_to_proto(s) for s in sessions], next_page_token=token

@@ -50,25 +50,32 @@ def _tool_status(status: str) -> int:
     return common_pb2.ToolCallStatus.Value("TOOL_CALL_STATUS_" + status.upper())
 
 
+def _same(row: object, names: str) -> dict[str, Any]:
+    """The fields ``names`` (space-separated) of ``row``, for a message that names and types
+    them as the row does."""
+    return {name: getattr(row, name) for name in names.split()}
+
+
+def _run(row: RunOverview | TreeRow) -> dict[str, Any]:
+    """What RunSummary and RunTreeNode both say of a run (but its id: their names differ)."""
+    return {
+        **_same(row, "agent_name depth total_steps tokens_in tokens_out"),
+        "status": run_status_proto(row.status),
+        "parent_run_id": _id(row.parent_run_id),
+        "duration": _ms(row.duration_ms),
+        "create_time": timestamp_proto(row.created_at),
+    }
+
+
 def run_summary(row: RunOverview) -> history_pb2.RunSummary:
     """A RunSummary from an overview row."""
     return history_pb2.RunSummary(
+        **_run(row),
+        **_same(row, "resume_count input_preview input_truncated"),
         id=str(row.id),
-        agent_name=row.agent_name,
-        status=run_status_proto(row.status),
-        parent_run_id=_id(row.parent_run_id),
         root_run_id=_id(row.root_run_id),
-        depth=row.depth,
-        total_steps=row.total_steps,
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        input_preview=row.input_preview,
-        input_truncated=row.input_truncated,
-        create_time=timestamp_proto(row.created_at),
-        complete_time=timestamp_proto(row.completed_at),
-        duration=_ms(row.duration_ms),
-        resume_count=row.resume_count,
         task_id=_id(row.task_id),
+        complete_time=timestamp_proto(row.completed_at),
         labels={str(k): str(v) for k, v in row.labels.items()},
     )
 
@@ -125,78 +132,67 @@ def _role(role: str) -> int:
     return common_pb2.MessageRole.Value("MESSAGE_ROLE_" + role.upper())
 
 
+def _message(row: MessageRow) -> dict[str, Any]:
+    """What MessageSummary and RunMessage both say of a message."""
+    return {
+        **_same(row, "seq agent_name tokens is_internal"),
+        "id": str(row.id),
+        "run_id": str(row.run_id),
+        "step": row.step_number,
+        "role": _role(row.role),
+        "create_time": timestamp_proto(row.created_at),
+    }
+
+
 def message_summary(row: MessageRow, *, preview_chars: int) -> history_pb2.MessageSummary:
     """A MessageSummary with the content cut to ``preview_chars``."""
     preview, truncated, names = message_preview(row.content, preview_chars)
     return history_pb2.MessageSummary(
-        id=str(row.id),
-        run_id=str(row.run_id),
-        seq=row.seq,
-        step=row.step_number,
-        role=_role(row.role),
-        agent_name=row.agent_name,
+        **_message(row),
         preview=preview,
         truncated=truncated,
         size_bytes=row.size_bytes,
         function_names=names,
-        tokens=row.tokens,
-        is_internal=row.is_internal,
-        create_time=timestamp_proto(row.created_at),
     )
 
 
 def run_message(row: MessageRow) -> history_pb2.RunMessage:
     """A RunMessage with its full content."""
-    return history_pb2.RunMessage(
-        id=str(row.id),
-        run_id=str(row.run_id),
-        seq=row.seq,
-        step=row.step_number,
-        role=_role(row.role),
-        agent_name=row.agent_name,
-        content=_struct(row.content),
-        tokens=row.tokens,
-        is_internal=row.is_internal,
-        create_time=timestamp_proto(row.created_at),
-    )
+    return history_pb2.RunMessage(**_message(row), content=_struct(row.content))
+
+
+def _tool_call(row: ToolCallOverview | ToolCallRow) -> dict[str, Any]:
+    """What ToolCallSummary and ToolCall both say of a tool call."""
+    return {
+        **_same(row, "tool_call_id tool_name"),
+        "id": str(row.id),
+        "run_id": str(row.run_id),
+        "step": row.step_number,
+        "source": tool_source_proto(row.source),
+        "status": _tool_status(row.status),
+        "duration": _ms(row.duration_ms),
+        "child_run_ids": [str(c) for c in row.child_run_ids],
+        "create_time": timestamp_proto(row.created_at),
+    }
 
 
 def tool_call_summary(row: ToolCallOverview) -> history_pb2.ToolCallSummary:
     """A ToolCallSummary (no input or output)."""
     return history_pb2.ToolCallSummary(
-        id=str(row.id),
-        run_id=str(row.run_id),
-        tool_call_id=row.tool_call_id,
-        step=row.step_number,
-        tool_name=row.tool_name,
-        source=tool_source_proto(row.source),
-        status=_tool_status(row.status),
-        duration=_ms(row.duration_ms),
+        **_tool_call(row),
+        **_same(row, "input_size_bytes output_size_bytes"),
         error_preview=row.error_preview or "",
-        input_size_bytes=row.input_size_bytes,
-        output_size_bytes=row.output_size_bytes,
-        child_run_ids=[str(c) for c in row.child_run_ids],
-        create_time=timestamp_proto(row.created_at),
     )
 
 
 def tool_call(row: ToolCallRow) -> history_pb2.ToolCall:
     """A ToolCall with its full input and output."""
     return history_pb2.ToolCall(
-        id=str(row.id),
-        run_id=str(row.run_id),
+        **_tool_call(row),
         message_id=_id(row.message_id),
-        tool_call_id=row.tool_call_id,
-        step=row.step_number,
-        tool_name=row.tool_name,
-        source=tool_source_proto(row.source),
         input=_struct(row.input),
         output=_struct(row.output),
-        status=_tool_status(row.status),
         error=row.error or "",
-        duration=_ms(row.duration_ms),
-        child_run_ids=[str(c) for c in row.child_run_ids],
-        create_time=timestamp_proto(row.created_at),
         complete_time=timestamp_proto(row.completed_at),
     )
 
@@ -204,19 +200,10 @@ def tool_call(row: ToolCallRow) -> history_pb2.ToolCall:
 def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
     """One node of GetRunTree."""
     return history_pb2.RunTreeNode(
+        **_run(row),
+        **_same(row, "step_count tokens_total_tree"),
         run_id=str(row.id),
-        parent_run_id=_id(row.parent_run_id),
-        agent_name=row.agent_name,
-        status=run_status_proto(row.status),
-        depth=row.depth,
-        step_count=row.step_count,
-        total_steps=row.total_steps,
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        tokens_total_tree=row.tokens_total_tree,
-        duration=_ms(row.duration_ms),
         summary_preview=row.summary_preview or "",
-        create_time=timestamp_proto(row.created_at),
     )
 
 
@@ -224,22 +211,11 @@ def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2
     """AgentStats; success rate over the runs that stopped."""
     stopped = row.completed + row.failed + row.cancelled + row.paused
     return history_pb2.AgentStats(
-        agent_name=row.agent_name,
+        **_same(row, "agent_name total_runs queued running completed failed cancelled paused"),
+        **_same(row, "tokens_in tokens_out mean_steps resumes task_retries"),
         window_start=timestamp_proto(start),
         window_end=timestamp_proto(end),
-        total_runs=row.total_runs,
-        queued=row.queued,
-        running=row.running,
-        completed=row.completed,
-        failed=row.failed,
-        cancelled=row.cancelled,
-        paused=row.paused,
         success_rate=row.completed / stopped if stopped else 0.0,
         p50_duration=_ms(row.p50_ms),
         p95_duration=_ms(row.p95_ms),
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        mean_steps=row.mean_steps,
-        resumes=row.resumes,
-        task_retries=row.task_retries,
     )

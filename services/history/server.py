@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -35,6 +36,8 @@ CHILDREN_LIMIT = 500
 MAX_PREVIEW_CHARS = 2000
 DEFAULT_STATS_WINDOW = timedelta(hours=24)
 MAX_STATS_WINDOW = timedelta(days=90)
+
+_Row = TypeVar("_Row")
 
 
 def _uuid(value: str, field: str, *, required: bool = True) -> str | None:
@@ -63,12 +66,34 @@ def _child_time(request: Any, field: str) -> datetime | None:
     return getattr(request, field).ToDatetime(tzinfo=UTC) if request.HasField(field) else None
 
 
+def _newest_first(row: Any) -> list[Any]:
+    """The keyset position of a row of a listing ordered by (created_at, id)."""
+    return [row.created_at, str(row.id)]
+
+
+async def _page(
+    token: str,
+    digest: Mapping[str, Any],
+    page_size: int,
+    read: Callable[[list[Any] | None, int], Awaitable[Sequence[_Row]]],
+    *,
+    position: Callable[[_Row], list[Any]] = _newest_first,
+    arity: int = 2,
+) -> tuple[Sequence[_Row], str]:
+    """The page after ``token`` (issued for ``digest``), read by ``read(after, limit)`` with
+    the keyset position to read after (None: the first page), and the token of the next page
+    ("" after the last). ``page_size`` is clamped by the caller, before its other checks."""
+    after = decode_page_token(token, digest, arity=arity)
+    page, more = page_of(await read(after, page_size + 1), page_size)
+    return page, encode_page_token(position(page[-1]), digest) if more else ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
     """Thin RPC layer over the history repository and the event watcher."""
 
-    def __init__(self, queries: HistoryQueries, watch: RunWatch) -> None:
-        self._queries = queries
-        self._watch = watch
+    queries: HistoryQueries
+    watch: RunWatch
 
     async def ListRuns(
         self, request: history_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
@@ -87,11 +112,12 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             task_id=_uuid(request.task_id, "task_id", required=False),
             thread_id=request.thread_id or None,
         )
-        digest = filters.digest_fields()
-        after = decode_page_token(request.page_token, digest, arity=2)
-        rows = await self._queries.list_runs(filters, after=after, limit=page_size + 1)
-        page, more = page_of(rows, page_size)
-        token = encode_page_token([page[-1].created_at, str(page[-1].id)], digest) if more else ""
+        page, token = await _page(
+            request.page_token,
+            filters.digest_fields(),
+            page_size,
+            lambda after, limit: self.queries.list_runs(filters, after=after, limit=limit),
+        )
         return history_pb2.ListRunsResponse(
             runs=[convert.run_summary(r) for r in page], next_page_token=token
         )
@@ -102,35 +128,54 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         project_id = request.project_id
         run_id = _uuid(request.run_id, "run_id")
         assert run_id is not None
-        row = await self._queries.get_run(project_id, run_id)
+        row = await self.queries.get_run(project_id, run_id)
         if row is None:
             raise NotFound(f"run {run_id} not found")
         response = history_pb2.GetRunResponse(
             run=ev.agent_run_to_proto(row),
             agent=convert.agent_summary(
-                row["agent_name"], await self._queries.agent_info(project_id, row["agent_name"])
+                row["agent_name"], await self.queries.agent_info(project_id, row["agent_name"])
             ),
             children=[
                 convert.run_summary(c)
-                for c in await self._queries.children(project_id, run_id, limit=CHILDREN_LIMIT)
+                for c in await self.queries.children(project_id, run_id, limit=CHILDREN_LIMIT)
             ],
         )
         if row["parent_run_id"] is not None:
-            parent = await self._queries.run_overview(project_id, str(row["parent_run_id"]))
+            parent = await self.queries.run_overview(project_id, str(row["parent_run_id"]))
             if parent is not None:
                 response.parent.CopyFrom(convert.run_summary(parent))
-        counts = await self._queries.run_counts(run_id)
+        counts = await self.queries.run_counts(run_id)
         response.message_count = counts.message_count
         response.tool_call_count = counts.tool_call_count
         response.last_event_seq = counts.last_event_seq
         return response
 
-    async def _require_run(self, project_id: str, run_id_text: str) -> str:
-        run_id = _uuid(run_id_text, "run_id")
+    async def _run_page(
+        self,
+        request: Any,
+        page_size: int,
+        filters: Mapping[str, Any],
+        read: Callable[[str, list[Any] | None, int], Awaitable[Sequence[_Row]]],
+        *,
+        position: Callable[[_Row], list[Any]] = _newest_first,
+        arity: int = 2,
+    ) -> tuple[Sequence[_Row], str]:
+        """A page of the records of the run ``request.run_id`` (NOT_FOUND unless it is one of
+        ``request.project_id``), read by ``read(run_id, after, limit)``; the page token is
+        bound to the run and ``filters``; ``position`` and ``arity`` as for :func:`_page`."""
+        run_id = _uuid(request.run_id, "run_id")
         assert run_id is not None
-        if not await self._queries.run_exists(project_id, run_id):
+        if not await self.queries.run_exists(request.project_id, run_id):
             raise NotFound(f"run {run_id} not found")
-        return run_id
+        return await _page(
+            request.page_token,
+            {"project_id": request.project_id, "run_id": run_id, **filters},
+            page_size,
+            lambda after, limit: read(run_id, after, limit),
+            position=position,
+            arity=arity,
+        )
 
     async def ListRunMessages(
         self, request: history_pb2.ListRunMessagesRequest, context: grpc.aio.ServicerContext
@@ -140,26 +185,24 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             raise InvalidArgument.for_field("preview_chars", "must not be negative")
         preview_chars = min(request.preview_chars or PREVIEW_CHARS, MAX_PREVIEW_CHARS)
         roles = _enum_names(common_pb2.MessageRole, "MESSAGE_ROLE_", request.roles, "roles")
-        run_id = await self._require_run(request.project_id, request.run_id)
-        digest = {
-            "project_id": request.project_id,
-            "run_id": run_id,
-            "roles": roles,
-            "include_internal": request.include_internal,
-        }
-        after = decode_page_token(request.page_token, digest, arity=1)
-        rows = await self._queries.list_messages(
-            request.project_id,
-            run_id,
-            roles=roles,
-            include_internal=request.include_internal,
-            after_seq=None if after is None else int(after[0]),
-            limit=page_size + 1,
+        page, token = await self._run_page(
+            request,
+            page_size,
+            {"roles": roles, "include_internal": request.include_internal},
+            lambda run_id, after, limit: self.queries.list_messages(
+                request.project_id,
+                run_id,
+                roles=roles,
+                include_internal=request.include_internal,
+                after_seq=None if after is None else int(after[0]),
+                limit=limit,
+            ),
+            position=lambda message: [message.seq],
+            arity=1,
         )
-        page, more = page_of(rows, page_size)
         return history_pb2.ListRunMessagesResponse(
             messages=[convert.message_summary(m, preview_chars=preview_chars) for m in page],
-            next_page_token=encode_page_token([page[-1].seq], digest) if more else "",
+            next_page_token=token,
         )
 
     async def GetRunMessage(
@@ -169,7 +212,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         message_id = _uuid(request.message_id, "message_id")
         assert run_id is not None
         assert message_id is not None
-        row = await self._queries.get_message(request.project_id, run_id, message_id)
+        row = await self.queries.get_message(request.project_id, run_id, message_id)
         if row is None:
             raise NotFound(f"message {message_id} of run {run_id} not found")
         return history_pb2.GetRunMessageResponse(message=convert.run_message(row))
@@ -181,24 +224,19 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         statuses = _enum_names(
             common_pb2.ToolCallStatus, "TOOL_CALL_STATUS_", request.statuses, "statuses"
         )
-        run_id = await self._require_run(request.project_id, request.run_id)
-        digest = {
-            "project_id": request.project_id,
-            "run_id": run_id,
-            "tool_name": request.tool_name,
-            "statuses": statuses,
-        }
-        after = decode_page_token(request.page_token, digest, arity=2)
-        rows = await self._queries.list_tool_calls(
-            request.project_id,
-            run_id,
-            tool_name=request.tool_name or None,
-            statuses=statuses,
-            after=after,
-            limit=page_size + 1,
+        page, token = await self._run_page(
+            request,
+            page_size,
+            {"tool_name": request.tool_name, "statuses": statuses},
+            lambda run_id, after, limit: self.queries.list_tool_calls(
+                request.project_id,
+                run_id,
+                tool_name=request.tool_name or None,
+                statuses=statuses,
+                after=after,
+                limit=limit,
+            ),
         )
-        page, more = page_of(rows, page_size)
-        token = encode_page_token([page[-1].created_at, str(page[-1].id)], digest) if more else ""
         return history_pb2.ListRunToolCallsResponse(
             tool_calls=[convert.tool_call_summary(t) for t in page], next_page_token=token
         )
@@ -210,7 +248,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         assert run_id is not None
         if not request.tool_call_id:
             raise InvalidArgument.for_field("tool_call_id", "is required")
-        row = await self._queries.get_tool_call(request.project_id, run_id, request.tool_call_id)
+        row = await self.queries.get_tool_call(request.project_id, run_id, request.tool_call_id)
         if row is None:
             raise NotFound(f"tool call {request.tool_call_id!r} of run {run_id} not found")
         return history_pb2.GetRunToolCallResponse(tool_call=convert.tool_call(row))
@@ -225,7 +263,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         if request.include_descendants or request.descendant_after_seq:
             raise Unimplemented("WatchRun: include_descendants is not supported yet")
         with metrics.watch_subscriber():
-            async for event in self._watch.events(
+            async for event in self.watch.events(
                 project_id=request.project_id,
                 run_id=run_id,
                 after_seq=request.after_seq,
@@ -238,7 +276,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
     ) -> history_pb2.GetRunTreeResponse:
         run_id = _uuid(request.run_id, "run_id")
         assert run_id is not None
-        rows = depth_first(await self._queries.tree(request.project_id, run_id))
+        rows = depth_first(await self.queries.tree(request.project_id, run_id))
         if not rows:
             raise NotFound(f"run {run_id} not found")
         root = rows[0]
@@ -262,7 +300,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         if end - datetime.min.replace(tzinfo=UTC) < window:
             raise InvalidArgument.for_field("end_time", "leaves no room for the window")
         start = end - window
-        rows = await self._queries.agent_stats(
+        rows = await self.queries.agent_stats(
             request.project_id,
             agent_name=request.agent_name or None,
             start=start,
@@ -278,7 +316,7 @@ async def build(context: ServiceContext) -> ServiceParts:
     """The history service: its servicer, the shared event listener loop, and its cleanup."""
     listener = Listener(context.database_url)
     watch = RunWatch(pool=context.pool, listener=listener)
-    servicer = HistoryServicer(HistoryQueries(context.pool), watch)
+    servicer = HistoryServicer(queries=HistoryQueries(context.pool), watch=watch)
 
     async def listen(stopping: asyncio.Event) -> None:
         # Until the service stops (the Listener reconnects itself); WatchRun waits for it.

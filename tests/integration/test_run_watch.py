@@ -100,3 +100,21 @@ async def test_changes_wake_the_followed_runs_only_and_everyone_after_a_reconnec
         # Notifications may have been lost while the listener was away: all wake to re-read.
         await asyncio.wait_for(mine_changed.wait(), STEP)
         await asyncio.wait_for(other_changed.wait(), STEP)
+
+
+async def test_follow_calls_back_with_the_run_until_unfollowed(
+    watch: RunWatch, db_pool: asyncpg.Pool
+) -> None:
+    run = await f.insert_run(db_pool, project_id=P, agent_name="followed", status="running")
+    run_id = str(run["id"])
+    called: asyncio.Queue[str] = asyncio.Queue()
+    watch.follow(run_id, called.put_nowait)
+    await f.append(db_pool, run=run, events=f.start_events(run))
+    assert await asyncio.wait_for(called.get(), STEP) == run_id
+
+    watch.unfollow(run_id, called.put_nowait)
+    # A change wake-up on the same run, seen after the unfollow, orders the check below.
+    with watch.changes([run_id]) as changed:
+        await f.append(db_pool, run=run, events=f.finish_events(run))
+        await asyncio.wait_for(changed.wait(), STEP)
+    assert called.empty()
