@@ -6,6 +6,10 @@ only when its definition names a spawn tool exactly (a glob does not give it); a
 executor when the model calls a tool anyway and when it starts flows and tasks.
 
 The step cap: a run's steps across all its resumes never pass :data:`MAX_TOTAL_STEPS`.
+
+The timeout cap: no run or task asks for more than :data:`MAX_TIMEOUT_S` (StartRun and
+ResumeRun, spawn_agents tasks, task graphs; the manifest schema's ``default_timeout_s``
+repeats it as JSON, checked equal by a unit test).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ MAX_SPAWN_DEPTH = 2
 """Depth of the deepest run a tree may hold: runs at this depth cannot spawn."""
 MAX_TOTAL_STEPS = 500
 """Global cap on a run's steps across all its resumes (seed 000 D10)."""
+MAX_TIMEOUT_S = 24 * 3600
+"""Longest timeout, in seconds, a run or a task may be given."""
 
 
 def may_spawn(depth: int) -> bool:

@@ -34,7 +34,7 @@ from services.executor.calls import CallResult, PlannedCall, tool_responses
 from services.executor.model_request import interrupted_call_result
 from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation, pair_open_calls
-from services.executor.runs import RunRecord
+from services.executor.runs import RunRecord, append_run_events
 from services.executor.tool_gateway import ResolvedTool
 
 log = structlog.get_logger(__name__)
@@ -157,13 +157,7 @@ async def hold_step(
             [h.rule.on_deadline for h in held],
             [h.rule.deadline_s for h in held],
         )
-        await events.append_events(
-            conn,
-            project_id=run.project_id,
-            run_id=run.id,
-            root_run_id=run.root_run_id,
-            events=batch,
-        )
+        await append_run_events(conn, run, batch)
     recorder.open_calls = []
     log.info("run_waiting", step=step, held=[h.planned.tool_call_id for h in held])
 

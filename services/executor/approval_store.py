@@ -175,12 +175,13 @@ def _decision_effects(
     if decision.approve:
         return "approved", None, []
     why = f"rejected by a person: {decision.reason}"
-    return "rejected", why, [_rejection(run, call, why)]
+    return "rejected", why, [_rejection(run["agent_name"], call, why)]
 
 
-def _rejection(run: asyncpg.Record, call: asyncpg.Record, why: str) -> events.ToolResponse:
+def _rejection(agent_name: str, call: asyncpg.Record, why: str) -> events.ToolResponse:
+    """The TOOL_RESPONSE of a held call answered ``why`` instead of being executed."""
     return events.ToolResponse(
-        agent_name=run["agent_name"],
+        agent_name=agent_name,
         tool_call_id=call["tool_call_id"],
         tool_name=call["tool_name"],
         status="rejected",
@@ -232,18 +233,7 @@ async def answer_held_calls(
         run_id,
         why,
     )
-    return [
-        events.ToolResponse(
-            agent_name=agent_name,
-            tool_call_id=r["tool_call_id"],
-            tool_name=r["tool_name"],
-            status="rejected",
-            result={"error": why},
-            error=why,
-            step=r["step_number"],
-        )
-        for r in rows
-    ]
+    return [_rejection(agent_name, r, why) for r in rows]
 
 
 async def expire_overdue_approvals(pool: asyncpg.Pool) -> list[events.PersistedEvent]:
@@ -309,7 +299,7 @@ async def _expire_run(
                 {"error": why},
                 why,
             )
-            batch.append(_rejection(run, call, why))
+            batch.append(_rejection(run["agent_name"], call, why))
         if not await conn.fetch(_WAITING_CALLS, run_id):
             await conn.fetchrow(_REQUEUE, run_id)
             batch.append(_status_changed(run, "waiting", "queued", "approval deadline"))

@@ -29,7 +29,12 @@ from agentfleet.run_watch import RunWatch
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.resume import ResumeParams, resume_run
-from services.executor.runs import TERMINAL_STATUSES, RunRecord, StartRunParams
+from services.executor.runs import (
+    TERMINAL_STATUSES,
+    RunRecord,
+    StartRunParams,
+    append_run_events,
+)
 from services.executor.tree import refresh_tree_tokens
 
 log = structlog.get_logger(__name__)
@@ -183,13 +188,7 @@ class ChildRuns:
                     batch.tool_call_id,
                 )
             if started_events and not reattached:
-                await events.append_events(
-                    conn,
-                    project_id=parent.project_id,
-                    run_id=parent.id,
-                    root_run_id=parent.root_run_id,
-                    events=started_events,
-                )
+                await append_run_events(conn, parent, started_events)
         log.info(
             "children_started",
             key=batch.key,
@@ -243,19 +242,12 @@ class ChildRuns:
         """CHILD_RUN_FINISHED for each child and the parent's refreshed tree tokens."""
         async with self.pool.acquire() as conn, conn.transaction():
             await refresh_tree_tokens(conn, parent.project_id, parent.id)
-            await events.append_events(
+            await append_run_events(
                 conn,
-                project_id=parent.project_id,
-                run_id=parent.id,
-                root_run_id=parent.root_run_id,
-                events=[
+                parent,
+                [
                     events.ChildRunFinished(
-                        agent_name=parent.agent_name,
-                        child_run_id=child.id,
-                        child_agent_name=child.agent_name,
-                        status=child.status,
-                        description=ref.description,
-                        tool_call_id=tool_call_id,
+                        **_child_fields(parent, child, ref.description, tool_call_id),
                         summary=(child.summary or "")[:SUMMARY_EVENT_CHARS],
                         error_message=child.error_message or "",
                     )
@@ -324,10 +316,19 @@ def _started(
     parent: RunRecord, batch: ChildBatch, task: ChildTask, child: RunRecord
 ) -> events.ChildRunStarted:
     return events.ChildRunStarted(
-        agent_name=parent.agent_name,
-        child_run_id=child.id,
-        child_agent_name=child.agent_name,
-        status=child.status,
-        description=task.description,
-        tool_call_id=batch.tool_call_id or "",
+        **_child_fields(parent, child, task.description, batch.tool_call_id or "")
     )
+
+
+def _child_fields(
+    parent: RunRecord, child: RunRecord, description: str, tool_call_id: str
+) -> dict[str, str]:
+    """What CHILD_RUN_STARTED and CHILD_RUN_FINISHED both say about a child."""
+    return {
+        "agent_name": parent.agent_name,
+        "child_run_id": child.id,
+        "child_agent_name": child.agent_name,
+        "status": child.status,
+        "description": description,
+        "tool_call_id": tool_call_id,
+    }

@@ -1,8 +1,15 @@
 """The run claim statements of :class:`services.executor.queue.RunQueue` (DESIGN §4): which
 queued runs a worker with free slots takes, fairly across projects, and the crash recovery of
-expired leases in the same round trip. SQL only; the queue runs them."""
+expired leases in the same round trip, with each claimed run's definition. SQL (and the
+reading of the definition columns); the queue runs them."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from services.executor.registry.definitions import AgentDefinition, definition_from_row
 
 # Fairness (issue #15): one project's backlog never hides another's queued runs. The claim
 # walks the queue project by project on agent_runs_queued_project_idx: `projects` finds each
@@ -99,12 +106,34 @@ WITH RECURSIVE {_CANDIDATES}, {_claimable("$3")}
 RETURNING r.*
 """
 
+DEFINITION_PREFIX = "definition_"
+"""CLAIM_ANY's columns of the run's definition: this prefix, then AgentDefinition's field."""
+# The definition a claimed run executes comes with it (issue #17): StartRun and spawns read it
+# by name at enqueue, the claim by the id they stored, and the loop reads none -- whichever
+# replica claims. Columns named after AgentDefinition's fields, so the list cannot drift from
+# the dataclass; product_name is the installing product's, as in DefinitionRepository.
+_DEFINITION_COLUMNS = ",\n       ".join(
+    f"d.{f.name} AS {DEFINITION_PREFIX}{f.name}"
+    for f in fields(AgentDefinition)
+    if f.name != "product_name"
+)
+
+
+def claimed_definition(row: Mapping[str, Any]) -> AgentDefinition | None:
+    """The definition a CLAIM_ANY row carries; None when the run names none or it is gone."""
+    if row[f"{DEFINITION_PREFIX}id"] is None:
+        return None
+    columns = {f.name: row[DEFINITION_PREFIX + f.name] for f in fields(AgentDefinition)}
+    return definition_from_row(columns)  # type: ignore[arg-type]  # reads it by name only
+
+
 # What a worker with free slots runs, in one round trip. First crash recovery (DESIGN §4):
 # running runs whose lease expired -- their worker died, or shut down and released them, or
 # ResumeRun handed them over; `expired` walks agent_runs_running_lease_idx and
 # previous_owner tells a resume from a recovery. Then, in the slots left, queued runs
 # (CLAIM's rows, same fairness), previous_owner NULL. The two UPDATEs touch disjoint rows
-# (running vs queued); one statement, one snapshot.
+# (running vs queued); one statement, one snapshot. Each run comes with its definition
+# (NULL columns when it names none or it was deleted), expired runs first.
 CLAIM_ANY = f"""
 WITH RECURSIVE expired AS MATERIALIZED (
     SELECT id, lease_owner AS previous_owner FROM kb.agent_runs
@@ -122,6 +151,15 @@ taken_over AS (
     RETURNING r.*, expired.previous_owner
 ), claimed AS ({_START_CLAIMED}
     RETURNING r.*, NULL::text AS previous_owner
+), runs AS (
+    SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
 )
-SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
+SELECT runs.*,
+       {_DEFINITION_COLUMNS},
+       coalesce(p.name, '') AS {DEFINITION_PREFIX}product_name
+FROM runs
+LEFT JOIN kb.agent_definitions d
+       ON d.project_id = runs.project_id AND d.id = runs.agent_definition_id
+LEFT JOIN kb.products p ON p.id = d.product_id
+ORDER BY runs.previous_owner IS NULL
 """

@@ -53,6 +53,9 @@ class RunControl:
     retry_outages: bool = False
     """Set by the worker: an execution cut by an outage (:mod:`outages`) is left ``running``
     for the worker to run again, instead of ending ``failed``."""
+    definition: AgentDefinition | None = None
+    """The run's definition as the worker's claim read it; None: the loop reads it
+    (:func:`run_definition`)."""
 
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
@@ -72,7 +75,8 @@ class StepBoundary:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StopRun:
-    """A hook's decision to end the run before the next step."""
+    """How a run ends other than by the model's answer: a step hook's decision before the
+    next step (:class:`StepHook`), or how a flow run ended (:mod:`flows`)."""
 
     status: RunStatus
     reason: str

@@ -25,7 +25,7 @@ import asyncpg
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentfleet import events
-from agentfleet.run_limits import MAX_SPAWN_DEPTH, spawn_tool_refusal
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, MAX_TIMEOUT_S, spawn_tool_refusal
 from services.executor.calls import PlannedCall
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -36,7 +36,6 @@ MAX_CHILDREN_PER_CALL = 16
 """Tasks one spawn_agents call may start."""
 MAX_RUNS_PER_TREE = 200
 """Runs one tree (root and every descendant) may hold; spawns past it are refused."""
-MAX_TASK_TIMEOUT_S = 24 * 3600
 MAX_PROMPT_CHARS = 200_000
 
 
@@ -106,11 +105,11 @@ def parse_spawn_arguments(arguments: dict[str, Any]) -> tuple[list[ChildTask], i
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
             or not math.isfinite(timeout)
-            or not 0 < timeout <= MAX_TASK_TIMEOUT_S
+            or not 0 < timeout <= MAX_TIMEOUT_S
         ):
             raise SpawnArgumentError(
                 f"{where}.timeout_s: must be a number of seconds, more than 0 and at most "
-                f"{MAX_TASK_TIMEOUT_S}"
+                f"{MAX_TIMEOUT_S}"
             )
         parsed.append(
             ChildTask(

@@ -22,9 +22,10 @@ from opentelemetry import trace
 
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
+from services.executor.control import StopRun
 from services.executor.coordination import current_trace_parent
 from services.executor.registry.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
-from services.executor.runs import RunRecord, RunStatus
+from services.executor.runs import RunRecord
 
 _tracer = trace.get_tracer("agentfleet.executor")
 
@@ -36,16 +37,6 @@ SELECT EXISTS (
 """
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FlowOutcome:
-    """How the flow run ends."""
-
-    status: RunStatus
-    reason: str
-    summary: str | None = None
-    error_message: str | None = None
-
-
 @dataclass(kw_only=True, slots=True)
 class FlowRunner:
     """Runs the members of flow definitions as child runs."""
@@ -53,7 +44,7 @@ class FlowRunner:
     pool: asyncpg.Pool
     children: ChildRuns
 
-    async def run(self, run: RunRecord, definition: AgentDefinition) -> FlowOutcome:
+    async def run(self, run: RunRecord, definition: AgentDefinition) -> StopRun:
         """Runs the flow to its end (cancellation propagates to the caller)."""
         flow = definition.flow_type
         if not definition.sub_agents:
@@ -81,16 +72,16 @@ class FlowRunner:
                     )
                 text = child.summary or ""
                 if flow == "loop" and await self._exited_loop(child):
-                    return FlowOutcome(
+                    return StopRun(
                         status="completed",
                         reason=f"exit_loop called by {member} in pass {iteration + 1}",
                         summary=text,
                     )
         if flow == "loop":
-            return FlowOutcome(
+            return StopRun(
                 status="completed", reason=f"max_iterations ({passes}) reached", summary=text
             )
-        return FlowOutcome(status="completed", reason="sequence completed", summary=text)
+        return StopRun(status="completed", reason="sequence completed", summary=text)
 
     async def _member(self, run: RunRecord, key: str, member: str, text: str) -> RunRecord:
         with _tracer.start_as_current_span(f"flow_member {member}"):
@@ -107,7 +98,7 @@ class FlowRunner:
         (ref,) = started.children
         return (await self.children.wait(run, [ref]))[ref.run_id]
 
-    async def _parallel(self, run: RunRecord, members: Sequence[str]) -> FlowOutcome:
+    async def _parallel(self, run: RunRecord, members: Sequence[str]) -> StopRun:
         with _tracer.start_as_current_span("flow_parallel"):
             started = await self.children.start(
                 ChildBatch(
@@ -135,7 +126,7 @@ class FlowRunner:
         completed = len(parts)
         if failures:
             parts.append("## failed members\n" + "\n".join(failures))
-        return FlowOutcome(
+        return StopRun(
             status="completed",
             reason=f"{completed} of {len(members)} members completed",
             summary="\n\n".join(parts),
@@ -149,7 +140,5 @@ class _MemberError(Exception):
     """A member could not be started (its definition is gone)."""
 
 
-def _failed(message: str, *, summary: str | None = None) -> FlowOutcome:
-    return FlowOutcome(
-        status="failed", reason="flow failed", summary=summary, error_message=message
-    )
+def _failed(message: str, *, summary: str | None = None) -> StopRun:
+    return StopRun(status="failed", reason="flow failed", summary=summary, error_message=message)

@@ -75,7 +75,6 @@ from services.executor.safety import (
 )
 from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
 from services.executor.step import StepRunner
-from services.executor.structured_output import end_answered_run
 from services.executor.tool_gateway import ToolGateway
 from services.executor.tree import ACTIVE, cancel_descendants
 
@@ -184,7 +183,7 @@ class AgentLoop:
     async def _drive(
         self, run: RunRecord, recorder: RunRecorder, control: RunControl, progress: Progress
     ) -> RunRecord | None:
-        definition = await run_definition(self.definitions, run)
+        definition = control.definition or await run_definition(self.definitions, run)
         if definition.flow_type != "single":
             return await self._drive_flow(run, definition, recorder, control, progress)
         resolved = await self.tools.resolve(
@@ -230,16 +229,9 @@ class AgentLoop:
             can_reattach=self.coordinator is not None,
         )
         if position.final_text is not None:
-            return await end_answered_run(
-                model=self.model,
-                pool=self.pool,
-                recorder=recorder,
-                progress=progress,
-                turn=turn,
-                contents=contents,
-                schema=definition.output_schema,
-                answer=position.final_text,
-            )
+            # The model had answered; only the run's ending was lost with its worker.
+            answered = steps.answered(recorder, progress, turn, contents, definition)
+            return await answered.finish_recovered(position.final_text)
         budget = StepBudget(
             max_steps=effective_max_steps(
                 requested=run.max_steps, definition=definition.max_steps, depth=run.depth

@@ -6,11 +6,11 @@ An executor without a model configured still starts; its runs fail with the reas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Unpack
 
 from agentfleet import metrics
 from agentfleet.errors import FailedPrecondition
-from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
+from agentfleet.llm import DeltaSink, GenaiModelClient, ModelReply, ModelRequest, RetryPolicy
 from agentfleet.service_runtime import ServiceContext
 
 
@@ -22,17 +22,15 @@ class LazyModelClient:
         self._context = context
         self._client: GenaiModelClient | None = None
 
-    async def generate(self, **kwargs: Any) -> ModelReply:
-        client = self._built()
-        return await metrics.timed_model_call(
-            client.generate(**kwargs), model=str(kwargs.get("model", ""))
-        )
+    async def generate(self, **request: Unpack[ModelRequest]) -> ModelReply:
+        call = self._built().generate(**request)
+        return await metrics.timed_model_call(call, model=request["model"])
 
-    async def generate_stream(self, **kwargs: Any) -> ModelReply:
-        client = self._built()
-        return await metrics.timed_model_call(
-            client.generate_stream(**kwargs), model=str(kwargs.get("model", ""))
-        )
+    async def generate_stream(
+        self, *, on_delta: DeltaSink, **request: Unpack[ModelRequest]
+    ) -> ModelReply:
+        call = self._built().generate_stream(on_delta=on_delta, **request)
+        return await metrics.timed_model_call(call, model=request["model"])
 
     def _built(self) -> GenaiModelClient:
         if self._client is None:

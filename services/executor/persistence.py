@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, ParamSpec, TypeVar
 
 import asyncpg
@@ -33,6 +34,29 @@ from services.executor.calls import CallResult, PlannedCall, tool_requests, tool
 from services.executor.queue import RunQueue
 from services.executor.run_writes import RunWriter
 from services.executor.runs import RunRecord, RunStatus
+
+_STARTED_CALLS = {
+    "call_ids": attrgetter("tool_call_id"),
+    "call_names": attrgetter("tool_name"),
+    "call_sources": attrgetter("source"),
+    "call_inputs": attrgetter("arguments"),
+}
+"""The call rows a model reply starts: statement parameter <- :class:`PlannedCall` field."""
+_FINISHED_CALLS = {
+    "call_ids": attrgetter("planned.tool_call_id"),
+    "call_statuses": attrgetter("status"),
+    "call_outputs": attrgetter("response"),
+    "call_errors": attrgetter("error"),
+    "call_durations": attrgetter("duration_ms"),
+}
+"""The call rows the results finish: statement parameter <- :class:`CallResult` field."""
+
+
+def _call_columns(
+    items: Sequence[object], columns: Mapping[str, Callable[[object], Any]]
+) -> dict[str, list[Any]]:
+    """A step statement's call-row parameters: one array per column, a row per item."""
+    return {name: list(map(get, items)) for name, get in columns.items()}
 
 
 class LeaseLost(Aborted):
@@ -185,10 +209,7 @@ class RunRecorder:
                 "count_steps": increment,
                 "prompt_tokens": usage.prompt_tokens,
                 "lease_owner": self._owner,
-                "call_ids": [c.tool_call_id for c in calls],
-                "call_names": [c.tool_name for c in calls],
-                "call_sources": [c.source for c in calls],
-                "call_inputs": [c.arguments for c in calls],
+                **_call_columns(calls, _STARTED_CALLS),
             },
         )
         if stored is None:
@@ -230,11 +251,7 @@ class RunRecorder:
             tokens=0,
             rows={
                 "message_role": "tool",
-                "call_ids": [r.planned.tool_call_id for r in results],
-                "call_statuses": [r.status for r in results],
-                "call_outputs": [r.response for r in results],
-                "call_errors": [r.error for r in results],
-                "call_durations": [r.duration_ms for r in results],
+                **_call_columns(results, _FINISHED_CALLS),
             },
         )
         if stored is None:

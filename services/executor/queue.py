@@ -27,8 +27,9 @@ from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import NotFound, ResourceExhausted
 from services.executor.approval_store import answer_held_calls, expire_overdue_approvals
-from services.executor.claim_sql import CLAIM, CLAIM_ANY
-from services.executor.runs import RunRecord, RunStatus, StartRunParams
+from services.executor.claim_sql import CLAIM, CLAIM_ANY, claimed_definition
+from services.executor.registry.definitions import AgentDefinition
+from services.executor.runs import RunRecord, RunStatus, StartRunParams, append_run_events
 
 QUEUED_CHANNEL = "agentfleet_runs_queued"
 """NOTIFY channel of newly queued runs; payload: the run id."""
@@ -90,6 +91,19 @@ class HeartbeatResult:
     """Runs whose lease was renewed; any other run of the worker lost its lease."""
     cancel_requested: frozenset[str]
     """Held runs with a cancel request (the fallback for a missed NOTIFY)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedRun:
+    """A run a worker claimed, with what it needs to start it."""
+
+    run: RunRecord
+    previous_owner: str | None
+    """Lease owner of a run taken over (:data:`RESUME_LEASE_OWNER`: a resumed one); None
+    for a run that was queued."""
+    definition: AgentDefinition | None
+    """The definition the run executes, read by the claim; None when the run names none or
+    it was deleted (the loop reads it by name, or reports it missing)."""
 
 
 DEFAULT_MAX_RUNNING_PER_PROJECT = 64
@@ -179,25 +193,14 @@ class RunQueue:
                 )
             return RunRecord.from_row(existing), False, []
         run = RunRecord.from_row(row)
-        stored = await events.append_events(
-            conn,
-            project_id=run.project_id,
-            run_id=run.id,
-            root_run_id=run.root_run_id,
-            events=[events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
+        stored = await append_run_events(
+            conn, run, [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())]
         )
         return run, True, stored
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:
         """The run; :class:`NotFound` when it is not in the project."""
-        row = await self._pool.fetchrow(
-            "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid",
-            project_id,
-            run_id,
-        )
-        if row is None:
-            raise NotFound(f"run {run_id} not found in project {project_id!r}")
-        return RunRecord.from_row(row)
+        return await read_run(self._pool, project_id, run_id)
 
     async def claim_next(self, owner: str, lease_s: float, *, limit: int = 1) -> list[RunRecord]:
         """Claims up to ``limit`` queued runs: ``running`` under ``owner``'s lease.
@@ -209,19 +212,24 @@ class RunQueue:
         rows = await self._pool.fetch(CLAIM, owner, lease_s, limit, self._max_running_per_project)
         return sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.created_at)
 
-    async def claim(
-        self, owner: str, lease_s: float, *, limit: int = 1
-    ) -> list[tuple[RunRecord, str | None]]:
+    async def claim(self, owner: str, lease_s: float, *, limit: int = 1) -> list[ClaimedRun]:
         """What a worker with ``limit`` free slots runs next, in one round trip: first runs
         whose lease expired, each with the lease owner it had (:data:`RESUME_LEASE_OWNER`
         for a resumed run), then queued ones in the slots left (as :meth:`claim_next`, owner
-        None). Spans projects."""
+        None); each with its definition. Spans projects."""
         # Approval deadlines are enforced on the workers' claim tick (any executor).
         await expire_overdue_approvals(self._pool)
         rows = await self._pool.fetch(
             CLAIM_ANY, owner, lease_s, limit, self._max_running_per_project
         )
-        return [(RunRecord.from_row(r), r["previous_owner"]) for r in rows]
+        return [
+            ClaimedRun(
+                run=RunRecord.from_row(r),
+                previous_owner=r["previous_owner"],
+                definition=claimed_definition(r),
+            )
+            for r in rows
+        ]
 
     async def heartbeat(
         self, run_ids: Sequence[str], owner: str, lease_s: float
@@ -339,12 +347,10 @@ class RunQueue:
                 from_statuses=(previous,),
             )
             assert finished is not None  # the row is locked by the UPDATE above
-            await events.append_events(
+            await append_run_events(
                 conn,
-                project_id=run.project_id,
-                run_id=run.id,
-                root_run_id=run.root_run_id,
-                events=[
+                run,
+                [
                     *held,
                     events.StatusChanged(
                         agent_name=run.agent_name,
@@ -356,6 +362,22 @@ class RunQueue:
                 ],
             )
         return finished
+
+
+async def read_run(
+    conn: asyncpg.Pool | asyncpg.Connection, project_id: str, run_id: str, *, lock: bool = False
+) -> RunRecord:
+    """The run; :class:`NotFound` when it is not in the project. ``lock``: FOR UPDATE, in the
+    caller's transaction."""
+    row = await conn.fetchrow(
+        "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid"
+        + (" FOR UPDATE" if lock else ""),
+        project_id,
+        run_id,
+    )
+    if row is None:
+        raise NotFound(f"run {run_id} not found in project {project_id!r}")
+    return RunRecord.from_row(row)
 
 
 def parse_cancel_payload(payload: str) -> tuple[str, str]:

@@ -23,16 +23,14 @@ from google.genai import types
 
 from agentfleet import events
 from agentfleet.db import notify
-from agentfleet.errors import FailedPrecondition, NotFound
+from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import content_to_json
-from services.executor.queue import QUEUED_CHANNEL, RESUME_LEASE_OWNER
-from services.executor.runs import RunRecord
+from services.executor.queue import QUEUED_CHANNEL, RESUME_LEASE_OWNER, read_run
+from services.executor.runs import RunRecord, append_run_events
 from services.executor.safety import resume_budget_error
 
 RESUME_NOTE = "continue"
 """The user message of a resume without extra input."""
-
-_LOCK_RUN = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid FOR UPDATE"
 
 # The STATUS_CHANGED of an earlier resume of the run with this request_id.
 _EARLIER_RESUME = """
@@ -111,10 +109,7 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
     FailedPrecondition when it is not paused or the global step cap forbids it."""
     reason = resume_reason(params.request_id)
     async with pool.acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(_LOCK_RUN, params.project_id, params.run_id)
-        if row is None:
-            raise NotFound(f"run {params.run_id} not found in project {params.project_id!r}")
-        run = RunRecord.from_row(row)
+        run = await read_run(conn, params.project_id, params.run_id, lock=True)
         if params.request_id:
             seq = await conn.fetchval(_EARLIER_RESUME, run.id, params.request_id)
             if seq is not None:
@@ -149,12 +144,10 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
             run.agent_name,
             content_to_json(note),
         )
-        stored = await events.append_events(
+        stored = await append_run_events(
             conn,
-            project_id=run.project_id,
-            run_id=run.id,
-            root_run_id=run.root_run_id,
-            events=[
+            run,
+            [
                 events.StatusChanged(
                     agent_name=run.agent_name,
                     from_status="paused",

@@ -11,7 +11,7 @@ import uuid
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.request_ids import request_id_violations
-from agentfleet.run_limits import MAX_TOTAL_STEPS
+from agentfleet.run_limits import MAX_TIMEOUT_S, MAX_TOTAL_STEPS
 from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import executor_pb2
 from services.executor.resume import ResumeParams
@@ -19,7 +19,6 @@ from services.executor.runs import StartRunParams
 from services.executor.threads import THREAD_ID_PATTERN
 
 MAX_INPUT_BYTES = 1024 * 1024
-MAX_TIMEOUT_S = 24 * 3600
 MAX_LABELS = 32
 
 
@@ -86,23 +85,33 @@ def _budget(
 
 def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
     """Validates a ResumeRunRequest; InvalidArgument names every bad field."""
-    problems: list[FieldViolation] = []
-    if not is_uuid(request.run_id):
-        problems.append(FieldViolation("run_id", "must be a run id (UUID)"))
+    problems = run_id_violations(request.run_id)
     if len(request.input.encode()) > MAX_INPUT_BYTES:
         problems.append(FieldViolation("input", f"is larger than {MAX_INPUT_BYTES} bytes"))
     max_steps, timeout_s = _budget(request, problems)
-    problems += request_id_violations(request.request_id)
-    if problems:
-        raise InvalidArgument.for_fields(problems)
+    request_id = checked_request(problems, request.request_id)
     return ResumeParams(
         project_id=request.project_id,
         run_id=request.run_id,
         input=request.input,
         max_steps=max_steps,
         timeout_s=timeout_s,
-        request_id=request.request_id or None,
+        request_id=request_id,
     )
+
+
+def run_id_violations(run_id: str) -> list[FieldViolation]:
+    """The problem of a request's ``run_id`` (ResumeRun, DecideToolCall): none, or no UUID."""
+    return [] if is_uuid(run_id) else [FieldViolation("run_id", "must be a run id (UUID)")]
+
+
+def checked_request(problems: list[FieldViolation], request_id: str) -> str | None:
+    """The request's ``request_id`` (None when unset) once it and the other fields passed;
+    otherwise one InvalidArgument naming ``problems`` and the request_id's own."""
+    problems = [*problems, *request_id_violations(request_id)]
+    if problems:
+        raise InvalidArgument.for_fields(problems)
+    return request_id or None
 
 
 def is_uuid(value: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 import grpc
@@ -34,41 +35,34 @@ from services.executor.resume import resume_run
 from services.executor.run_requests import is_uuid, resume_params, start_params
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.task_lineage import inherit_task_limits
-from services.executor.tool_gateway import GrpcToolGateway
+from services.executor.tool_gateway import GrpcToolGateway, ToolGateway
 from services.executor.tree import cancel_tree
 from services.executor.worker import RunWorker, worker_name
 
 
+@dataclass(kw_only=True, eq=False)
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     """StartRun, TriggerRun, CancelRun, ResumeRun and DecideToolCall."""
 
-    def __init__(
-        self,
-        *,
-        pool: asyncpg.Pool,
-        queue: RunQueue,
-        definitions: DefinitionRepository,
-        watch: RunWatch,
-    ) -> None:
-        self._pool = pool
-        self._queue = queue
-        self._definitions = definitions
-        self._watch = watch
+    pool: asyncpg.Pool
+    queue: RunQueue
+    definitions: DefinitionRepository
+    watch: RunWatch
 
     async def _enqueue(self, request: executor_pb2.StartRunRequest, *, followed: bool) -> RunRecord:
         params = start_params(request)
         # Both reads at once: they are independent, and each is a round trip before the run
         # exists (the dispatcher waits on this for every task it starts).
         definition, task_found = await asyncio.gather(
-            self._definitions.get(params.project_id, params.agent_name),
+            self.definitions.get(params.project_id, params.agent_name),
             self._task_in_project(params),
         )
         if not task_found:
             raise NotFound(f"task {params.task_id} not found")
         params.agent_definition_id = str(definition.id)
         params.stream_deltas = streams_deltas(definition.streaming, followed=followed)
-        params = await inherit_task_limits(self._pool, params, definition)
-        run, _created = await self._queue.enqueue(params)
+        params = await inherit_task_limits(self.pool, params, definition)
+        run, _created = await self.queue.enqueue(params)
         return run
 
     async def _task_in_project(self, params: StartRunParams) -> bool:
@@ -76,7 +70,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if params.task_id is None:
             return True
         return bool(
-            await self._pool.fetchval(
+            await self.pool.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE id = $1::uuid"
                 " AND project_id = $2)",
                 params.task_id,
@@ -105,8 +99,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidArgument.for_field("run_id", "must be a run id (UUID)")
         # The whole tree: the run and every descendant, on whichever executor runs them.
         run = await cancel_tree(
-            self._queue,
-            self._pool,
+            self.queue,
+            self.pool,
             request.project_id,
             request.run_id,
             request.reason or DEFAULT_CANCEL_REASON,
@@ -116,7 +110,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     async def ResumeRun(
         self, request: executor_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[common_pb2.RunEvent]:
-        resumed = await resume_run(self._pool, resume_params(request))
+        resumed = await resume_run(self.pool, resume_params(request))
         async for event in self._execution(
             resumed.run, after_seq=resumed.after_seq, include_internal=request.include_internal
         ):
@@ -127,7 +121,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     ) -> AsyncIterator[common_pb2.RunEvent]:
         """Enqueue, then watch: the run's events after ``after_seq`` up to the RUN_FINISHED
         of the execution just started, from the watcher WatchRun uses."""
-        return self._watch.events(
+        return self.watch.events(
             project_id=run.project_id,
             run_id=run.id,
             after_seq=after_seq,
@@ -140,7 +134,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     ) -> executor_pb2.DecideToolCallResponse:
         principal = current_principal.get()
         outcome = await decide_tool_call(
-            self._pool, decision_params(request, decided_by=principal.token_id or "auth-off")
+            self.pool, decision_params(request, decided_by=principal.token_id or "auth-off")
         )
         return executor_pb2.DecideToolCallResponse(
             run=RunRecord.from_row(outcome.run).to_proto(),
@@ -149,6 +143,18 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             ),
             waiting_tool_call_ids=outcome.waiting,
         )
+
+
+def tool_gateway(pool: asyncpg.Pool, channel: grpc.aio.Channel, *, where: str) -> ToolGateway:
+    """The toolpool over ``channel``; with ``where`` ``inprocess`` the built-in tools run in
+    this process instead (AGENTFLEET_EXECUTOR_BUILTIN_TOOLS)."""
+    toolpool = GrpcToolGateway(channel)
+    if where != "inprocess":
+        return toolpool
+    # Imported only then: it brings the toolpool's modules into the executor.
+    from services.executor.builtin_tools import InProcessBuiltinTools
+
+    return InProcessBuiltinTools(pool, toolpool)
 
 
 async def build_executor_parts(
@@ -190,7 +196,7 @@ async def build_executor_parts(
     loop = AgentLoop(
         pool=context.pool,
         definitions=definitions,
-        tools=GrpcToolGateway(channel),
+        tools=tool_gateway(context.pool, channel, where=settings.executor_builtin_tools),
         model=model,
         owner=owner,
         timeout_grace_s=timeout_grace_s,

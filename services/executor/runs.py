@@ -13,11 +13,19 @@ Every transition is a conditional UPDATE in :mod:`services.executor.queue`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentfleet.events import agent_run_to_proto, run_snapshot
+import asyncpg
+
+from agentfleet.events import (
+    PersistedEvent,
+    RunEvent,
+    agent_run_to_proto,
+    append_events,
+    run_snapshot,
+)
 from agentfleet.v1 import common_pb2
 
 RunStatus = Literal["queued", "running", "waiting", "completed", "failed", "cancelled", "paused"]
@@ -130,6 +138,16 @@ class RunRecord:
     def snapshot(self) -> dict[str, Any]:
         """The ``run`` payload of RUN_QUEUED / RUN_FINISHED events."""
         return run_snapshot(self.as_mapping())
+
+
+async def append_run_events(
+    conn: asyncpg.Connection, run: RunRecord, batch: Sequence[RunEvent]
+) -> list[PersistedEvent]:
+    """Appends ``batch`` to the run's events in the caller's transaction; the events as
+    stored (:func:`agentfleet.events.append_events`)."""
+    return await append_events(
+        conn, project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
+    )
 
 
 def streams_deltas(definition_streaming: bool | None, *, followed: bool) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from agentfleet.grpc_server import Registration
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
@@ -23,9 +25,19 @@ REGISTRY_ADMIN_METHODS = (
 EXECUTOR_ADMIN_METHODS = ("DecideToolCall",)
 
 
+def settle_heap() -> None:
+    """Puts what startup left alive (modules, google-genai, protobuf, pydantic: some 150,000
+    objects) out of the garbage collector's reach (``gc.freeze``): a full collection then
+    walks only what the runs made since. Each one otherwise walked them all, about 85 ms of
+    CPU with the event loop stopped, every couple of hundred steps (bench/executor_steps.py)."""
+    gc.collect()
+    gc.freeze()
+
+
 async def build(context: ServiceContext) -> ServiceParts:
     definitions = DefinitionRepository(context.pool)
     runs, loops, cleanups = await build_executor_parts(context)
+    settle_heap()
     return ServiceParts(
         registrations=[
             Registration.of(

@@ -48,6 +48,21 @@ class StepResult:
 NEXT_STEP = StepResult(ended=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """Ends a run without an output schema: its answer is the summary."""
+
+    recorder: RunRecorder
+
+    async def finish(self, answer: str) -> RunRecord | None:
+        return await self.recorder.record_finish(
+            status="completed", reason="model answered", summary=answer
+        )
+
+    async def finish_recovered(self, answer: str) -> RunRecord | None:
+        return await self.finish(answer)
+
+
 @dataclass(kw_only=True, slots=True)
 class StepRunner:
     """Runs the steps of one execution; built by the :class:`~services.executor.loop.AgentLoop`."""
@@ -82,13 +97,7 @@ class StepRunner:
                 pool=self.pool,
                 run=run,
                 step=step,
-                call=ModelCall(
-                    model=turn.model,
-                    system_instruction=turn.system,
-                    contents=contents,
-                    tools=turn.tools,
-                    config=turn.config,
-                ),
+                call=ModelCall.of(turn, contents),
                 streaming=run.stream_deltas,
             )
             planned, depth_events = screen_depth(
@@ -112,24 +121,9 @@ class StepRunner:
                 extra_events=[*depth_events, *screened.safety_events],
             )
             contents.append(reply.content)
-            if not screened.calls and definition.output_schema is not None:
-                return StepResult.end(
-                    await StructuredFinish(
-                        model=self.model,
-                        pool=self.pool,
-                        recorder=recorder,
-                        progress=progress,
-                        turn=turn,
-                        contents=contents,
-                        schema=definition.output_schema,
-                    ).finish(reply.text)
-                )
             if not screened.calls:
-                return StepResult.end(
-                    await recorder.record_finish(
-                        status="completed", reason="model answered", summary=reply.text
-                    )
-                )
+                answered = self.answered(recorder, progress, turn, contents, definition)
+                return StepResult.end(await answered.finish(reply.text))
             if screened.stop_error is not None:
                 await recorder.record_tool_results(
                     step=step, results=[refused_result(c) for c in screened.calls]
@@ -168,6 +162,28 @@ class StepRunner:
             tool_content = await recorder.record_tool_results(step=step, results=results)
             contents.append(tool_content)
             return NEXT_STEP
+
+    def answered(
+        self,
+        recorder: RunRecorder,
+        progress: Progress,
+        turn: Turn,
+        contents: list[types.Content],
+        definition: AgentDefinition,
+    ) -> Answered | StructuredFinish:
+        """How the run ends now that the model answered without a function call (also for
+        an answer recovered from a worker that died before it ended the run)."""
+        if definition.output_schema is None:
+            return Answered(recorder)
+        return StructuredFinish(
+            model=self.model,
+            pool=self.pool,
+            recorder=recorder,
+            progress=progress,
+            turn=turn,
+            contents=contents,
+            schema=definition.output_schema,
+        )
 
     async def run_calls(
         self,

@@ -10,7 +10,8 @@ A model client that cannot stream answers unstreamed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import asyncpg
 from google.genai import types
@@ -18,6 +19,7 @@ from google.genai import types
 from agentfleet.events.delta import TextDelta, publish_delta
 from agentfleet.llm import ModelClient, ModelReply, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
+from services.executor.loop_state import Turn
 from services.executor.runs import RunRecord
 
 _NEXT_SEQ = """
@@ -35,6 +37,21 @@ class ModelCall:
     tools: Sequence[types.Tool]
     config: types.GenerateContentConfig | None
 
+    @classmethod
+    def of(cls, turn: Turn, contents: Sequence[types.Content]) -> ModelCall:
+        """A step's call: the run's turn with the conversation so far."""
+        return cls(
+            model=turn.model,
+            system_instruction=turn.system,
+            contents=contents,
+            tools=turn.tools,
+            config=turn.config,
+        )
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`ModelClient.generate` (the fields, not copies)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
 
 async def call_model(
     *,
@@ -48,13 +65,7 @@ async def call_model(
     """One model call of ``run``'s ``step``; streamed (deltas published) when asked for
     and the client can."""
     if not streaming or not isinstance(model, StreamingModelClient):
-        return await model.generate(
-            model=call.model,
-            system_instruction=call.system_instruction,
-            contents=call.contents,
-            tools=call.tools,
-            config=call.config,
-        )
+        return await model.generate(**call.arguments())
     # Only this worker appends the run's events while it holds the lease: the step's
     # first stored event will have this seq.
     before_seq = int(await pool.fetchval(_NEXT_SEQ, run.project_id, run.id) or 1)
@@ -74,11 +85,4 @@ async def call_model(
             ),
         )
 
-    return await model.generate_stream(
-        model=call.model,
-        system_instruction=call.system_instruction,
-        contents=call.contents,
-        tools=call.tools,
-        config=call.config,
-        on_delta=publish,
-    )
+    return await model.generate_stream(**call.arguments(), on_delta=publish)

@@ -114,32 +114,3 @@ class StructuredFinish:
         await self.recorder.record_model_reply(step=self.progress.step, reply=reply, calls=[])
         self.contents.append(reply.content)
         return reply
-
-
-async def end_answered_run(
-    *,
-    model: ModelClient,
-    pool: asyncpg.Pool,
-    recorder: RunRecorder,
-    progress: Progress,
-    turn: Turn,
-    contents: list[types.Content],
-    schema: Mapping[str, Any] | None,
-    answer: str,
-) -> RunRecord | None:
-    """Ends a recovered run whose model had already answered ``answer`` (only the completion
-    was lost with its worker): as it stands, or through the output schema's check."""
-    if schema is None:
-        return await recorder.record_finish(
-            status="completed", reason="model answered", summary=answer
-        )
-    finish = StructuredFinish(
-        model=model,
-        pool=pool,
-        recorder=recorder,
-        progress=progress,
-        turn=turn,
-        contents=contents,
-        schema=schema,
-    )
-    return await finish.finish_recovered(answer)

@@ -141,35 +141,50 @@ class GrpcToolGateway:
         ]
 
     async def call(self, request: ToolCallRequest) -> ToolOutcome:
-        arguments = struct_pb2.Struct()
         started = time.perf_counter()
+        message = call_tool_request(request)
+        if isinstance(message, str):
+            return failure(message, started)
         try:
-            arguments.update(request.arguments)
-            message = toolpool_pb2.CallToolRequest(
-                project_id=request.project_id,
-                run_id=request.run_id,
-                tool_call_id=request.tool_call_id,
-                tool_name=request.tool_name,
-                arguments=arguments,
-            )
-            if request.timeout_s is not None:
-                message.timeout.CopyFrom(duration_pb2.Duration(seconds=int(request.timeout_s)))
             await self._wait_connected()
             reply = await self._stub.CallTool(message)
         except grpc.aio.AioRpcError as exc:
-            error = f"{exc.code().name}: {exc.details()}"
-            return _failure(error, started)
-        except (ValueError, TypeError) as exc:
-            return _failure(f"arguments are not a JSON object: {exc}", started)
-        return ToolOutcome(
-            result=json_format.MessageToDict(reply.result),
-            is_error=reply.is_error,
-            error=reply.error_message,
-            duration_ms=reply.duration.ToMilliseconds(),
-        )
+            return failure(f"{exc.code().name}: {exc.details()}", started)
+        return tool_outcome(reply)
 
 
-def _failure(error: str, started: float) -> ToolOutcome:
+def call_tool_request(request: ToolCallRequest) -> toolpool_pb2.CallToolRequest | str:
+    """The CallTool request of a call (the arguments a protobuf Struct: numbers become
+    floats, as the tool sees them); why not when the arguments are not a JSON object."""
+    arguments = struct_pb2.Struct()
+    try:
+        arguments.update(request.arguments)
+    except (ValueError, TypeError) as exc:
+        return f"arguments are not a JSON object: {exc}"
+    message = toolpool_pb2.CallToolRequest(
+        project_id=request.project_id,
+        run_id=request.run_id,
+        tool_call_id=request.tool_call_id,
+        tool_name=request.tool_name,
+        arguments=arguments,
+    )
+    if request.timeout_s is not None:
+        message.timeout.CopyFrom(duration_pb2.Duration(seconds=int(request.timeout_s)))
+    return message
+
+
+def tool_outcome(reply: toolpool_pb2.CallToolResponse) -> ToolOutcome:
+    """The outcome a CallTool reply carries."""
+    return ToolOutcome(
+        result=json_format.MessageToDict(reply.result),
+        is_error=reply.is_error,
+        error=reply.error_message,
+        duration_ms=reply.duration.ToMilliseconds(),
+    )
+
+
+def failure(error: str, started: float) -> ToolOutcome:
+    """A call that failed (transport, refusal) ``error``, after what it took since ``started``."""
     elapsed = int((time.perf_counter() - started) * 1000)
     return ToolOutcome(
         result={"error": error}, is_error=True, error=error, duration_ms=elapsed, failed=True
@@ -212,7 +227,7 @@ class InMemoryToolGateway:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return _failure(f"{type(exc).__name__}: {exc}", started)
+            return failure(f"{type(exc).__name__}: {exc}", started)
         elapsed = int((time.perf_counter() - started) * 1000)
         return ToolOutcome(result=result, duration_ms=elapsed)
 

@@ -43,6 +43,7 @@ from services.executor.queue import (
     CANCEL_CHANNEL,
     QUEUED_CHANNEL,
     RESUME_LEASE_OWNER,
+    ClaimedRun,
     RunQueue,
     parse_cancel_payload,
 )
@@ -132,7 +133,7 @@ class RunWorker:
             while not stopping.is_set():
                 self._wake.clear()
                 free = self.concurrency - len(self._active)
-                claimed: list[tuple[RunRecord, bool]] = []
+                claimed: list[ClaimedRun] = []
                 if free > 0:
                     try:
                         claimed = await self._claim(free)
@@ -143,8 +144,8 @@ class RunWorker:
                             log.exception("claim_failed")
                     else:
                         database_outage.back()
-                for run, resumed in claimed:
-                    self._start(group, run, resumed=resumed)
+                for claim in claimed:
+                    self._start(group, claim)
                 if claimed and len(claimed) == free:
                     continue  # maybe more waiting; claim again once a slot frees
                 wake = asyncio.ensure_future(self._wake.wait())
@@ -157,12 +158,12 @@ class RunWorker:
         finally:
             stop_waiter.cancel()
 
-    async def _claim(self, free: int) -> list[tuple[RunRecord, bool]]:
+    async def _claim(self, free: int) -> list[ClaimedRun]:
         """Runs to execute, at most ``free``: first those whose lease expired (crash
-        recovery, released at shutdown, resumed), then queued ones. ``True`` = resumed."""
-        claimed = await self.queue.claim(self.owner, self.lease_s, limit=free)
-        taken: list[tuple[RunRecord, bool]] = []
-        for run, previous in claimed:
+        recovery, released at shutdown, resumed), then queued ones."""
+        taken: list[ClaimedRun] = []
+        for claim in await self.queue.claim(self.owner, self.lease_s, limit=free):
+            run, previous = claim.run, claim.previous_owner
             if run.id in self._active:
                 # Our own run, whose lease expired while the database was away: the claim
                 # renewed it; the execution under way goes on.
@@ -170,11 +171,15 @@ class RunWorker:
                 continue
             if previous is not None:
                 log.info("run_taken_over", run_id=run.id, previous_owner=previous)
-            taken.append((run, previous == RESUME_LEASE_OWNER))
+            taken.append(claim)
         return taken
 
-    def _start(self, group: asyncio.TaskGroup, run: RunRecord, *, resumed: bool = False) -> None:
-        active = _ActiveRun(run=run, control=RunControl(resumed=resumed))
+    def _start(self, group: asyncio.TaskGroup, claim: ClaimedRun) -> None:
+        run = claim.run
+        control = RunControl(
+            resumed=claim.previous_owner == RESUME_LEASE_OWNER, definition=claim.definition
+        )
+        active = _ActiveRun(run=run, control=control)
         self._active[run.id] = active
         active.task = group.create_task(self._execute(active), name=f"run-{run.id}")
 
@@ -235,6 +240,8 @@ class RunWorker:
                 log.info("run_moved_on_during_outage", run_id=run.id, status=current.status)
                 return
             active.run = current
+            # As before the claim carried it: each execution reads the definition afresh.
+            control.definition = None
             log.info("run_continued_after_outage", run_id=run.id)
 
     async def _heartbeat_loop(self, stopping: asyncio.Event) -> None:

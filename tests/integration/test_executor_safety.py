@@ -381,8 +381,9 @@ async def _resume_and_execute(harness: Harness, run_id: str, text: str) -> RunRe
         harness.pool, ResumeParams(project_id=PROJECT, run_id=run_id, input=text)
     )
     assert resumed.run.status == "running"
-    ((claimed, previous),) = await RunQueue(harness.pool).claim(OWNER, 30.0)
-    assert previous == RESUME_LEASE_OWNER
+    (claim,) = await RunQueue(harness.pool).claim(OWNER, 30.0)
+    claimed = claim.run
+    assert claim.previous_owner == RESUME_LEASE_OWNER
     loop = AgentLoop(
         pool=harness.pool,
         definitions=DefinitionRepository(harness.pool),

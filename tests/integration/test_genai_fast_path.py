@@ -1,17 +1,19 @@
 """The fast path's switch and fallback against the real stub server (issue #17): with the
 self-check passing and the switch on, calls take the fast path; with a google-genai name
 gone (removed here, in the test only) or the switch off, every call takes the SDK's public
-path, one warning says why, and calls still succeed, sending the stub the same request."""
+path, one warning says why, and calls still succeed, sending the stub the same request.
+A streamed call hands on the same pieces and returns the same reply on either path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from google.genai import models, types
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
-from agentfleet.llm import GenaiModelClient, RetryPolicy
+from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, TextDelta
 from agentfleet.llm import genai_client as genai_client_module
 from agentfleet.testing.gemini import stub_settings
 
@@ -147,3 +149,71 @@ async def test_aclose_closes_the_sessions_it_made(gemini_stub: GeminiStub) -> No
     assert not channel.session.closed
     await client.aclose()
     assert channel.session.closed
+
+
+async def _streamed_steps(client: GenaiModelClient) -> tuple[list[TextDelta], list[ModelReply]]:
+    """Two streamed calls of one run: every piece handed on, and the replies."""
+    contents = [types.Content(role="user", parts=[types.Part(text="go")])]
+    pieces: list[TextDelta] = []
+    replies = []
+
+    async def keep(piece: TextDelta) -> None:
+        pieces.append(piece)
+
+    for _ in range(2):
+        reply = await client.generate_stream(
+            model="m", system_instruction="be brief", contents=contents, tools=TOOLS, on_delta=keep
+        )
+        replies.append(reply)
+        contents.append(reply.content)
+        contents.append(
+            types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(name="echo", response={"ok": 1})
+                    )
+                ],
+            )
+        )
+    return pieces, replies
+
+
+async def test_a_streamed_call_gives_the_same_pieces_and_reply_on_both_paths(
+    gemini_stub: GeminiStub, warnings: Warnings
+) -> None:
+    gemini_stub.add_script(
+        Script(
+            name="s",
+            per_conversation=True,
+            replies=[
+                Reply(
+                    thought="Let me look.",
+                    text="Looking it up \u2603 now.",
+                    calls=[Call("echo", {"x": 1})],
+                    stream_chunk_chars=4,
+                ),
+                Reply(text="All done: the answer is 42.", stream_chunk_chars=5),
+            ],
+        )
+    )
+    fast, sdk = _client(gemini_stub), _client(gemini_stub, fast_path=False)
+    try:
+        fast_pieces, fast_replies = await _streamed_steps(fast)
+        sdk_pieces, sdk_replies = await _streamed_steps(sdk)
+    finally:
+        await fast.aclose()
+        await sdk.aclose()
+    assert fast.calls_by_path == {"fast_stream": 2}
+    assert sdk.calls_by_path == {"sdk_stream": 2}
+    assert fast_pieces == sdk_pieces
+    assert len(fast_pieces) > 8
+    # Content (parts merged), text, calls, usage: all but the stub's id of each answer.
+    assert [replace(r, response_id=None) for r in fast_replies] == [
+        replace(r, response_id=None) for r in sdk_replies
+    ]
+    assert fast_replies[1].text == "All done: the answer is 42."
+    fast_requests, sdk_requests = gemini_stub.requests[:2], gemini_stub.requests[2:]
+    assert all(r.method == "streamGenerateContent" for r in gemini_stub.requests)
+    assert [r.body for r in sdk_requests] == [r.body for r in fast_requests]
+    assert [r.path for r in sdk_requests] == [r.path for r in fast_requests]

@@ -162,12 +162,12 @@ async def test_one_claim_takes_expired_runs_first_then_queued_ones(
 
     # Three expired runs and one queued: a slot for one goes to an expired run.
     (first,) = await queue.claim("me", 30.0, limit=1)
-    assert first[1] in ("dead-worker", "peek")
+    assert first.previous_owner in ("dead-worker", "peek")
     rest = await queue.claim("me", 30.0, limit=5)
     assert len(rest) == 3
-    taken_over = {run.id for run, owner in [first, *rest] if owner is not None}
+    taken_over = {c.run.id for c in [first, *rest] if c.previous_owner is not None}
     assert taken_over == {r.id for r in dead} | {oldest_queued.id}
-    (queued,) = [run for run, owner in rest if owner is None]
+    (queued,) = [c.run for c in rest if c.previous_owner is None]
     assert queued.status == "running"
     assert queued.lease_owner == "me"
     assert await queue.claim("me", 30.0, limit=5) == []

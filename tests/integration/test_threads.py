@@ -146,8 +146,10 @@ async def test_the_claims_thread_probe_is_index_backed(db_pool: asyncpg.Pool) ->
     nodes = list(_nodes(plan[0]["Plan"]))
     described = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes]
     assert any(n.get("Index Name") == "agent_runs_thread_active_idx" for n in nodes), described
-    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], [
-        (n.get("Relation Name"), n.get("Filter")) for n in nodes if n["Node Type"] == "Seq Scan"
+    # agent_runs, that is: the few claimed runs' definitions may come from a small table.
+    scans = [n for n in nodes if n["Node Type"] == "Seq Scan"]
+    assert not [n for n in scans if n.get("Relation Name") == "agent_runs"], [
+        (n.get("Relation Name"), n.get("Filter")) for n in scans
     ]
 
 

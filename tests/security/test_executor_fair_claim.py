@@ -34,10 +34,10 @@ async def test_one_projects_backlog_does_not_hide_another_projects_run(
 
     first_batch = await queue.claim("worker", 30.0, limit=2)
 
-    assert {run.id for run, _ in first_batch} == {quiet.id, oldest_flood}
+    assert {c.run.id for c in first_batch} == {quiet.id, oldest_flood}
     # Once B's queue is empty, A's backlog goes on in order, one batch after another.
     second_batch = await queue.claim("worker", 30.0, limit=2)
-    assert all(run.project_id == "flooder" for run, _ in second_batch)
+    assert all(c.run.project_id == "flooder" for c in second_batch)
     assert len(second_batch) == 2
 
 
@@ -54,9 +54,9 @@ async def test_round_robin_across_projects_respects_the_running_cap(
         """
     )
     queue = RunQueue(db_pool, max_running_per_project=2)
-    batch = [run for run, _ in await queue.claim("w", 30.0, limit=3)]
+    batch = [c.run for c in await queue.claim("w", 30.0, limit=3)]
     assert sorted(run.project_id for run in batch) == ["p1", "p2", "p3"]
-    batch = [run for run, _ in await queue.claim("w", 30.0, limit=6)]
+    batch = [c.run for c in await queue.claim("w", 30.0, limit=6)]
     assert sorted(run.project_id for run in batch) == ["p1", "p2", "p3"]  # caps reached
     assert await queue.claim("w", 30.0, limit=6) == []
     parent = batch[0]
@@ -71,5 +71,5 @@ async def test_round_robin_across_projects_respects_the_running_cap(
             depth=1,
         )
     )
-    ((claimed_child, _),) = await queue.claim("w", 30.0, limit=6)
-    assert claimed_child.id == child.id
+    (claimed_child,) = await queue.claim("w", 30.0, limit=6)
+    assert claimed_child.run.id == child.id

@@ -18,7 +18,13 @@ from google.genai import models, types
 from google.genai._api_client import HttpResponse
 
 from agentfleet.config import ConfigError, load_settings
-from agentfleet.llm import genai_fast, genai_response, genai_transport
+from agentfleet.llm import (
+    GenaiModelClient,
+    genai_fast,
+    genai_response,
+    genai_transport,
+    genai_wires,
+)
 from agentfleet.llm.genai_fast import FastGenerate
 from agentfleet.llm.genai_selfcheck import (
     INSTANCE_NAMES,
@@ -80,8 +86,8 @@ def _private_names_used(module: Any) -> set[str]:
 
 def test_every_private_name_the_fast_path_uses_is_checked() -> None:
     checked = {name.rsplit(".", 1)[-1] for name in (*PRIVATE_NAMES, *INSTANCE_NAMES)}
-    ours = {"_content", "_post", "_build_head", "_new_head", "_plan", "_field"}
-    for module in (genai_fast, genai_transport, genai_response):
+    ours = {"_post", "_build_head", "_plan", "_field"}
+    for module in (genai_fast, genai_transport, genai_response, genai_wires):
         assert _private_names_used(module) - ours <= checked, module.__name__
 
 
@@ -107,11 +113,11 @@ async def test_contents_are_converted_once_and_forgotten_with_them() -> None:
     contents = sample_contents()
     await fast.generate(first, contents)
     await fast.generate(first, contents)
-    assert len(fast._contents) == 3
+    assert len(fast.wires) == 3
     assert wire.sent[0] == wire.sent[1]
     del contents
     gc.collect()
-    assert fast._contents == {}
+    assert len(fast.wires) == 0
 
 
 def test_unusual_requests_take_the_sdk_path() -> None:
@@ -127,3 +133,14 @@ def test_the_switch_setting() -> None:
     assert load_settings({"AGENTFLEET_GENAI_FAST_PATH": "ON"}).genai_fast_path is True
     with pytest.raises(ConfigError, match="AGENTFLEET_GENAI_FAST_PATH"):
         load_settings({"AGENTFLEET_GENAI_FAST_PATH": "fast"})
+
+
+async def test_a_call_missing_or_misnaming_an_argument_is_refused() -> None:
+    client = GenaiModelClient(genai.Client(api_key="k", http_options={"base_url": "http://x"}))
+    try:
+        with pytest.raises(TypeError, match=r"missing \['contents'\]"):
+            await client.generate(model="m", system_instruction=None)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"unexpected \['tool'\]"):
+            await client.generate(model="m", system_instruction=None, contents=[], tool=[])  # type: ignore[call-arg]
+    finally:
+        await client.aclose()

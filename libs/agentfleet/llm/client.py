@@ -6,9 +6,9 @@ google-genai adapter (Gemini API, Vertex AI, or the stub server through a base U
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from google.genai import types
 
@@ -79,23 +79,45 @@ class RetryPolicy:
         return cls(max_attempts=max_attempts, base_delay_s=0.001, max_delay_s=0.01)
 
 
+class _RequiredArguments(TypedDict):
+    model: str
+    system_instruction: str | None
+    contents: Sequence[types.Content]
+
+
+# Required and optional keys by class (``total``): with postponed annotations, TypedDict
+# cannot see Required[...] inside the annotation strings.
+class ModelRequest(_RequiredArguments, total=False):
+    """What one model call sends: the keyword arguments of :meth:`ModelClient.generate`
+    (and of :meth:`StreamingModelClient.generate_stream`, besides ``on_delta``): ``model``,
+    ``system_instruction`` and ``contents``, and optionally:"""
+
+    tools: Sequence[types.Tool]
+    """The functions the model may call; none when left out."""
+    config: types.GenerateContentConfig | None
+    """Temperature, max output tokens, a response JSON schema, tool config; its own system
+    instruction and tools are replaced by the fields above."""
+
+
+def checked_request(request: Mapping[str, object]) -> ModelRequest:
+    """``request`` when it has every required field and no other (TypeError otherwise, as
+    a call with a missing or unknown keyword argument raises)."""
+    missing = ModelRequest.__required_keys__ - request.keys()
+    unknown = request.keys() - ModelRequest.__required_keys__ - ModelRequest.__optional_keys__
+    if missing or unknown:
+        raise TypeError(
+            f"model call arguments: missing {sorted(missing)}, unexpected {sorted(unknown)}"
+        )
+    return request  # type: ignore[return-value]
+
+
 class ModelClient(Protocol):
     """Calls a model for one step of an agent. Implementations retry transient failures
     themselves and raise :class:`agentfleet.llm.errors.ModelError` subclasses otherwise;
     cancellation propagates at once."""
 
-    async def generate(
-        self,
-        *,
-        model: str,
-        system_instruction: str | None,
-        contents: Sequence[types.Content],
-        tools: Sequence[types.Tool] = (),
-        config: types.GenerateContentConfig | None = None,
-    ) -> ModelReply:
-        """One model call. ``config`` carries temperature, max output tokens, a response
-        JSON schema, tool config; its own system instruction and tools are replaced by the
-        arguments."""
+    async def generate(self, **request: Unpack[ModelRequest]) -> ModelReply:
+        """One model call."""
         ...
 
     async def aclose(self) -> None:
@@ -108,14 +130,7 @@ class StreamingModelClient(ModelClient, Protocol):
     """A :class:`ModelClient` that can also stream a reply's text as it is produced."""
 
     async def generate_stream(
-        self,
-        *,
-        model: str,
-        system_instruction: str | None,
-        contents: Sequence[types.Content],
-        tools: Sequence[types.Tool] = (),
-        config: types.GenerateContentConfig | None = None,
-        on_delta: DeltaSink,
+        self, *, on_delta: DeltaSink, **request: Unpack[ModelRequest]
     ) -> ModelReply:
         """:meth:`generate`, with each text or thought piece given to ``on_delta`` as it
         arrives; returns the whole reply, function calls included, once the stream ends."""

@@ -3,19 +3,20 @@
 Our retry policy is the only one: google-genai's HTTP retries and its automatic function
 calling are switched off, so every attempt and every tool call is visible to the executor.
 
-Calls take the fast path (:mod:`agentfleet.llm.genai_fast`) when the switch
-(``AGENTFLEET_GENAI_FAST_PATH``) is on and the self-check
+Calls, streamed or not, take the fast path (:mod:`agentfleet.llm.genai_fast`) when the
+switch (``AGENTFLEET_GENAI_FAST_PATH``) is on and the self-check
 (:mod:`agentfleet.llm.genai_selfcheck`) passed; otherwise the SDK's public
-``client.aio.models.generate_content``, with one warning per process saying why.
+``client.aio.models.generate_content`` (``generate_content_stream``), with one warning per
+process saying why.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import aiohttp
 import structlog
@@ -25,13 +26,17 @@ from google.genai import types
 from opentelemetry import trace
 
 from agentfleet.config import ConfigError, Settings
-from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy
-from agentfleet.llm.errors import (
-    MalformedModelReply,
+from agentfleet.llm.client import (
+    DeltaSink,
+    ModelReply,
+    ModelRequest,
+    RetryPolicy,
+    checked_request,
 )
-from agentfleet.llm.genai_fast import FastGenerate, request_config
+from agentfleet.llm.genai_fast import FastGenerate, RequestHead, request_config
 from agentfleet.llm.genai_selfcheck import check_fast_path
-from agentfleet.llm.genai_translate import reply_from_response, retry_delay
+from agentfleet.llm.genai_stream import stream_once
+from agentfleet.llm.genai_translate import with_retries
 from agentfleet.llm.genai_transport import new_session
 
 _log = structlog.get_logger(__name__)
@@ -120,7 +125,8 @@ class GenaiModelClient:
         self._settings = settings
         self._retry = retry or RetryPolicy()
         self.calls_by_path: Counter[str] = Counter()
-        """Model calls per path taken: ``fast`` or ``sdk``."""
+        """Model calls per path taken: ``fast`` or ``sdk`` (``fast_stream`` or ``sdk_stream``
+        when streamed)."""
         vertex = bool(client.vertexai) if client is not None else _uses_vertex(settings)
         self.fast_path_off_reason = _fast_path_verdict(fast_path, vertex=vertex)
         """Why calls take the SDK's public path (None: the fast path serves them)."""
@@ -173,96 +179,89 @@ class GenaiModelClient:
             channel = self._channels[loop] = self._channel(client, session)
         return channel
 
-    async def generate(
-        self,
-        *,
-        model: str,
-        system_instruction: str | None,
-        contents: Sequence[types.Content],
-        tools: Sequence[types.Tool] = (),
-        config: types.GenerateContentConfig | None = None,
-    ) -> ModelReply:
+    async def generate(self, **request: Unpack[ModelRequest]) -> ModelReply:
         """One model call, retried on 429/5xx and dropped connections per the policy."""
-        channel = self._current_channel()
-        with _tracer.start_as_current_span(f"chat {model}") as span:
-            span.set_attribute("gen_ai.operation.name", "chat")
-            span.set_attribute("gen_ai.provider.name", "gcp.gemini")
-            span.set_attribute("gen_ai.request.model", model)
-            reply = await self._generate_with_retries(
-                channel, model, system_instruction, contents, tools, config
-            )
-            span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
-            if reply.finish_reason is not None:
-                span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
-            span.set_attribute("agentfleet.model.attempts", reply.attempts)
-            return reply
+        call = self._request(request, "")
+        return await _traced(call.model, with_retries(call.generate, self._retry, model=call.model))
 
     async def generate_stream(
-        self,
-        *,
-        model: str,
-        system_instruction: str | None,
-        contents: Sequence[types.Content],
-        tools: Sequence[types.Tool] = (),
-        config: types.GenerateContentConfig | None = None,
-        on_delta: DeltaSink,
+        self, *, on_delta: DeltaSink, **request: Unpack[ModelRequest]
     ) -> ModelReply:
         """:meth:`generate` streamed: text pieces go to ``on_delta`` as they arrive; the
         whole reply is returned at the end (:mod:`agentfleet.llm.genai_stream`)."""
-        from agentfleet.llm.genai_stream import stream_with_retries  # it imports this module
+        call = self._request(request, "_stream")
 
+        async def attempt() -> types.GenerateContentResponse:
+            return await stream_once(call.chunks, on_delta)
+
+        retried = with_retries(attempt, self._retry, model=call.model, call="streamed model call")
+        return await _traced(call.model, retried)
+
+    def _request(self, arguments: ModelRequest, kind: str) -> _Request:
+        """The call as it will be sent, by the fast path when it can (counted per path,
+        ``kind`` appended)."""
+        request = checked_request(arguments)
+        model, contents = request["model"], request["contents"]
+        system, tools, config = (
+            request["system_instruction"],
+            request.get("tools", ()),
+            request.get("config"),
+        )
         channel = self._current_channel()
-        self.calls_by_path["stream"] += 1
-        with _tracer.start_as_current_span(f"chat {model}") as span:
-            span.set_attribute("gen_ai.operation.name", "chat")
-            span.set_attribute("gen_ai.request.model", model)
-            reply = await stream_with_retries(
-                channel.client,
-                self._retry,
-                model=model,
-                contents=contents,
-                config=request_config(system_instruction, tools, config),
-                on_delta=on_delta,
-            )
-            span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
-            return reply
-
-    async def _generate_with_retries(
-        self,
-        channel: _Channel,
-        model: str,
-        system_instruction: str | None,
-        contents: Sequence[types.Content],
-        tools: Sequence[types.Tool],
-        config: types.GenerateContentConfig | None,
-    ) -> ModelReply:
         fast = channel.fast
-        if fast is not None:
-            head = fast.head_for(
-                model=model, system_instruction=system_instruction, tools=tools, config=config
+        if fast is None:
+            sent = _Request(
+                channel.client, None, model, contents, request_config(system, tools, config)
             )
-            if not fast.supports(head, contents):
-                fast = None
-            sent_config = head.config
         else:
-            sent_config = request_config(system_instruction, tools, config)
-        self.calls_by_path["sdk" if fast is None else "fast"] += 1
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                if fast is not None:
-                    response = await fast.generate(head, contents)
-                else:
-                    response = await channel.client.aio.models.generate_content(
-                        model=model, contents=list(contents), config=sent_config
-                    )
-                return reply_from_response(response, attempts=attempt)
-            except MalformedModelReply:
-                raise
-            except Exception as exc:
-                await asyncio.sleep(retry_delay(exc, self._retry, attempt=attempt, model=model))
+            head = fast.head_for(model=model, system_instruction=system, tools=tools, config=config)
+            on_fast = (fast, head) if fast.supports(head, contents) else None
+            sent = _Request(channel.client, on_fast, model, contents, head.config)
+        self.calls_by_path[("sdk" if sent.fast is None else "fast") + kind] += 1
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """One model call as it will be sent: by the fast path (``fast`` set) or by the SDK's
+    public call with ``config``."""
+
+    client: genai.Client
+    fast: tuple[FastGenerate, RequestHead] | None
+    model: str
+    contents: Sequence[types.Content]
+    config: types.GenerateContentConfig
+
+    async def generate(self) -> types.GenerateContentResponse:
+        if self.fast is not None:
+            fast, head = self.fast
+            return await fast.generate(head, self.contents)
+        return await self.client.aio.models.generate_content(
+            model=self.model, contents=list(self.contents), config=self.config
+        )
+
+    async def chunks(self) -> AsyncIterator[types.GenerateContentResponse]:
+        if self.fast is not None:
+            fast, head = self.fast
+            return fast.stream(head, self.contents)
+        return await self.client.aio.models.generate_content_stream(
+            model=self.model, contents=list(self.contents), config=self.config
+        )
+
+
+async def _traced(model: str, call: Awaitable[ModelReply]) -> ModelReply:
+    """``call`` in a GenAI client span (OpenTelemetry semantic conventions)."""
+    with _tracer.start_as_current_span(f"chat {model}") as span:
+        span.set_attribute("gen_ai.operation.name", "chat")
+        span.set_attribute("gen_ai.provider.name", "gcp.gemini")
+        span.set_attribute("gen_ai.request.model", model)
+        reply = await call
+        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+        if reply.finish_reason is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+        span.set_attribute("agentfleet.model.attempts", reply.attempts)
+        return reply
 
 
 def _uses_vertex(settings: Settings | None) -> bool:

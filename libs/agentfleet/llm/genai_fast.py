@@ -4,13 +4,15 @@
 on every call (``_GenerateContentParameters`` pydantic validation, then ``_Content_to_mldev``
 walking every part through ``getv``): about 1 ms of CPU per content, so a run's model calls
 cost O(n²) in its length. A conversation only grows, and a sent content never changes, so
-:class:`FastGenerate` converts each content once, with google-genai's own converter, and the
-request's constant head (model path, system instruction, tools, generation config) once per
-turn, then posts through google-genai's API client (same auth, base URL, headers, error
-types) and parses the answer exactly as ``AsyncModels._generate_content`` does (its pruning of
-unknown fields planned once: :mod:`agentfleet.llm.genai_response`). The body's
-JSON text is assembled from each content's JSON, also encoded once, and the transport's
-per-call waste is cut as :mod:`agentfleet.llm.genai_transport` describes.
+:class:`FastGenerate` converts each content once, with google-genai's own converter (and
+only the contents a conversation gained since its previous call:
+:mod:`agentfleet.llm.genai_wires`), and the request's constant head (model path, system
+instruction, tools, generation config) once per turn, then posts through google-genai's API
+client (same auth, base URL, headers, error types) and parses the answer exactly as
+``AsyncModels._generate_content`` does (its pruning of unknown fields planned once:
+:mod:`agentfleet.llm.genai_response`). The body's JSON text is assembled from each
+content's JSON, also encoded once, and the transport's per-call waste is cut as
+:mod:`agentfleet.llm.genai_transport` describes.
 
 Relies on google-genai internals of the pinned version (``models._Content_to_mldev`` and
 friends, all listed in :data:`agentfleet.llm.genai_selfcheck.PRIVATE_NAMES`): a model client
@@ -18,14 +20,19 @@ uses this path only after :func:`agentfleet.llm.genai_selfcheck.check_fast_path`
 name and a sample body equal to the SDK's own, and while ``AGENTFLEET_GENAI_FAST_PATH`` is on.
 Anything unusual (no contents, a content that is not a ``types.Content``, MCP tools) takes
 the SDK's public path.
+
+A streamed call (``streamGenerateContent``, SSE: :meth:`FastGenerate.stream`) sends the same
+body to the head's streaming path and parses each chunk as ``AsyncModels
+._generate_content_stream`` does, with the SDK's own continuation state
+(``_extra_utils.StreamContinuation``) deciding hops exactly as
+``_generate_content_stream_with_continuation`` does.
 """
 
 from __future__ import annotations
 
 import json
-import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -35,15 +42,13 @@ from google import genai
 from google.genai import _common, _extra_utils, models, types
 
 from agentfleet.llm.genai_response import prune_extra_fields
-from agentfleet.llm.genai_transport import body_prefix, encode_body, post
+from agentfleet.llm.genai_transport import Post, body_prefix, encode_body
+from agentfleet.llm.genai_wires import Wires
 
 _HEAD_CACHE_SIZE = 256
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
-
-_Wire = tuple[dict[str, Any], bytes]
-"""A content as sent: its wire JSON and that JSON encoded (``json.dumps``, UTF-8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class RequestHead:
     """A request minus its contents: what every call of one turn sends besides them."""
 
     path: str
+    stream_path: str
+    """The ``streamGenerateContent`` (SSE) path of the same request."""
     body: dict[str, Any]
     prefix: bytes | None
     """The body's JSON text up to the contents (:func:`body_prefix`); None when an
@@ -69,7 +76,8 @@ class FastGenerate:
         self._client = client
         self._api = client.aio.models._api_client
         self._vertex = bool(self._api.vertexai)
-        self._contents: dict[int, tuple[weakref.ref[types.Content], _Wire]] = {}
+        self.wires = Wires(vertex=self._vertex)
+        """Each content converted once, each conversation's converted contents kept."""
         # By the ids of the objects a turn passes (a hit per step), each entry holding its
         # objects so the ids stay theirs; then by value, so a run whose turn was built from
         # an equal definition reuses a head instead of building one (~0.4 ms).
@@ -96,23 +104,14 @@ class FastGenerate:
         value = _value_key(model, system_instruction, tools, config)
         head = self._heads_by_value.get(value) if value is not None else None
         if head is None:
-            head = self._new_head(model, system_instruction, tools, config)
+            built = request_config(system_instruction, tools, config)
+            head = self._build_head(model, built, keep=(config, *tools))
             if value is not None:
                 _remember(self._heads_by_value, value, head)
         else:
             self._heads_by_value.move_to_end(value)
         _remember(self._heads, key, (head, (config, *tools)))
         return head
-
-    def _new_head(
-        self,
-        model: str,
-        system_instruction: str | None,
-        tools: Sequence[types.Tool],
-        config: types.GenerateContentConfig | None,
-    ) -> RequestHead:
-        built = request_config(system_instruction, tools, config)
-        return self._build_head(model, built, keep=(config, *tools))
 
     def supports(self, head: RequestHead, contents: Sequence[object]) -> bool:
         """True when the cheap path sends exactly what the SDK would."""
@@ -150,20 +149,50 @@ class FastGenerate:
         self, head: RequestHead, contents: Sequence[types.Content]
     ) -> types.GenerateContentResponse:
         body, encoded = self.request_body(head, contents)
-        response = await post(self._api, head.path, body, encoded, head.http_options)
+        response = await Post(self._api, head.path, body, encoded, head.http_options).answer()
         return self.parse(head, response)
+
+    async def stream(
+        self, head: RequestHead, contents: Sequence[types.Content]
+    ) -> AsyncIterator[types.GenerateContentResponse]:
+        """The chunks of one streamed call, as ``generate_content_stream`` yields them."""
+        state = _extra_utils.StreamContinuation(head.config)
+        while True:
+            config = state.start_hop()
+            error: Exception | None = None
+            try:
+                if config is head.config:  # no continuation token: the request as built
+                    chunks = self._stream_once(head, contents)
+                else:  # rare: the model paused mid-answer; the SDK sends the next hop
+                    chunks = await self._client.aio.models._generate_content_stream(
+                        model=head.parameters.model or "", contents=list(contents), config=config
+                    )
+                async for chunk in chunks:
+                    yield state.observe(chunk)
+            except Exception as exc:  # as the SDK's loop: the state decides what it means
+                error = exc
+            if not state.end_hop(error):
+                return
+
+    async def _stream_once(
+        self, head: RequestHead, contents: Sequence[types.Content]
+    ) -> AsyncIterator[types.GenerateContentResponse]:
+        body, encoded = self.request_body(head, contents)
+        post = Post(self._api, head.stream_path, body, encoded, head.http_options)
+        async for chunk, headers in post.chunks():
+            yield self.response(head, chunk, headers)
 
     def request_body(
         self, head: RequestHead, contents: Sequence[types.Content]
     ) -> tuple[dict[str, Any], bytes | None]:
         """The request dict of a call, and its JSON text when this path may send that
         (None: google-genai encodes the dict itself)."""
-        wires = [self._content(c) for c in contents]
+        values, texts = self.wires.of(contents)
         body = dict(head.body)
-        body["contents"] = [wire for wire, _ in wires]
+        body["contents"] = values
         if head.prefix is None:
             return body, None
-        return body, encode_body(head.prefix, [text for _, text in wires])
+        return body, encode_body(head.prefix, texts)
 
     def parse(
         self, head: RequestHead, response: types.HttpResponse
@@ -171,6 +200,12 @@ class FastGenerate:
         """The response object of an answer, exactly as ``AsyncModels._generate_content``
         makes it."""
         response_dict = {} if not response.body else json.loads(response.body)
+        return self.response(head, response_dict, response.headers)
+
+    def response(
+        self, head: RequestHead, response_dict: dict[str, Any], headers: dict[str, str]
+    ) -> types.GenerateContentResponse:
+        """The response object of a decoded answer (or streamed chunk), as the SDK makes it."""
         parameters = head.parameters
         if self._vertex:
             response_dict = models._GenerateContentResponse_from_vertex(
@@ -194,31 +229,9 @@ class FastGenerate:
                 }
             },
         )
-        result.sdk_http_response = types.HttpResponse(headers=response.headers)
+        result.sdk_http_response = types.HttpResponse(headers=headers)
         self._api._verify_response(result)
         return result
-
-    def _content(self, content: types.Content) -> _Wire:
-        """The wire JSON of one content and its encoding, made once while the content lives."""
-        key = id(content)
-        cached = self._contents.get(key)
-        if cached is not None and cached[0]() is content:
-            return cached[1]
-        convert = models._Content_to_vertex if self._vertex else models._Content_to_mldev
-        # The converter reads a model through getv, which scans every field per lookup;
-        # on the model's own dump (what convert_to_dict makes of it anyway) each lookup is
-        # a dict hit, and the result is the same.
-        value = _common.encode_unserializable_types(
-            _common.convert_to_dict(convert(content.model_dump(exclude_none=True), None, None))
-        )
-        wire = (value, json.dumps(value).encode())
-        contents = self._contents
-
-        def forget(_: object, key: int = key) -> None:
-            contents.pop(key, None)
-
-        self._contents[key] = (weakref.ref(content, forget), wire)
-        return wire
 
     def _build_head(
         self, model: str, config: types.GenerateContentConfig, *, keep: tuple[object, ...]
@@ -234,10 +247,11 @@ class FastGenerate:
                 self._api, parameters, None, parameters
             )
         url = request.get("_url")
-        path = "{model}:generateContent".format_map(url) if url else "{model}:generateContent"
         query = request.get("_query")
-        if query:
-            path = f"{path}?{urlencode(query)}"
+        path, stream_path = (
+            _path(method, url, query)
+            for method in ("generateContent", "streamGenerateContent?alt=sse")
+        )
         request.pop("config", None)
         body = _common.encode_unserializable_types(_common.convert_to_dict(request))
         rewrites = self._api._http_options.extra_body or (
@@ -245,6 +259,7 @@ class FastGenerate:
         )
         return RequestHead(
             path=path,
+            stream_path=stream_path,
             body=body,
             prefix=None if rewrites else body_prefix(body),
             http_options=config.http_options,
@@ -269,6 +284,13 @@ def request_config(
         },
         deep=True,
     )
+
+
+def _path(method: str, url: dict[str, str] | None, query: dict[str, str] | None) -> str:
+    """A request's path as the SDK spells it (a query after a streaming path's own ``?alt=sse``
+    is joined with a second ``?``, as there)."""
+    path = ("{model}:" + method).format_map(url) if url else "{model}:" + method
+    return f"{path}?{urlencode(query)}" if query else path
 
 
 def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:

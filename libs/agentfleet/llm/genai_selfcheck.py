@@ -6,10 +6,11 @@ break model calls, so :func:`check_fast_path` verifies, once per model client, t
 name is there and that the fast path builds a sample request exactly as the SDK does: the
 same URL and JSON body (sample: a thought signature, a function call and its response,
 tools, a system instruction, generation settings) and the same parsed response (the sample
-answer carries unknown fields, which both must drop). The SDK's side is its own public call,
-``client.models.generate_content``, on a client of the same backend whose HTTP client is an
-``httpx`` mock transport: nothing leaves the process. When the check fails, the model client
-takes the SDK's public path and says why.
+answer carries unknown fields, which both must drop); and for a streamed call the same URL
+and body and the same parsed chunks (:data:`SAMPLE_CHUNKS`, over SSE). The SDK's side is its
+own public call, ``client.models.generate_content`` (``generate_content_stream``), on a
+client of the same backend whose HTTP client is an ``httpx`` mock transport: nothing leaves
+the process. When the check fails, the model client takes the SDK's public path and says why.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
-from agentfleet.llm.genai_fast import FastGenerate
+from agentfleet.llm.genai_fast import FastGenerate, RequestHead
 
 PRIVATE_NAMES = (
     "google.genai.models._Content_to_mldev",
@@ -33,6 +34,7 @@ PRIVATE_NAMES = (
     "google.genai.models._GenerateContentResponse_from_mldev",
     "google.genai.models._GenerateContentResponse_from_vertex",
     "google.genai.models.AsyncModels._generate_content",
+    "google.genai.models.AsyncModels._generate_content_stream",
     "google.genai.types._GenerateContentParameters",
     "google.genai.types.GenerateContentResponse._from_response",
     "google.genai._common.convert_to_dict",
@@ -43,6 +45,10 @@ PRIVATE_NAMES = (
     "google.genai._extra_utils.should_continue_generation",
     "google.genai._extra_utils.prepare_continuation_config",
     "google.genai._extra_utils.merge_continuation_responses",
+    "google.genai._extra_utils.StreamContinuation",
+    "google.genai._extra_utils.StreamContinuation.start_hop",
+    "google.genai._extra_utils.StreamContinuation.observe",
+    "google.genai._extra_utils.StreamContinuation.end_hop",
     "google.genai._api_client.BaseApiClient._build_request",
     "google.genai._api_client.BaseApiClient._async_request_once",
     "google.genai._api_client.BaseApiClient._verify_response",
@@ -82,6 +88,35 @@ SAMPLE_ANSWER = {
     "responseId": "r1",
     "anotherNewField": [1, 2],
 }
+
+SAMPLE_CHUNKS = [
+    {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "thi", "thought": True}]}, "index": 0}
+        ],
+        "modelVersion": "stub",
+        "responseId": "r2",
+    },
+    {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "nking", "thought": True, "thoughtSignature": "AP9zaWc="},
+                        {"text": "ok"},
+                    ],
+                },
+                "index": 0,
+                "fieldFromANewerApi": 1,
+            }
+        ],
+        "modelVersion": "stub",
+        "responseId": "r2",
+    },
+    SAMPLE_ANSWER,
+]
+"""A streamed answer: thought and text pieces, then :data:`SAMPLE_ANSWER` as the last chunk."""
 
 
 def sample_contents() -> list[types.Content]:
@@ -159,7 +194,12 @@ class _Recorder:
 
     def __call__(self, request: Any) -> Any:
         self.requests.append(request)
-        return self.httpx.Response(200, json=SAMPLE_ANSWER)
+        if "streamGenerateContent" not in str(request.url):
+            return self.httpx.Response(200, json=SAMPLE_ANSWER)
+        events = "".join(f"data: {json.dumps(chunk)}\r\n\r\n" for chunk in SAMPLE_CHUNKS)
+        return self.httpx.Response(
+            200, content=events.encode(), headers={"Content-Type": "text/event-stream"}
+        )
 
 
 _ORACLES: dict[bool, tuple[genai.Client, _Recorder]] = {}
@@ -219,11 +259,42 @@ def _compare_sample(vertex: bool, version: str) -> str | None:
     if fast.request_body(head, contents)[1] != encoded:
         return "the fast path's cached contents encode differently"
     got = fast.parse(head, types.HttpResponse(headers={}, body=json.dumps(SAMPLE_ANSWER)))
-    if got.model_dump(exclude={"sdk_http_response"}) != expected.model_dump(
-        exclude={"sdk_http_response"}
-    ):
+    if _dumped(got) != _dumped(expected):
         return f"the fast path parses the sample answer unlike google-genai {version}"
+    return _compare_stream(client, recorder, fast, head, contents, encoded, version)
+
+
+def _compare_stream(
+    client: genai.Client,
+    recorder: _Recorder,
+    fast: FastGenerate,
+    head: RequestHead,
+    contents: list[types.Content],
+    encoded: bytes,
+    version: str,
+) -> str | None:
+    """The streamed call: URL, body and every parsed chunk as the SDK's own."""
+    recorder.requests.clear()
+    expected = list(
+        client.models.generate_content_stream(
+            model=SAMPLE_MODEL, contents=contents, config=head.config
+        )
+    )
+    (sent,) = recorder.requests
+    if json.loads(encoded) != json.loads(sent.content):
+        return f"the fast path's streamed request body differs from google-genai {version}'s"
+    api = client.aio.models._api_client
+    url = api._build_request("post", head.stream_path, {}, head.http_options).url
+    if recorder.httpx.URL(url) != sent.url:
+        return f"the fast path's stream URL {url} differs from google-genai {version}'s {sent.url}"
+    got = [fast.response(head, json.loads(json.dumps(c)), {}) for c in SAMPLE_CHUNKS]
+    if [_dumped(c) for c in got] != [_dumped(c) for c in expected]:
+        return f"the fast path parses the sample stream unlike google-genai {version}"
     return None
+
+
+def _dumped(response: types.GenerateContentResponse) -> dict[str, Any]:
+    return response.model_dump(exclude={"sdk_http_response"})
 
 
 def _resolves(dotted: str) -> bool:

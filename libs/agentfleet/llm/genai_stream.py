@@ -5,26 +5,24 @@ in the step's text or thought); the reply returned at the end is the whole turn,
 what a non-streamed call would have given, so the executor persists and acts on it the same
 way (function calls only once the stream is complete).
 
-Streamed calls take the SDK's public ``client.aio.models.generate_content_stream`` (the
-fast path does not stream). A failure before the first piece is retried like a plain call;
-once pieces went out a retry would repeat them, so the error is raised instead.
+The chunks come from the fast path's :meth:`~agentfleet.llm.genai_fast.FastGenerate.stream`
+or from the SDK's public ``client.aio.models.generate_content_stream``: the same chunk
+objects either way, so the same pieces and reply. A failure before the first piece is
+retried like a plain call (:func:`agentfleet.llm.genai_translate.with_retries`); once
+pieces went out a retry would repeat them, so the error is raised instead.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-import structlog
-from google import genai
 from google.genai import types
 
-from agentfleet.llm.client import DeltaSink, ModelReply, RetryPolicy, TextDelta
-from agentfleet.llm.errors import MalformedModelReply
-from agentfleet.llm.genai_translate import reply_from_response, retry_delay
+from agentfleet.llm.client import DeltaSink, TextDelta
 
-_log = structlog.get_logger(__name__)
+Chunks = Callable[[], Awaitable[AsyncIterator[types.GenerateContentResponse]]]
+"""Opens one streamed call: its chunks, in order."""
 
 
 @dataclass(slots=True)
@@ -101,59 +99,18 @@ class _Fold:
         )
 
 
-async def stream_once(
-    client: genai.Client,
-    *,
-    model: str,
-    contents: Sequence[types.Content],
-    config: types.GenerateContentConfig,
-    on_delta: DeltaSink,
-) -> tuple[types.GenerateContentResponse, bool]:
-    """One streamed call: the folded response and whether any piece went out. An error
-    raised mid-stream carries ``delta_sent`` (see :func:`stream_with_retries`)."""
+async def stream_once(chunks: Chunks, on_delta: DeltaSink) -> types.GenerateContentResponse:
+    """One streamed call folded into one response. An error raised once a piece went out
+    carries ``delta_sent`` (:func:`~agentfleet.llm.genai_translate.with_retries` then does
+    not retry it)."""
     fold = _Fold(parts=[])
     sent = False
     try:
-        async for chunk in await client.aio.models.generate_content_stream(
-            model=model, contents=list(contents), config=config
-        ):
+        async for chunk in await chunks():
             for delta in fold.add(chunk):
                 await on_delta(delta)
                 sent = True
     except Exception as exc:
         exc.delta_sent = sent  # type: ignore[attr-defined]
         raise
-    return fold.response(), sent
-
-
-async def stream_with_retries(
-    client: genai.Client,
-    policy: RetryPolicy,
-    *,
-    model: str,
-    contents: Sequence[types.Content],
-    config: types.GenerateContentConfig,
-    on_delta: DeltaSink,
-) -> ModelReply:
-    """A streamed call with the policy's retries while nothing was sent yet."""
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            response, _sent = await stream_once(
-                client, model=model, contents=contents, config=config, on_delta=on_delta
-            )
-            return reply_from_response(response, attempts=attempt)
-        except MalformedModelReply:
-            raise
-        except Exception as exc:
-            # Once pieces went out, a retry would send them again.
-            delay = retry_delay(
-                exc,
-                policy,
-                attempt=attempt,
-                model=model,
-                retryable=not getattr(exc, "delta_sent", False),
-                call="streamed model call",
-            )
-            await asyncio.sleep(delay)
+    return fold.response()

@@ -7,9 +7,11 @@ Shared by the plain calls (:mod:`agentfleet.llm.genai_client`) and the streamed 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -58,6 +60,31 @@ def translate_error(exc: Exception, policy: RetryPolicy, *, attempts: int) -> Mo
             f"connection to the model failed: {exc!r}", status_code=None, attempts=attempts
         )
     return None
+
+
+async def with_retries(
+    attempt_once: Callable[[], Awaitable[types.GenerateContentResponse]],
+    policy: RetryPolicy,
+    *,
+    model: str,
+    call: str = "model call",
+) -> ModelReply:
+    """The reply of the first attempt that answers, retried per ``policy``; an attempt whose
+    error carries a true ``delta_sent`` (a streamed call that already handed pieces on) is
+    not retried, as a retry would hand them on again."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return reply_from_response(await attempt_once(), attempts=attempt)
+        except MalformedModelReply:
+            raise
+        except Exception as exc:
+            retryable = not getattr(exc, "delta_sent", False)
+            delay = retry_delay(
+                exc, policy, attempt=attempt, model=model, retryable=retryable, call=call
+            )
+            await asyncio.sleep(delay)
 
 
 def retry_delay(

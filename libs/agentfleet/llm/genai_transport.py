@@ -6,12 +6,14 @@ Two per-call costs of google-genai's transport are avoided, each measured by
 - its HTTP retry wrapper (a ``tenacity.AsyncRetrying`` call even for a single attempt) and
   its ``json.dumps`` of the whole conversation on every call (O(run length)): when the client
   makes a single attempt (as :func:`agentfleet.llm.genai_client.build_genai_client` sets it
-  up: our :class:`~agentfleet.llm.client.RetryPolicy` is the only retry), :func:`post` builds
+  up: our :class:`~agentfleet.llm.client.RetryPolicy` is the only retry), :meth:`Post.answer` builds
   the request with the client's own ``_build_request`` and sends it once with its own
   ``_async_request_once``, the body as bytes assembled from contents encoded once (the same
   bytes ``json.dumps`` makes). That is what the wrapper does with ``stop_after_attempt(1)``
-  and ``reraise=True``. A retrying client keeps its wrapper (:func:`post` calls
-  ``async_request``);
+  and ``reraise=True``. A retrying client keeps its wrapper (:meth:`Post.answer` calls
+  ``async_request``). :meth:`Post.chunks` does the same for a streamed call
+  (``async_request_streamed``), and also skips its ``json.dumps`` then ``json.loads`` of
+  every chunk it has already decoded;
 - environment lookups: an aiohttp session that trusts the environment looks up ``.netrc``
   and the proxy variables in worker threads on every request (two thread hand-offs per
   call). :func:`new_session` makes the session we hand to google-genai through its public
@@ -26,12 +28,13 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import helpers as aiohttp_helpers
-from google.genai import _api_client, types
+from google.genai import _api_client, errors, types
 
 _PROXY_SCHEMES = ("http", "https", "ws", "wss")
 """The proxy variables aiohttp reads (``aiohttp.helpers.proxies_from_env``)."""
@@ -67,24 +70,54 @@ def makes_one_attempt(
     return options is None or options.attempts in (0, 1)
 
 
-async def post(
-    api: _api_client.BaseApiClient,
-    path: str,
-    body: dict[str, Any],
-    encoded: bytes | None,
-    http_options: types.HttpOptions | None,
-) -> types.HttpResponse:
-    """POSTs ``body`` (sent as ``encoded`` when given: its exact JSON) and returns the
-    answer as ``BaseApiClient.async_request`` does."""
-    if not makes_one_attempt(api, http_options):
-        return await api.async_request("post", path, body, http_options)
-    request = api._build_request("post", path, body, http_options)
-    if encoded is not None:
-        # Our own request object: the SDK sends bytes as they are.
-        request.data = encoded
-    response = await api._async_request_once(request, False)
-    stream = response.response_stream
-    return types.HttpResponse(headers=response.headers, body=stream[0] if stream else "")
+Chunk = tuple[Any, dict[str, str]]
+"""One decoded chunk of a streamed answer and the answer's headers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """One POST of the fast path: ``body``, sent as ``encoded`` when given (its exact JSON)."""
+
+    api: _api_client.BaseApiClient
+    path: str
+    body: dict[str, Any]
+    encoded: bytes | None
+    http_options: types.HttpOptions | None
+
+    async def answer(self) -> types.HttpResponse:
+        """The answer, as ``BaseApiClient.async_request`` returns it."""
+        if not makes_one_attempt(self.api, self.http_options):
+            return await self.api.async_request("post", self.path, self.body, self.http_options)
+        response = await self._once(stream=False)
+        stream = response.response_stream
+        return types.HttpResponse(headers=response.headers, body=stream[0] if stream else "")
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        """Each chunk of a streamed answer as ``BaseApiClient.async_request_streamed``
+        yields it (decoded here): an error chunk raised as its ``APIError``."""
+        api = self.api
+        if not makes_one_attempt(api, self.http_options):
+            async for piece in await api.async_request_streamed(
+                "post", self.path, self.body, self.http_options
+            ):
+                yield json.loads(piece.body), piece.headers
+            return
+        response = await self._once(stream=True)
+        async for chunk in response:
+            # The SDK's test is json.dumps(chunk).startswith('{"error":'): a dict whose
+            # first key is "error".
+            if isinstance(chunk, dict) and next(iter(chunk), None) == "error":
+                await errors.APIError.raise_error_async(
+                    chunk.get("error", {}).get("code"), chunk, response
+                )
+            yield chunk, response.headers
+
+    async def _once(self, *, stream: bool) -> _api_client.HttpResponse:
+        request = self.api._build_request("post", self.path, self.body, self.http_options)
+        if self.encoded is not None:
+            # Our own request object: the SDK sends bytes as they are.
+            request.data = self.encoded
+        return await self.api._async_request_once(request, stream)
 
 
 def environment_configures_http() -> bool:

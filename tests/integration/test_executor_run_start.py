@@ -1,0 +1,129 @@
+"""A run start reads its agent definition once (issue #17): StartRun/TriggerRun by name at
+enqueue; the worker's claim brings the definition along with the run, so the loop reads none
+-- also when the run is claimed by another replica than the one that queued it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from agentfleet.db import Listener
+from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.run_watch import RunWatch
+from agentfleet.testing.gemini import model_client_for
+from agentfleet.testing.statements import StatementCounter
+from agentfleet.testing.waiting import wait_for_query
+from agentfleet.v1 import executor_pb2
+from services.executor.claim_sql import CLAIM_ANY
+from services.executor.loop import AgentLoop
+from services.executor.queue import RunQueue
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.registry.model_config import ModelConfig
+from services.executor.run_server import ExecutorServicer
+from services.executor.runs import StartRunParams
+from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.worker import RunWorker
+
+PROJECT = "proj"
+OWNER = "replica-b"
+
+
+def _definition_reads(counter: StatementCounter) -> list[str]:
+    return [s for s in counter.statements if "kb.agent_definitions" in s and s != CLAIM_ANY]
+
+
+async def test_a_run_start_reads_its_definition_once_across_replicas(
+    db_pool: asyncpg.Pool, database_url: str, gemini_stub: GeminiStub
+) -> None:
+    gemini_stub.add_script(Script(name="helper", replies=[Reply(text="done")]))
+    await DefinitionRepository(db_pool).upsert(
+        PROJECT,
+        AgentDefinition(
+            name="helper", system_prompt="You are helper.", model=ModelConfig(name="gemini-test")
+        ),
+    )
+    api, worker = StatementCounter(), StatementCounter()
+    api_pool, worker_pool = await api.pool(database_url), await worker.pool(database_url)
+    model = model_client_for(gemini_stub)
+    stopping = asyncio.Event()
+    try:
+        async with Listener(database_url) as api_listener, Listener(database_url) as listener:
+            # Replica A serves TriggerRun; replica B, its own process as far as the database
+            # can tell, runs the run.
+            servicer = ExecutorServicer(
+                pool=api_pool,
+                queue=RunQueue(api_pool),
+                definitions=DefinitionRepository(api_pool),
+                watch=RunWatch(pool=api_pool, listener=api_listener),
+            )
+            loop = AgentLoop(
+                pool=worker_pool,
+                definitions=DefinitionRepository(worker_pool),
+                tools=InMemoryToolGateway(tools={}),
+                model=model,
+                owner=OWNER,
+            )
+            runner = RunWorker(
+                queue=RunQueue(worker_pool), executor=loop, listener=listener, owner=OWNER
+            )
+            work = asyncio.create_task(runner.run(stopping))
+            try:
+                run = await servicer.TriggerRun(
+                    executor_pb2.StartRunRequest(
+                        project_id=PROJECT, agent_name="helper", input="go"
+                    ),
+                    None,  # type: ignore[arg-type]  # TriggerRun does not use its context
+                )
+                await wait_for_query(
+                    db_pool,
+                    "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1::uuid",
+                    run.id,
+                )
+            finally:
+                stopping.set()
+                await work
+    finally:
+        await model.aclose()
+        await api_pool.close()
+        await worker_pool.close()
+
+    assert len(_definition_reads(api)) == 1, api.statements  # the enqueue's, by name
+    assert CLAIM_ANY in worker.statements
+    assert _definition_reads(worker) == [], worker.statements
+
+
+async def test_the_claim_brings_the_definition_the_repository_reads(db_pool: asyncpg.Pool) -> None:
+    """What the loop would have read by id; nothing for a run that names no definition or
+    whose definition is gone (the loop then reads by name, or reports it missing)."""
+    definitions = DefinitionRepository(db_pool)
+    helper = AgentDefinition(
+        name="helper",
+        system_prompt="You are helper.",
+        model=ModelConfig(name="gemini-test", temperature=0.2),
+        tools=["echo"],
+        config={"note": "kept"},
+        output_schema={"type": "object"},
+        streaming=True,
+    )
+    kept = (await definitions.upsert(PROJECT, helper)).definition
+    gone = (await definitions.upsert(PROJECT, AgentDefinition(name="gone"))).definition
+    queue = RunQueue(db_pool)
+    for name, definition_id in (("helper", kept.id), ("gone", gone.id), ("helper", None)):
+        await queue.enqueue(
+            StartRunParams(
+                project_id=PROJECT,
+                agent_name=name,
+                agent_definition_id=str(definition_id) if definition_id else None,
+                input=f"{name} {definition_id is not None}",
+            )
+        )
+    await definitions.delete(PROJECT, "gone")
+
+    claims = {c.run.input: c.definition for c in await queue.claim("w", 30.0, limit=5)}
+
+    assert claims == {
+        "helper True": await definitions.get_by_id(PROJECT, kept.id),
+        "gone True": None,
+        "helper False": None,
+    }
