@@ -24,6 +24,10 @@ _INFO_PREFIXES = (
     "  database round trips",
     "  executor CPU",
     "all 500 watchers subscribed",
+    "all 50 watchers subscribed",
+    "limits:",
+    "  executor concurrency",
+    "  busy database connections",
     "spawn_agents fan-out overhead on",
 )
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")

@@ -39,6 +39,7 @@ def peer_rounds(
     out_dir: Path,
     log: list[str],
     run: RunFn,
+    rounds: int,
 ) -> dict[str, list[dict[str, Any]]]:
     sizes = [
         "--steps",
@@ -58,7 +59,7 @@ def peer_rounds(
     if not PEERS_PY.exists():
         log.append("peers venv missing (bench/.peers-venv): peers not measured")
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in found}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for name, python, script, extra in found:
             target = out_dir / f"{_file_name(name)}-{r}.json"
             began = time.perf_counter()

@@ -211,7 +211,8 @@ def latency_lines(figures: dict[str, Any]) -> list[str]:
     lines = []
     for f in figures.get("by_delay", []):
         lines.append(
-            f"{f['runs']} concurrent runs, model {f['model_delay_s']:g} s, one executor: "
+            f"{f['runs']} runs, model {f['model_delay_s']:g} s, one executor of concurrency "
+            f"{f.get('concurrency', f['runs'])}, pool {f.get('pool_size', '?')}: "
             f"{f['steps_per_s']:.0f} steps/s, overhead beyond the model p50 "
             f"{_ms(f['overhead_p50_ms'])} / p99 {_ms(f['overhead_p99_ms'])} ms "
             f"(n={f['overhead_n']}), first event p50 {_ms(f['first_event_p50_ms'])} ms, "

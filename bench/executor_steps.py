@@ -1,9 +1,12 @@
 """Per-step framework overhead of the agent loop.
 
-The stub Gemini server answers at once (one tool call per step, then a final answer). Each
-part runs twice: with the tool in memory (an in-memory ToolGateway: the executor alone), and
-with the built-in ``get_entity`` through a real ToolPool process over loopback gRPC (a
-database read per call), as a deployed executor runs it. Measured:
+The stub Gemini server answers at once (one tool call per step, then a final answer). The
+parts (``--parts``, all by default): ``memory``, the tool in memory (an in-memory
+ToolGateway: the executor alone); ``toolpool``, the built-in ``get_entity`` through a real
+ToolPool process over loopback gRPC (a database read per call), as a deployed executor runs
+it; ``inprocess``, the same tool run inside the executor by the toolpool's own code
+(AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess). The get_entity parts alternate ``--rounds``
+times. Measured:
 
 - one run of 200 steps: p50/p99 of the whole step, and of the step minus the model call
   (the stub's HTTP round trip), which is what the executor itself costs;
@@ -11,16 +14,27 @@ database read per call), as a deployed executor runs it. Measured:
 - database round trips per step (every statement a pooled connection sends, counted by an
   asyncpg query logger, so BEGIN and COMMIT count too; the pool releases connections as
   ``db.create_pool``'s does, without a reset query): a figure machine noise cannot move;
-- the executor process's CPU time per step (``time.process_time``, both parts): less
-  sensitive than wall time to what else the machine runs.
+- the executor process's CPU time per step (``time.process_time``): less sensitive than
+  wall time to what else the machine runs; with get_entity also the toolpool process's
+  (from /proc), which the in-process part leaves idle.
+
+Each part first runs a 3-step warm-up (the model client's first call builds its HTTP
+session and SSL contexts, a gRPC channel connects: once per process, not per step), then
+settles the heap as the executor service does after startup
+(:func:`services.executor.server.settle_heap`).
 
 The stub model runs in a process of its own (``--stub-in-process`` puts it back in the
 executor's process, as this bench did before), so its HTTP server does not share the
 executor's event loop and the figures measure the executor.
 
+``--profile FILE`` runs cProfile over the first 200-step run (the in-memory tool), writes
+its statistics to FILE (``python -m pstats FILE``) and prints the functions with the most
+CPU of their own; the figures of that run then include the profiler's own cost.
+
 Runs on a fresh database (embedded PostgreSQL in a temporary folder, or a new database on the
 server of DATABASE_URL, dropped at the end).
-``python bench/executor_steps.py [--stub-in-process]``
+``python bench/executor_steps.py [--parts memory,toolpool,inprocess] [--rounds N]
+[--stub-in-process] [--profile FILE]``
 """
 
 from __future__ import annotations
@@ -33,38 +47,50 @@ sys.path.insert(0, str(Path(__file__).parent))
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import os
-import signal
+import pstats
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import grpc
 from _common import bench_database, scratch_folder
+from _step_measures import MS, ProcessCpu, StepClock, TimedModel, pct
+from _stub_child import serve, stub_child
 
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
-from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy
+from agentfleet.llm import GenaiModelClient, RetryPolicy
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
-from services.executor.loop import AgentLoop, RunControl, StepBoundary, StopRun
+from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_server import tool_gateway
 from services.executor.runs import StartRunParams
-from services.executor.tool_gateway import GrpcToolGateway, InMemoryToolGateway, ToolGateway
+from services.executor.server import settle_heap
+from services.executor.tool_gateway import InMemoryToolGateway, ToolGateway
 
 PROJECT = "bench"
 OWNER = "bench-worker"
 
 
-STUB_READY = "bench stub at "
-"""What the stub process prints, followed by its base URL, once it serves."""
+GET_ENTITY_PARTS = {
+    "toolpool": "one run with get_entity over ToolPool gRPC",
+    "inprocess": "one run with get_entity in the executor (BUILTIN_TOOLS=inprocess)",
+}
+"""The built-in get_entity where the executor runs it: the toolpool's process (the default),
+or its own (AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess), by part name."""
+PARTS = frozenset({"memory", *GET_ENTITY_PARTS})
+"""The configurations measured: the in-memory tool, then get_entity both ways."""
 
 
 def scripted() -> Script:
@@ -96,85 +122,33 @@ def bench_stub() -> GeminiStub:
     return stub
 
 
-async def serve_stub() -> None:
-    """The stub's own process: serves until SIGTERM or SIGINT."""
-    stub = bench_stub()
-    base_url = await stub.start()
-    print(f"{STUB_READY}{base_url}", flush=True)
-    stopping = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-    try:
-        await stopping.wait()
-    finally:
-        await stub.stop()
-
-
 @contextlib.asynccontextmanager
 async def stub_base_url(in_process: bool) -> AsyncIterator[str]:
     """The base URL of a started stub, in this process or in a child process."""
-    if in_process:
-        stub = bench_stub()
-        try:
-            yield await stub.start()
-        finally:
-            await stub.stop()
+    if not in_process:
+        async with stub_child(__file__) as base_url:
+            yield base_url
         return
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-stub", stdout=asyncio.subprocess.PIPE
-    )
+    stub = bench_stub()
     try:
-        assert child.stdout is not None
-        # readline returns once the stub printed its URL, or b"" if it died first.
-        line = (await asyncio.wait_for(child.stdout.readline(), timeout=60)).decode()
-        if not line.startswith(STUB_READY):
-            raise RuntimeError(f"the stub process did not start: {line!r}")
-        yield line.removeprefix(STUB_READY).strip()
+        yield await stub.start()
     finally:
-        if child.returncode is None:
-            child.terminate()
-        await asyncio.wait_for(child.wait(), timeout=30)
-
-
-class TimedModel:
-    """Wraps the model client to subtract its time from each step."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model_s: list[float] = []
-
-    async def generate(self, **kwargs: Any) -> ModelReply:
-        began = time.perf_counter()
-        try:
-            return await self.inner.generate(**kwargs)
-        finally:
-            self.model_s.append(time.perf_counter() - began)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class StepClock:
-    """A step hook that timestamps every step boundary."""
-
-    def __init__(self) -> None:
-        self.marks: list[float] = []
-
-    async def __call__(self, boundary: StepBoundary) -> StopRun | None:
-        self.marks.append(time.perf_counter())
-        return None
+        await stub.stop()
 
 
 async def _echo(args: dict[str, Any]) -> dict[str, Any]:
     return {"text": args.get("text", "")}
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
+async def measure(
+    url: str,
+    base_url: str,
+    *,
+    stub_in_process: bool,
+    profile: Path | None = None,
+    parts: frozenset[str] = PARTS,
+    rounds: int = 1,
+) -> None:
     statements = StatementCounter()
     pool = await statements.pool(url, min_size=4, max_size=20)
     settings = load_settings({}).with_overrides(
@@ -193,20 +167,30 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
                 name="bench-builtin", model=ModelConfig(name="stub"), tools=["get_entity"]
             ),
         )
-        part = Part(pool=pool, statements=statements, model=model, stub_where=where)
-        await part.run(
-            title="one run",
-            gateway=InMemoryToolGateway(tools={"echo": _echo}),
-            agent="bench",
-            extra="",
+        part = Part(
+            pool=pool, statements=statements, model=model, stub_where=where, profile=profile
         )
-        async with toolpool_gateway(url, pool) as (gateway, ids):
+        if "memory" in parts:
             await part.run(
-                title="one run with get_entity over ToolPool gRPC",
-                gateway=gateway,
-                agent="bench-builtin",
-                extra=f" ids={','.join(ids)}",
+                title="one run",
+                gateway=InMemoryToolGateway(tools={"echo": _echo}),
+                agent="bench",
+                extra="",
             )
+        if not parts & {"toolpool", "inprocess"}:
+            return
+        async with toolpool_gateway(url, pool) as (channel, ids, toolpool_pid):
+            # The get_entity parts alternate, so machine noise falls on both alike.
+            for _ in range(rounds):
+                for name, title in GET_ENTITY_PARTS.items():
+                    if name in parts:
+                        await part.run(
+                            title=title,
+                            gateway=tool_gateway(pool, channel, where=name),
+                            agent="bench-builtin",
+                            extra=f" ids={','.join(ids)}",
+                            toolpool_pid=toolpool_pid,
+                        )
     finally:
         await model.aclose()
         await pool.close()
@@ -215,9 +199,9 @@ async def measure(url: str, base_url: str, *, stub_in_process: bool) -> None:
 @contextlib.asynccontextmanager
 async def toolpool_gateway(
     url: str, pool: asyncpg.Pool
-) -> AsyncIterator[tuple[GrpcToolGateway, list[str]]]:
-    """A ToolPool process on the bench database, a gateway to it (a service token, as the
-    executor holds), and 16 entities for get_entity to read."""
+) -> AsyncIterator[tuple[grpc.aio.Channel, list[str], int]]:
+    """A ToolPool process on the bench database, a channel to it (a service token, as the
+    executor holds), 16 entities for get_entity to read, and the process id."""
     ids = [
         await pool.fetchval(
             "INSERT INTO kb.graph_objects (project_id, type, properties) "
@@ -238,7 +222,7 @@ async def toolpool_gateway(
     )
     try:
         async with open_channel(stack.addresses["toolpool"], token=service) as channel:
-            yield GrpcToolGateway(channel), ids
+            yield channel, ids, stack.processes["toolpool"].pid
     finally:
         await stack.stop(grace_s=5.0)
 
@@ -251,6 +235,8 @@ class Part:
     statements: StatementCounter
     model: TimedModel
     stub_where: str
+    profile: Path | None = None
+    """Where to write the cProfile statistics of the next 200-step run (then None)."""
 
     async def one_run(
         self, gateway: ToolGateway, agent: str, steps: int, extra: str, clock: StepClock | None
@@ -277,61 +263,91 @@ class Part:
         assert finished is not None, "run left running"
         assert finished.status == "completed", finished.error_message
 
-    async def run(self, *, title: str, gateway: ToolGateway, agent: str, extra: str) -> None:
+    async def run(
+        self,
+        *,
+        title: str,
+        gateway: ToolGateway,
+        agent: str,
+        extra: str,
+        toolpool_pid: int | None = None,
+    ) -> None:
+        await self.one_run(gateway, agent, 3, extra, None)  # warm-up: sessions, channels
+        settle_heap()
         clock = StepClock()
         self.model.model_s.clear()
         sent_before = self.statements.count
-        cpu_before = time.process_time()
-        await self.one_run(gateway, agent, 200, extra, clock)
-        run_cpu = time.process_time() - cpu_before
+        cpu = ProcessCpu(toolpool_pid)
+        with self._profiled():
+            await self.one_run(gateway, agent, 200, extra, clock)
+        run_cpu = cpu.per_step(200)
         run_statements = self.statements.count - sent_before
         # Boundaries mark the start of steps 1..200; a step with a tool is the gap between
         # two marks (the last step, the final answer, has no following mark).
         step_s = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
         model_s = self.model.model_s[5 : 5 + len(step_s)]
         overhead = [s - m for s, m in zip(step_s, model_s, strict=True)]
-        ms = 1000.0
         print(f"{title}, {len(step_s)} steps measured (first 5 skipped as warm-up):")
+        print(f"  whole step   p50 {pct(step_s, 0.5):.2f} ms   p99 {pct(step_s, 0.99):.2f} ms")
         print(
-            f"  whole step   p50 {pct(step_s, 0.5) * ms:.2f} ms   "
-            f"p99 {pct(step_s, 0.99) * ms:.2f} ms"
+            f"  model call   p50 {pct(model_s, 0.5):.2f} ms   p99 {pct(model_s, 0.99):.2f} ms   "
+            f"mean {statistics.mean(model_s) * MS:.2f} ms  (stub HTTP round trip)"
         )
         print(
-            f"  model call   p50 {pct(model_s, 0.5) * ms:.2f} ms   "
-            f"p99 {pct(model_s, 0.99) * ms:.2f} ms   mean {statistics.mean(model_s) * ms:.2f} ms  "
-            "(stub HTTP round trip)"
-        )
-        print(
-            f"  overhead     p50 {pct(overhead, 0.5) * ms:.2f} ms   "
-            f"p99 {pct(overhead, 0.99) * ms:.2f} ms  (target p50 < 3 ms)"
+            f"  overhead     p50 {pct(overhead, 0.5):.2f} ms   "
+            f"p99 {pct(overhead, 0.99):.2f} ms  (target p50 < 3 ms)"
         )
         print(
             f"  database round trips: {run_statements} for the run of 200 steps = "
             f"{run_statements / 200:.2f} per step (claim, start, finish included)"
         )
-        print(f"  executor CPU {run_cpu / 200 * ms:.2f} ms per step (process time)")
+        print(f"  executor CPU {run_cpu}")
         runs, steps = 50, 20
         began = time.perf_counter()
-        cpu_before = time.process_time()
+        cpu = ProcessCpu(toolpool_pid)
         await asyncio.gather(
             *(self.one_run(gateway, agent, steps, extra, None) for _ in range(runs))
         )
         elapsed = time.perf_counter() - began
-        concurrent_cpu = time.process_time() - cpu_before
         total = runs * steps
         print(
             f"{title}: {runs} concurrent runs x {steps} steps: {total} steps in "
             f"{elapsed:.2f} s = {total / elapsed:.0f} steps/s  (target > 300; cpus: "
             f"{os.cpu_count()}, stub model {self.stub_where})"
         )
-        print(f"  executor CPU {concurrent_cpu / total * ms:.2f} ms per step (process time)")
+        print(f"  executor CPU {cpu.per_step(total)}")
         # Here a model call also waits for the event loop, busy with the other runs' steps.
-        print(f"  mean of {statistics.mean(self.model.model_s) * ms:.2f} ms per model call overall")
+        print(f"  mean of {statistics.mean(self.model.model_s) * MS:.2f} ms per model call overall")
+
+    @contextlib.contextmanager
+    def _profiled(self) -> Iterator[None]:
+        """cProfile over the block when ``profile`` is set (then unset: once)."""
+        target, self.profile = self.profile, None
+        if target is None:
+            yield
+            return
+        # CPU time, not wall time: the machine may be busy with other work.
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+        try:
+            yield
+        finally:
+            profiler.disable()
+        profiler.dump_stats(target)
+        print(f"profile of the next run written to {target}; by CPU of their own:")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(40)
 
 
-async def main(stub_in_process: bool) -> None:
-    async with bench_database() as url, stub_base_url(stub_in_process) as base_url:
-        await measure(url, base_url, stub_in_process=stub_in_process)
+async def main(args: argparse.Namespace) -> None:
+    async with bench_database() as url, stub_base_url(args.stub_in_process) as base_url:
+        await measure(
+            url,
+            base_url,
+            stub_in_process=args.stub_in_process,
+            profile=args.profile,
+            parts=args.parts,
+            rounds=args.rounds,
+        )
 
 
 if __name__ == "__main__":
@@ -339,10 +355,22 @@ if __name__ == "__main__":
     parser.add_argument(
         "--stub-in-process", action="store_true", help="run the stub model in this process"
     )
+    parser.add_argument("--profile", type=Path, help="cProfile the first run into this file")
+    parser.add_argument(
+        "--parts",
+        default=",".join(sorted(PARTS)),
+        help=f"comma-separated, of {', '.join(sorted(PARTS))} (default: all)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="how often the get_entity parts alternate"
+    )
     parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_stub:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve_stub())
+            asyncio.run(serve(bench_stub()))
     else:
-        asyncio.run(main(args.stub_in_process))
+        args.parts = frozenset(args.parts.split(","))
+        if not args.parts <= PARTS:
+            parser.error(f"--parts: unknown {', '.join(sorted(args.parts - PARTS))}")
+        asyncio.run(main(args))

@@ -12,7 +12,11 @@ of this process, all threads), so the stub's work and machine noise move it litt
 - ``sdk``: ``client.aio.models.generate_content`` (the public call), on a client of its own;
 - ``client``: :class:`GenaiModelClient` as configured (the fast path unless switched off);
 - ``client-off``: :class:`GenaiModelClient` with the fast path switched off, where the
-  switch exists (it should cost what ``sdk`` costs).
+  switch exists (it should cost what ``sdk`` costs);
+- ``stream`` and ``stream-off``: :meth:`GenaiModelClient.generate_stream` (a streamed
+  ``streamGenerateContent`` call, SSE), fast path on and off. A streamed answer carries a
+  short text in a few chunks before its function call, so the timed span also holds the
+  parse of every chunk and the hand-over of every text piece (to a sink that keeps them).
 
 Paths alternate run by run, ``--runs`` runs each; the figure is the median over runs.
 ``python bench/genai_calls.py [--steps 100] [--runs 5]``
@@ -27,21 +31,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
+from _stub_child import serve, stub_child
 from google.genai import types
 
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
-from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, build_genai_client
+from agentfleet.llm import (
+    GenaiModelClient,
+    ModelReply,
+    RetryPolicy,
+    TextDelta,
+    build_genai_client,
+)
 from agentfleet.llm.genai_translate import reply_from_response
 
-STUB_READY = "bench stub at "
 MODEL = "stub"
 SYSTEM = "You are a bench agent. Call echo until told to stop."
 TOOLS = [
@@ -68,40 +76,14 @@ def bench_stub() -> GeminiStub:
     """Answers every call with one echo call (a different argument each turn)."""
 
     def policy(request: StubRequest) -> Reply:
-        return Reply(calls=[Call("echo", {"text": f"step {request.turn} " + "x" * 200})])
+        call = Call("echo", {"text": f"step {request.turn} " + "x" * 200})
+        if request.method == "streamGenerateContent":
+            return Reply(text=f"working on step {request.turn}", calls=[call], stream_chunk_chars=8)
+        return Reply(calls=[call])
 
     stub = GeminiStub(record_requests=False)
     stub.add_script(Script(name="bench", policy=policy))
     return stub
-
-
-async def serve_stub() -> None:
-    stub = bench_stub()
-    print(f"{STUB_READY}{await stub.start()}", flush=True)
-    stopping = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
-    try:
-        await stopping.wait()
-    finally:
-        await stub.stop()
-
-
-@contextlib.asynccontextmanager
-async def stub_process() -> AsyncIterator[str]:
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-stub", stdout=asyncio.subprocess.PIPE
-    )
-    try:
-        assert child.stdout is not None
-        line = (await asyncio.wait_for(child.stdout.readline(), timeout=60)).decode()
-        if not line.startswith(STUB_READY):
-            raise RuntimeError(f"the stub process did not start: {line!r}")
-        yield line.removeprefix(STUB_READY).strip()
-    finally:
-        if child.returncode is None:
-            child.terminate()
-        await asyncio.wait_for(child.wait(), timeout=30)
 
 
 def model_client(base_url: str, *, fast_path: bool | None) -> GenaiModelClient | None:
@@ -149,6 +131,27 @@ def client_generate(client: GenaiModelClient) -> Generate:
     return generate
 
 
+def stream_generate(client: GenaiModelClient) -> Generate:
+    async def generate(contents: list[types.Content]) -> ModelReply:
+        pieces: list[TextDelta] = []
+
+        async def keep(piece: TextDelta) -> None:
+            pieces.append(piece)
+
+        reply = await client.generate_stream(
+            model=MODEL,
+            system_instruction=SYSTEM,
+            contents=contents,
+            tools=TOOLS,
+            config=CONFIG,
+            on_delta=keep,
+        )
+        assert pieces, "a streamed answer brought no text piece"
+        return reply
+
+    return generate
+
+
 async def one_run(generate: Generate, steps: int) -> list[float]:
     """CPU seconds of each call of one run."""
     contents = [types.Content(role="user", parts=[types.Part(text="go")])]
@@ -183,6 +186,10 @@ async def measure(base_url: str, steps: int, runs: int) -> None:
     off = model_client(base_url, fast_path=False)
     if off is not None:
         paths["client-off"] = (client_generate(off), off.aclose)
+    if hasattr(default, "generate_stream"):
+        paths["stream"] = (stream_generate(default), _nothing)
+        if off is not None:
+            paths["stream-off"] = (stream_generate(off), _nothing)
     per_run: dict[str, list[list[float]]] = {name: [] for name in paths}
     try:
         for generate, _ in paths.values():
@@ -208,8 +215,12 @@ async def measure(base_url: str, steps: int, runs: int) -> None:
         )
 
 
+async def _nothing() -> None:
+    """The stream paths share the clients above, closed once."""
+
+
 async def main(steps: int, runs: int) -> None:
-    async with stub_process() as base_url:
+    async with stub_child(__file__) as base_url:
         await measure(base_url, steps, runs)
 
 
@@ -219,4 +230,4 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(serve_stub() if args.serve_stub else main(args.steps, args.runs))
+    asyncio.run(serve(bench_stub()) if args.serve_stub else main(args.steps, args.runs))

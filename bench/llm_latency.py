@@ -4,18 +4,27 @@
 The stub Gemini server answers every call after ``--delays`` seconds (its own process: the
 runner's when BENCH_STUB_URL is set, else one started here). ``--runs`` runs of ``--steps``
 steps (each: one model call, one ``get_entity`` through ToolPool) are queued with
-TriggerRun at once, on an executor whose concurrency is ``--runs`` and whose pool is
-``--pool-size``. Read from the database and /proc, not from a client following 1,000
-streams (which would measure the client):
+TriggerRun, at most ``--in-flight`` RPCs at a time as a well-behaved client sends them
+(``_load.IN_FLIGHT``: under the server's per-connection stream limit, 100 by default; a
+burst of 1,000 on one connection is refused with RST_STREAM REFUSED_STREAM). The
+executor runs with ``--concurrency`` (default: every run at once, the "1,000 concurrent
+runs on one executor" of issue #16; a full run also measures agentfleet's default
+concurrency at 1 s) and ``--pool-size`` (default: agentfleet's); the per-project caps on
+running and queued runs are raised to ``--runs`` (one project here; they are fairness
+limits between projects). Read
+from the database and /proc, not from a client following 1,000 streams (which would
+measure the client):
 
 - steps/s: all steps over the span from the first TriggerRun to the last run completed;
 - step overhead beyond the model: gap between a run's consecutive tool calls (rows'
   ``created_at``) minus the model's delay: tool hop, persistence and scheduling;
-- first event: a run's first event's ``created_at`` minus the wall clock when its
-  TriggerRun was sent;
+- first event: a run's first event's ``created_at`` minus the wall clock when its own
+  TriggerRun was sent (not when the batch began: a queued RPC waits for its turn);
 - executor CPU per step and all-process CPU per step (executor, toolpool, PostgreSQL);
-- executor RSS per in-flight run: peak RSS while all runs wait on the model, minus RSS
-  before, divided by the runs.
+- busy database connections (sampled every 10 ms from ``pg_stat_activity``: in a statement
+  or a transaction), p50/p99/max, beside the pool size: what the pool must hold;
+- executor RSS per in-flight run: peak RSS while the runs wait on the model, minus RSS
+  before, divided by the runs in flight (the lesser of ``--runs`` and the concurrency).
 
 ``python bench/llm_latency.py [--quick] [--json out.json]``.
 """
@@ -36,67 +45,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import bench_database, machine, percentile, scratch_folder
+from _load import (
+    IN_FLIGHT,
+    executor_environ,
+    sampled_backends,
+    seed,
+    statuses,
+    trigger_all,
+    wait_finished,
+)
 from _procstat import CpuMeter, rss_kib
 from _servers import postgres_facts, stub_process
 from _stubctl import install_scripts, stepper
 
 from agentfleet import db
-from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
+from agentfleet.config import load_settings
 from agentfleet.testing.services import start_process_stack
-from agentfleet.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.registry.definitions import (
-    AgentDefinition,
-    DefinitionRepository,
-    ModelConfig,
-)
+from agentfleet.v1 import executor_pb2_grpc
 
-PROJECT = "bench"
+AGENT = "slow"
 MARKER = "[slow-model]"
-FINISH_TIMEOUT_S = 600.0
-
-
-async def prepare(url: str) -> tuple[list[str], str, str]:
-    pool = await db.create_pool(url, min_size=1, max_size=2)
-    try:
-        await DefinitionRepository(pool).upsert(
-            PROJECT,
-            AgentDefinition(
-                name="slow",
-                system_prompt=f"{MARKER} use get_entity",
-                model=ModelConfig(name="stub"),
-                tools=["get_entity"],
-            ),
-        )
-        entities = [
-            await pool.fetchval(
-                "INSERT INTO kb.graph_objects (project_id, type, properties) "
-                "VALUES ($1, 'Note', $2) RETURNING id::text",
-                PROJECT,
-                {"title": f"benchmark {i}"},
-            )
-            for i in range(16)
-        ]
-        tokens = TokenStore(pool)
-        admin = (await tokens.create(project_id=PROJECT, role="admin")).token
-        service = (await tokens.create(project_id=None, role="service", service="executor")).token
-        return entities, admin, service
-    finally:
-        await pool.close()
-
-
-async def wait_finished(pool: Any, ids: list[str]) -> None:
-    deadline = time.monotonic() + FINISH_TIMEOUT_S
-    while time.monotonic() < deadline:
-        left = await pool.fetchval(
-            "SELECT count(*) FROM kb.agent_runs WHERE id = ANY($1::uuid[]) "
-            "AND status NOT IN ('completed', 'failed', 'cancelled')",
-            ids,
-        )
-        if left == 0:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"runs not finished after {FINISH_TIMEOUT_S:.0f} s")
 
 
 async def sample_rss(pid: int, peak: list[int], stop: asyncio.Event) -> None:
@@ -111,32 +80,23 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
     await asyncio.to_thread(
         install_scripts, [stepper(MARKER, args.steps, ctx["entities"], delay)], ctx["stub_url"]
     )
-    request = executor_pb2.StartRunRequest(project_id=PROJECT, agent_name="slow", input="go")
-    warm = await api.TriggerRun(request)  # warm-up: connections, caches
-    await wait_finished(pool, [warm.id])
+    warm = await trigger_all([api], AGENT, 1)  # warm-up: connections, caches
+    await wait_finished(pool, list(warm))
     executor, everything = CpuMeter([pids["executor"]]), CpuMeter(pids.values())
     before_kib, peak, stop = rss_kib(pids["executor"]), [0], asyncio.Event()
     sampler = asyncio.create_task(sample_rss(pids["executor"], peak, stop))
     executor.start()
     everything.start()
-    sent: list[float] = []
-
-    async def trigger() -> str:
-        sent.append(time.time())
-        return (await api.TriggerRun(request)).id
-
     began = time.perf_counter()
-    ids = await asyncio.gather(*(trigger() for _ in range(args.runs)))
-    await wait_finished(pool, ids)
+    async with sampled_backends(ctx["url"]) as backends:
+        sent_at = await trigger_all([api], AGENT, args.runs, in_flight=args.in_flight)
+        ids = list(sent_at)
+        await wait_finished(pool, ids)
     elapsed = time.perf_counter() - began
     stop.set()
     await sampler
     steps = args.runs * args.steps
     cpu_exec, cpu_all = executor.stop(steps), everything.stop(steps)
-    statuses = await pool.fetch(
-        "SELECT status, count(*) AS n FROM kb.agent_runs WHERE id = ANY($1::uuid[]) GROUP BY 1",
-        ids,
-    )
     gaps = await pool.fetch(
         "SELECT extract(epoch FROM created_at - lag(created_at) OVER w) AS gap "
         "FROM kb.agent_run_tool_calls WHERE run_id = ANY($1::uuid[]) "
@@ -149,13 +109,12 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
         "FROM kb.agent_run_events WHERE run_id = ANY($1::uuid[]) GROUP BY run_id",
         ids,
     )
-    sent_at = dict(zip(ids, sent, strict=True))
     first_ms = [(float(r["at"]) - sent_at[r["id"]]) * 1000 for r in firsts]
     return {
         "runs": args.runs,
         "steps_each": args.steps,
         "model_delay_s": delay,
-        "statuses": {r["status"]: r["n"] for r in statuses},
+        "statuses": await statuses(pool, ids),
         "wall_s": elapsed,
         "steps_per_s": steps / elapsed,
         "overhead_p50_ms": percentile(overheads, 50) * 1000 if overheads else None,
@@ -169,15 +128,26 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
         "stub_cpu_ms_per_step": cpu_all["stub_ms_per_step"],
         "executor_rss_before_kib": before_kib,
         "executor_rss_peak_kib": peak[0],
-        "rss_kib_per_run": (peak[0] - before_kib) / args.runs,
+        "rss_kib_per_run": (peak[0] - before_kib) / min(args.runs, args.concurrency),
         "cores": os.cpu_count() or 1,
         "pool_size": args.pool_size,
+        "concurrency": args.concurrency,
+        "in_flight": args.in_flight,
+        **{k: v for k, v in backends.figures().items() if k.startswith("busy")},
     }
 
 
 def print_figures(f: dict[str, Any]) -> None:
     label = f"{f['runs']} runs x {f['steps_each']} steps, model {f['model_delay_s']:g} s"
     print(f"{label}: {f['steps_per_s']:.1f} steps/s (wall {f['wall_s']:.2f} s), {f['statuses']}")
+    print(
+        f"  executor concurrency {f['concurrency']}, pool {f['pool_size']}; TriggerRun "
+        f"{f['in_flight']} in flight; span: first TriggerRun to last run ended"
+    )
+    print(
+        f"  busy database connections (all processes) p50 {f['busy_p50']}, p99 "
+        f"{f['busy_p99']}, max {f['busy_max']} (pool {f['pool_size']} per process)"
+    )
     if f["overhead_p50_ms"] is not None:
         print(
             f"{'  step overhead beyond the model':<48} p50 {f['overhead_p50_ms']:8.3f} ms   "
@@ -195,33 +165,37 @@ def print_figures(f: dict[str, Any]) -> None:
     )
 
 
-async def measure(url: str, stub_url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    entities, admin, service = await prepare(url)
+async def measure(
+    url: str, stub_url: str, args: argparse.Namespace, concurrency: int, delays: list[float]
+) -> list[dict[str, Any]]:
+    """The runs at each model delay on one executor of ``concurrency``."""
+    args = argparse.Namespace(**{**vars(args), "concurrency": concurrency})
+    seeded = await seed(url, AGENT, MARKER)
     stack = await start_process_stack(
         database_url=url,
         log_dir=scratch_folder("agentfleet-bench-llm-"),
         names=("toolpool", "executor"),
-        environ={
-            "AGENTFLEET_SERVICE_TOKEN": service,
-            "AGENTFLEET_LOG_LEVEL": "warning",
-            "AGENTFLEET_GEMINI_BASE_URL": stub_url,
-            "GEMINI_API_KEY": "bench",
-            "AGENTFLEET_DB_POOL_MAX": str(args.pool_size),
-            "AGENTFLEET_EXECUTOR_CONCURRENCY": str(args.runs),
-        },
+        environ=executor_environ(
+            seeded,
+            stub_url,
+            runs=args.runs,
+            concurrency=args.concurrency,
+            pool_size=args.pool_size,
+        ),
     )
     pool = await db.create_pool(url, min_size=1, max_size=2)
     try:
-        async with open_channel(stack.addresses["executor"], token=admin) as channel:
+        async with open_channel(stack.addresses["executor"], token=seeded.admin) as channel:
             ctx = {
                 "api": executor_pb2_grpc.ExecutorServiceStub(channel),
                 "pool": pool,
                 "pids": {name: p.pid for name, p in stack.processes.items()},
-                "entities": entities,
+                "entities": seeded.entities,
                 "stub_url": stub_url,
+                "url": url,
             }
             results = []
-            for delay in args.delays:
+            for delay in delays:
                 figures = await one_delay(ctx, delay, args)
                 print_figures(figures)
                 results.append(figures)
@@ -237,26 +211,53 @@ async def main(args: argparse.Namespace) -> None:
         if not os.environ.get("BENCH_POSTGRES_PID"):
             # Standalone: PostgreSQL's CPU is counted all the same.
             os.environ["BENCH_POSTGRES_PID"] = str((await postgres_facts(url))[0])
-        shared = os.environ.get("BENCH_STUB_URL")
-        if shared:
-            results = await measure(url, shared, args)
-        else:
-            with stub_process() as stub:
-                os.environ["BENCH_STUB_PID"] = str(stub.pid)
-                results = await measure(url, stub.base_url, args)
+        results: list[dict[str, Any]] = []
+        with contextlib.ExitStack() as stack:
+            stub_url = os.environ.get("BENCH_STUB_URL")
+            if not stub_url:
+                stub = stack.enter_context(stub_process())
+                os.environ["BENCH_STUB_PID"], stub_url = str(stub.pid), stub.base_url
+            for concurrency, delays in cases(args):
+                results += await measure(url, stub_url, args, concurrency, delays)
     if args.json:
-        # The 1 s figures are the ones the targets name; the others beside them.
-        first = next((r for r in results if r["model_delay_s"] == 1.0), results[0])
+        # All runs at once at 1 s are the figures the targets name; the others beside them.
+        first = next(
+            (r for r in results if r["model_delay_s"] == 1.0 and r["concurrency"] >= r["runs"]),
+            results[0],
+        )
         args.json.write_text(json.dumps({**first, "by_delay": results}))
+
+
+def cases(args: argparse.Namespace) -> list[tuple[int, list[float]]]:
+    """(executor concurrency, model delays): every run at once (issue #16's "1,000
+    concurrent runs on one executor") at each delay; in a full run also agentfleet's
+    default concurrency at 1 s, the figure a deployment gets out of the box."""
+    found = [(args.concurrency or args.runs, args.delays)]
+    default = load_settings({}).executor_concurrency
+    if not args.quick and not args.concurrency and default < args.runs:
+        found.append((default, [1.0]))
+    return found
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 runs, 1 s model only")
     parser.add_argument("--runs", type=int)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--delays", type=float, nargs="+")
-    parser.add_argument("--pool-size", type=int, default=20)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="AGENTFLEET_EXECUTOR_CONCURRENCY (default: --runs, every run at once; a full "
+        "run also measures agentfleet's default at 1 s)",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=load_settings({}).db_pool_max,
+        help="AGENTFLEET_DB_POOL_MAX (default: agentfleet's)",
+    )
+    parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="TriggerRun at once")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.runs = args.runs or (50 if args.quick else 1000)

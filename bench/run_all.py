@@ -7,8 +7,11 @@ synchronous_commit and full_page_writes on, PostgreSQL's defaults) and **fast** 
 off); the settings are read back with SHOW and written in RESULTS. On each: the floors
 (bare HTTP round trip to the stub, bare gRPC echo, one commit) and the peer rounds,
 interleaved agentfleet / adk / langgraph (sync) / langgraph (async), every system on the
-same pool size and runs at once. On the fast one also every ``bench/*.py`` but the private
-ones (``_*``) and this file, and the fan-out sizes for the plot. Targets of issue #16 are
+same pool size and runs at once. On the durable one also ``scale_out.py`` (NOTIFYing
+commits hold a database-wide lock through their WAL flush: the durable server is where
+they would serialise). On the fast one every other ``bench/*.py`` but the private ones
+(``_*``) and this file, and the fan-out sizes for the plot (one table only). Peer rounds:
+3 on the durable server (the headline), 2 on the fast one. Targets of issue #16 are
 checked and the missed ones flagged. Prints the load average at start and end and each
 part's time.
 
@@ -46,6 +49,7 @@ from _results import (  # noqa: E402
     peer_section,
     summarize_peers,
 )
+from _scale import scale_section  # noqa: E402
 from _servers import describe, postgres_facts, stub_process  # noqa: E402
 from _targets import Check, checks_table, latency_checks, missed_lines, peer_checks  # noqa: E402
 
@@ -53,6 +57,8 @@ from agentfleet import db  # noqa: E402
 from agentfleet.embedded_pg import EmbeddedPostgres  # noqa: E402
 
 OWN = {"run_all.py", "watch_fanout.py"}
+DURABLE = {"scale_out.py"}
+"""Area scripts run on the durable server instead of the fast one."""
 HEAVY = {"history_pagination.py", "dispatch.py"}  # skipped by --quick: 1M rows, 10k tasks
 CLEANUP_GRACE_S = 30.0
 """How long an interrupted benchmark gets to stop its servers and delete its folders."""
@@ -142,7 +148,9 @@ def update_readme(lines: list[str], *, written: str, path: Path = README) -> Non
 
 def area_scripts(args: argparse.Namespace) -> list[str]:
     found = sorted(
-        p.name for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name not in OWN
+        p.name
+        for p in HERE.glob("*.py")
+        if not p.name.startswith("_") and p.name not in OWN | DURABLE
     )
     return [*found, *sorted(OWN - {"run_all.py"})]
 
@@ -151,8 +159,9 @@ def script_command(script: str, args: argparse.Namespace, out_dir: Path) -> list
     cmd = [sys.executable, str(HERE / script)]
     if script == "watch_fanout.py":
         cmd += ["--watchers", str(args.watchers), "--events", str(args.events)]
-    if script == "llm_latency.py":
-        cmd += ["--json", str(out_dir / "llm_latency.json")] + (["--quick"] if args.quick else [])
+    if script in ("llm_latency.py", "scale_out.py"):
+        cmd += ["--json", str(out_dir / script.replace(".py", ".json"))]
+        cmd += ["--quick"] if args.quick else []
     return cmd
 
 
@@ -185,12 +194,12 @@ def measure_server(
         t0 = time.perf_counter()
         found["floors"] = asyncio.run(measure_floors(url, ctx["stub"].base_url, n, warmup))
         ctx["timings"].append((f"floors ({label})", time.perf_counter() - t0, "ok"))
-        if not durable:
-            run_areas(args, env, ctx)
+        run_areas(args, env, ctx, sorted(DURABLE) if durable else area_scripts(args))
         if not args.no_peers and (not args.only or "peers" in args.only):
             print(f"== peers on {label} PostgreSQL (interleaved rounds)", flush=True)
             t0 = time.perf_counter()
-            rounds = peer_rounds(args, env, ctx["out_dir"], ctx["log"], run)
+            found["rounds"] = args.rounds if durable else args.fast_rounds
+            rounds = peer_rounds(args, env, ctx["out_dir"], ctx["log"], run, found["rounds"])
             found["summary"] = summarize_peers(rounds)
             ctx["timings"].append((f"peers ({label})", time.perf_counter() - t0, "ok"))
             if not durable:
@@ -202,10 +211,12 @@ def measure_server(
     return found
 
 
-def run_areas(args: argparse.Namespace, env: dict[str, str], ctx: dict[str, Any]) -> None:
+def run_areas(
+    args: argparse.Namespace, env: dict[str, str], ctx: dict[str, Any], scripts: list[str]
+) -> None:
     only = {s for s in args.only.split(",") if s}
     skip = {s for s in args.skip.split(",") if s} | (HEAVY if args.quick and not only else set())
-    for script in area_scripts(args):
+    for script in scripts:
         if (only and script not in only) or script in skip:
             ctx["timings"].append((script, 0.0, "skipped"))
             continue
@@ -217,7 +228,8 @@ def run_areas(args: argparse.Namespace, env: dict[str, str], ctx: dict[str, Any]
         if status != "ok":
             parsed.unparsed.append(text[-1500:])
         ctx["parsed"][script] = parsed
-        ctx["sections"] += area_section(script, parsed, status, took)
+        if status != "ok" or script not in DURABLE:  # scale_out.py has its own section
+            ctx["sections"] += area_section(script, parsed, status, took)
 
 
 def main() -> None:
@@ -232,12 +244,13 @@ def main() -> None:
     args = parser.parse_args()
     quick = args.quick
     args.rounds, args.steps, args.agents = (1, 10, 10) if quick else (3, 60, 50)
-    args.concurrent_steps, args.fanout_repeats = (5, 1) if quick else (10, 3)
+    args.fast_rounds = 1 if quick else 2
+    args.concurrent_steps, args.fanout_repeats = (5, 1) if quick else (6, 3)
     args.pool_size = 20
     """The same database pool size for every system (agentfleet's executor and toolpool
     each, ADK's SQLAlchemy pool, LangGraph's psycopg pool)."""
     # At most 16: spawn_agents refuses more children per call (coordination.py).
-    args.fanout_sizes = [2, 10] if quick else [1, 4, 8, 16]
+    args.fanout_sizes = [2, 10] if quick else [1, 4, 16]
     args.watchers, args.events = (50, 20) if quick else (500, 100)
 
     start_load, began_all = loadavg(), time.perf_counter()
@@ -250,13 +263,17 @@ def main() -> None:
         for label, durable in (("durable", True), ("fast", False)):
             servers.append(measure_server(label, durable, args, ctx))
         parsed: dict[str, Parsed] = ctx["parsed"]
-        latency_file = ctx["out_dir"] / "llm_latency.json"
-        latency = json.loads(latency_file.read_text()) if latency_file.exists() else {}
+        latency = _json(ctx["out_dir"] / "llm_latency.json")
+        ctx["scale"] = _json(ctx["out_dir"] / "scale_out.json")
         dag = dag_points(parsed.get("dispatch.py", Parsed()))
         if full_run(args):  # a partial run leaves the committed plots alone
             plots(ctx.get("fan", {}), dag, ctx["out_dir"])
     end_load, total = loadavg(), time.perf_counter() - began_all
     write_results(args, servers, ctx, latency, dag, (start_load, end_load, total))
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def full_run(args: argparse.Namespace) -> bool:
@@ -289,6 +306,11 @@ def plots(fan: dict[str, Any], dag: list[list[float]], out_dir: Path) -> None:
         print(text.strip(), flush=True)
 
 
+def _ran(ctx: dict[str, Any], script: str) -> bool:
+    """The script was run (not skipped), whether or not it succeeded."""
+    return any(name == script and status != "skipped" for name, _, status in ctx["timings"])
+
+
 def write_results(
     args: argparse.Namespace,
     servers: list[dict[str, Any]],
@@ -303,7 +325,7 @@ def write_results(
         for s in servers
         if s.get("summary")
         for c in peer_checks(s["summary"])
-    ] + latency_checks(latency)
+    ] + latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
     headline = next((s for s in servers if s["label"] == "durable"), servers[0])
     extra = [floor_headline(s["floors"], s["label"]) for s in servers if "floors" in s]
     extra += latency_lines(latency) + missed_lines(checks)
@@ -333,13 +355,14 @@ def write_results(
         "agents": args.agents,
         "concurrent_steps": args.concurrent_steps,
         "children": 10,
-        "rounds": args.rounds,
     }
     for s in servers:
         if "floors" in s:
             doc += floor_lines(s["floors"], f"{s['label']} PostgreSQL")
         if s.get("summary"):
-            doc += peer_section(s["summary"], sizes, f"{s['label']} PostgreSQL: {s['settings']}")
+            server = f"{s['label']} PostgreSQL: {s['settings']}"
+            doc += peer_section(s["summary"], {**sizes, "rounds": s["rounds"]}, server)
+    doc += scale_section(ctx.get("scale", {}))
     doc += ["## Areas", "", *ctx["sections"]]
     if not dag:
         doc.append(

@@ -1,11 +1,18 @@
 """WatchRun fan-out: one run, ``--watchers`` streams on one history server process.
 
-Starts the history service as its own process, opens the WatchRun streams (over 8 channels)
-from this process, waits until every watcher has the first event (so all are subscribed),
-then appends ``--events`` events one transaction at a time with
-:func:`agentfleet.events.append_events`, ``--rate`` per second. Latency is from the append's
-commit returning here to the event arriving at each watcher (same clock), so it includes
-the NOTIFY, the server's read and send, and this process's own scheduling of 500 streams.
+Starts the history service as its own process, opens the WatchRun streams from this
+process, spread over channels of their own connection each (at least 8, at most half the
+server's per-connection stream limit on each: past the limit gRPC queues a connection's
+new streams until others end, and watchers never end), waits until every watcher has the
+first event (so all are subscribed), then appends ``--events`` events one transaction at a
+time with :func:`agentfleet.events.append_events`, ``--rate`` per second. Latency is from
+the append's commit returning here to the event arriving at each watcher (same clock), so
+it includes the NOTIFY, the server's read and send, and this process's own scheduling of
+500 streams.
+The limits it runs with are printed: every watcher uses one token, so the per-token cap on
+open streams (AGENTFLEET_MAX_STREAMS_PER_TOKEN, 64 by default) is raised for this server;
+a deployment gives each client its own token. Deliveries per second are paced by
+``--rate`` (events appended per second, times the watchers): not a capacity.
 
 ``python bench/watch_fanout.py [--watchers 500] [--events 100] [--json out.json]``
 """
@@ -26,13 +33,23 @@ from agentfleet import db
 from agentfleet import events as ev
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
+from agentfleet.grpc_limits import ServerLimits
 from agentfleet.testing.factories import insert_run
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 from bench._common import bench_database, machine, percentile, report, scratch_folder
 
 PROJECT = "bench"
-CHANNELS = 8
+MIN_CHANNELS = 8
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+"""A channel with its own connection: gRPC otherwise shares one between the channels of
+one target and options, and all streams would go over it."""
+STREAMS_PER_TOKEN = 100_000
+
+
+def channel_count(watchers: int, per_connection: int) -> int:
+    """Channels to spread ``watchers`` over, at most half ``per_connection`` on each."""
+    return max(MIN_CHANNELS, -(-watchers // max(1, per_connection // 2)))
 
 
 async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
@@ -51,10 +68,15 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
             "AGENTFLEET_SERVICE_TOKEN": service,
             "AGENTFLEET_LOG_LEVEL": "warning",
             # Every watcher uses one token: lift the per-token stream limit.
-            "AGENTFLEET_MAX_STREAMS_PER_TOKEN": "100000",
+            "AGENTFLEET_MAX_STREAMS_PER_TOKEN": str(STREAMS_PER_TOKEN),
         },
     )
-    channels = [open_channel(stack.addresses["history"], token=token) for _ in range(CHANNELS)]
+    limits = ServerLimits()
+    count = channel_count(args.watchers, limits.max_streams_per_connection)
+    channels = [
+        open_channel(stack.addresses["history"], token=token, options=OWN_CONNECTION)
+        for _ in range(count)
+    ]
     total = args.events + 1
     received: list[dict[int, float]] = [{} for _ in range(args.watchers)]
     all_first = asyncio.Event()
@@ -73,7 +95,7 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
 
     async def watch(i: int) -> None:
         nonlocal firsts
-        api = history_pb2_grpc.HistoryServiceStub(channels[i % CHANNELS])
+        api = history_pb2_grpc.HistoryServiceStub(channels[i % count])
         mine = received[i]
         stream = api.WatchRun(history_pb2.WatchRunRequest(project_id=PROJECT, run_id=run_id))
         async for event in stream:
@@ -123,6 +145,13 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
             "mean": statistics.fmean(latencies) * 1000,
         },
         "lines": [report(f"WatchRun commit -> {args.watchers} watchers", latencies)],
+        "limits": (
+            f"limits: {count} connections of at most {-(-args.watchers // count)} streams "
+            f"(AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION {limits.max_streams_per_connection}, "
+            f"the default); AGENTFLEET_MAX_STREAMS_PER_TOKEN raised to {STREAMS_PER_TOKEN} "
+            f"(one token for every watcher; default {limits.max_streams_per_token}); "
+            f"AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS {limits.max_concurrent_rpcs}, the default"
+        ),
     }
 
 
@@ -136,6 +165,7 @@ async def main() -> None:
     async with bench_database("watch") as url:
         out = await measure(url, args)
     print(f"machine: {machine()}")
+    print(out["limits"])
     for line in out["lines"]:  # type: ignore[union-attr]
         print(line)
     print(
@@ -144,7 +174,7 @@ async def main() -> None:
     )
     print(
         f"{'deliveries (' + str(out['deliveries']) + ')':<48} "
-        f"{out['deliveries_per_s']:8.0f} events/s delivered"
+        f"{out['deliveries_per_s']:8.0f} events/s delivered (paced by --rate {args.rate:g}/s)"
     )
     if args.json:
         args.json.write_text(json.dumps(out))

@@ -60,6 +60,10 @@ class Settings:
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
+    executor_builtin_tools: str = "toolpool"
+    """AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=toolpool|inprocess: where the built-in tools run
+    (inprocess: inside the executor, with the toolpool's own CallTool code; MCP tools
+    still go to the toolpool)."""
     max_running_per_project: int
     """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs one project may have running."""
     max_queued_per_project: int
@@ -161,7 +165,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "AGENTFLEET_EXECUTOR_HEARTBEAT_S", "must be shorter than AGENTFLEET_EXECUTOR_LEASE_S"
         )
     pool_min = env.get("AGENTFLEET_DB_POOL_MIN", 1, parsers.int_range(0, 1000))
-    pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 10, parsers.int_range(1, 1000))
+    # 20: holds the busy connections of 256 runs waiting on a model (README, Performance).
+    pool_max = env.get("AGENTFLEET_DB_POOL_MAX", 20, parsers.int_range(1, 1000))
     if pool_max < pool_min:
         raise ConfigError("AGENTFLEET_DB_POOL_MAX", "must be >= AGENTFLEET_DB_POOL_MIN")
     service_token = env.get("AGENTFLEET_SERVICE_TOKEN", None, parsers.nonempty)
@@ -196,8 +201,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         db_pool_min=pool_min,
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, parsers.positive_float),
+        # 256: LLM agents wait on the model almost all the time; at ~1 s per model call
+        # that is about one core's worth of steps (README, Performance).
         executor_concurrency=env.get(
-            "AGENTFLEET_EXECUTOR_CONCURRENCY", 16, parsers.int_range(1, 1000)
+            "AGENTFLEET_EXECUTOR_CONCURRENCY", 256, parsers.int_range(1, 1000)
+        ),
+        executor_builtin_tools=env.get(
+            "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS", "toolpool", parsers.choice("toolpool", "inprocess")
         ),
         max_running_per_project=env.get(
             "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, parsers.int_range(1, 100_000)

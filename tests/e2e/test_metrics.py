@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
+from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (
@@ -120,7 +121,8 @@ async def test_each_service_serves_prometheus_metrics(metered: Metered) -> None:
         samples = await metered.scrape(service)
         # Every process reports its database pool, sized by AGENTFLEET_DB_POOL_MAX.
         assert (
-            value(samples, "db_client_connection_max", db_client_connection_pool_name=service) == 10
+            value(samples, "db_client_connection_max", db_client_connection_pool_name=service)
+            == load_settings({}).db_pool_max
         )
         assert value(samples, "db_client_connection_count", db_client_connection_state="used") >= 0
         assert "target_info" in samples
