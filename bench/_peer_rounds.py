@@ -13,12 +13,23 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PEERS_PY = HERE / ".peers-venv" / "bin" / "python"
+HOP = "agentfleet (toolpool hop)"
 RunFn = Callable[[list[str], dict[str, str], float], tuple[str, str, float]]
 
 
 def systems() -> list[tuple[str, str, str, list[str]]]:
     """(name, python, script, extra arguments); LangGraph twice, sync as the headline."""
-    found = [("agentfleet", sys.executable, "agentfleet_scripted.py", [])]
+    # agentfleet's built-in tool in-process (its default) is the like-for-like row: the peers'
+    # tools are in-process functions. The toolpool hop is measured beside it.
+    found = [
+        ("agentfleet", sys.executable, "agentfleet_scripted.py", []),
+        (
+            HOP,
+            sys.executable,
+            "agentfleet_scripted.py",
+            ["--builtin-tools", "toolpool", "--parts", "single,concurrent"],
+        ),
+    ]
     if PEERS_PY.exists():
         peers = str(PEERS_PY)
         found += [
@@ -83,6 +94,8 @@ def fanout_sizes(
 ) -> dict[str, list[list[float]]]:
     lines: dict[str, list[list[float]]] = {}
     for name, python, script, extra in systems():
+        if name == HOP:
+            continue  # the fan-out calls no built-in tool
         for k in args.fanout_sizes:
             target = out_dir / f"fan-{_file_name(name)}-{k}.json"
             cmd = [python, str(HERE / "peers" / script), "--parts", "fanout", *extra]

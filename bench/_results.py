@@ -153,13 +153,16 @@ def peer_section(
         "langgraph (async)": "Send to a child node, checkpointed in the background",
     }
     for system, s in summary.items():
-        lines.append(f"| {system} | {how.get(system, '')} | {_ms(s['fanout_wall_ms'])} |")
+        if s["fanout_wall_ms"] is not None:  # the toolpool-hop variant runs no fan-out
+            lines.append(f"| {system} | {how.get(system, '')} | {_ms(s['fanout_wall_ms'])} |")
     lines += ["", "What each system persisted and how the work differs:", ""]
     for system, s in summary.items():
         lines.append(f"- **{system}**: {s['persisted']}")
     lines += [
-        "- agentfleet's tool is `get_entity` through ToolPool CallTool (gRPC hop + a database "
-        "read); the peers' tool is an in-process function.",
+        "- agentfleet's tool is `get_entity` (a database read) run in the executor's process "
+        "by the toolpool's CallTool code (AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess, the "
+        "default), like the peers' in-process functions; `agentfleet (toolpool hop)` sends "
+        "it over gRPC to the toolpool process (=toolpool).",
         '- LangGraph `durability="sync"` writes each checkpoint before going on, as '
         "agentfleet and ADK await their commits: it is the headline; `async` (its default) "
         "is shown beside it.",
@@ -181,7 +184,7 @@ def headlines(
     af = summary.get("agentfleet")
     if af:
         lines.append(
-            f"agentfleet step (model + tool + persistence, over gRPC), CPU "
+            f"agentfleet step (model over HTTP + built-in tool in-process + persistence), CPU "
             f"{_ms(af.get('cpu_all_ms_per_step'))} ms/step all processes: p50 "
             f"{_ms(af['step_p50_ms'])} ms, p99 {_ms(af['step_p99_ms'])} ms"
         )
@@ -199,6 +202,13 @@ def headlines(
                     f"(agentfleet/{peer} = "
                     f"{_ratio(af['concurrent_steps_per_s'], p['concurrent_steps_per_s'])})"
                 )
+    hop = summary.get("agentfleet (toolpool hop)")
+    if af and hop:
+        lines.append(
+            f"agentfleet with the built-in tool over the toolpool hop: step p50 "
+            f"{_ms(hop['step_p50_ms'])} ms, {hop['concurrent_steps_per_s'] or 0:.0f} steps/s, "
+            f"CPU {_ms(hop.get('cpu_all_ms_per_step'))} ms/step all processes"
+        )
     for script, wanted in (("toolpool_calltool.py", "sequential"), ("watch_fanout.py", "WatchRun")):
         for p in parsed.get(script, Parsed()).percentiles:
             if wanted in p.label:

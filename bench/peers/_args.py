@@ -23,6 +23,12 @@ def parse(doc: str, argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--durability", choices=("sync", "async"), default="sync", help="LangGraph only"
     )
+    parser.add_argument(
+        "--builtin-tools",
+        choices=("inprocess", "toolpool"),
+        default="inprocess",
+        help="agentfleet only: AGENTFLEET_EXECUTOR_BUILTIN_TOOLS (toolpool: the gRPC hop)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     args.parts = set(args.parts.split(","))

@@ -153,10 +153,12 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             "AGENTFLEET_DB_POOL_MAX": str(args.pool_size),
             # (children + parent for the fan-out, which the concurrent part never reaches).
             "AGENTFLEET_EXECUTOR_CONCURRENCY": str(max(args.agents, args.children + 1)),
+            "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS": args.builtin_tools,
         },
     )
     out: dict[str, Any] = {
         "system": "agentfleet",
+        "builtin_tools": args.builtin_tools,
         "pool_size": args.pool_size,
         "concurrency": args.agents,
     }
@@ -209,10 +211,15 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 out["fanout"] = {"children": args.children, "wall_s": walls}
     finally:
         await stack.stop(grace_s=5.0)
+    where = (
+        "tool over gRPC (executor -> toolpool CallTool)"
+        if args.builtin_tools == "toolpool"
+        else "tool in the executor's process (the toolpool's CallTool code, no hop)"
+    )
     out["persisted"] = (
         "per step, two statements: model message + tool call row `started` + run counters +"
         " tool_request event before the tool runs; tool message + call row finished +"
-        " tool_response event after it; tool over gRPC (executor -> toolpool CallTool)"
+        f" tool_response event after it; {where}"
     )
     return out
 

@@ -60,10 +60,11 @@ class Settings:
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
-    executor_builtin_tools: str = "toolpool"
-    """AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=toolpool|inprocess: where the built-in tools run
-    (inprocess: inside the executor, with the toolpool's own CallTool code; MCP tools
-    still go to the toolpool)."""
+    executor_builtin_tools: str = "inprocess"
+    """AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess|toolpool: where the built-in tools run
+    (inprocess, the default: inside the executor, with the toolpool's own CallTool code,
+    which saves the gRPC hop's CPU -- bench/RESULTS.md; toolpool: over CallTool). MCP tools
+    always go to the toolpool."""
     max_running_per_project: int
     """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs one project may have running."""
     max_queued_per_project: int
@@ -207,7 +208,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "AGENTFLEET_EXECUTOR_CONCURRENCY", 256, parsers.int_range(1, 1000)
         ),
         executor_builtin_tools=env.get(
-            "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS", "toolpool", parsers.choice("toolpool", "inprocess")
+            "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS",
+            "inprocess",
+            parsers.choice("inprocess", "toolpool"),
         ),
         max_running_per_project=env.get(
             "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, parsers.int_range(1, 100_000)

@@ -69,10 +69,10 @@ async def gateways(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[Ga
         await stack.close()
 
 
-def test_the_option_is_off_by_default() -> None:
-    assert load_settings({}).executor_builtin_tools == "toolpool"
-    on = load_settings({"AGENTFLEET_EXECUTOR_BUILTIN_TOOLS": "inprocess"})
-    assert on.executor_builtin_tools == "inprocess"
+def test_built_in_tools_run_in_process_by_default() -> None:
+    assert load_settings({}).executor_builtin_tools == "inprocess"
+    off = load_settings({"AGENTFLEET_EXECUTOR_BUILTIN_TOOLS": "toolpool"})
+    assert off.executor_builtin_tools == "toolpool"
 
 
 async def _run(
