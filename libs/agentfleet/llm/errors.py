@@ -33,16 +33,12 @@ class ModelError(AgentFleetError):
         return f"{status}{self.message}"
 
 
-class TransientModelError(ModelError):
+class TransientModelError(ModelError, code=grpc.StatusCode.UNAVAILABLE):
     """The model was unavailable or rate limited on every attempt."""
 
-    code = grpc.StatusCode.UNAVAILABLE
 
-
-class ModelRequestError(ModelError):
+class ModelRequestError(ModelError, code=grpc.StatusCode.FAILED_PRECONDITION):
     """The model refused the request (4xx other than 429); retrying will not help."""
-
-    code = grpc.StatusCode.FAILED_PRECONDITION
 
 
 class MalformedModelReply(ModelError):
