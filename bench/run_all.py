@@ -51,7 +51,14 @@ from _results import (  # noqa: E402
 )
 from _scale import scale_section  # noqa: E402
 from _servers import describe, postgres_facts, stub_process  # noqa: E402
-from _targets import Check, checks_table, latency_checks, missed_lines, peer_checks  # noqa: E402
+from _targets import (  # noqa: E402
+    Check,
+    checks_table,
+    latency_checks,
+    missed_lines,
+    peer_checks,
+    step_cpu_checks,
+)
 
 from agentfleet import db  # noqa: E402
 from agentfleet.embedded_pg import EmbeddedPostgres  # noqa: E402
@@ -325,7 +332,12 @@ def write_results(
         for s in servers
         if s.get("summary")
         for c in peer_checks(s["summary"])
-    ] + latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
+    ]
+    checks += step_cpu_checks(
+        ctx["parsed"].get("executor_steps.py", Parsed()).info,
+        expected=_ran(ctx, "executor_steps.py"),
+    )
+    checks += latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
     headline = next((s for s in servers if s["label"] == "durable"), servers[0])
     extra = [floor_headline(s["floors"], s["label"]) for s in servers if "floors" in s]
     extra += latency_lines(latency) + missed_lines(checks)

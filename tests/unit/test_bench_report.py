@@ -18,6 +18,7 @@ from _targets import (  # noqa: E402
     latency_checks,
     missed_lines,
     peer_checks,
+    step_cpu_checks,
 )
 from run_all import README_END, README_START, update_readme  # noqa: E402
 
@@ -103,7 +104,7 @@ def test_latency_targets_use_the_lesser_limit() -> None:
         "executor_cpu_ms_per_step": 1.6,
     }
     checks = latency_checks(figures)
-    assert [c.status for c in checks] == ["met", "met", "MISSED", "met", "MISSED"]
+    assert [c.status for c in checks] == ["met", "met", "MISSED", "met"]
     assert "vs needed 400.00 steps/s" in checks[0].measured
     assert latency_checks({}) == []
 
@@ -120,3 +121,19 @@ def test_missed_targets_are_flagged_in_the_table_and_the_headline_block(
     readme.write_text(f"{README_START}\n{README_END}\n")
     update_readme(block, written="d", path=readme)
     assert "MISSED: b (9 ms vs limit 5 ms)" in readme.read_text()
+
+
+def test_the_step_cpu_target_reads_the_in_memory_part_only() -> None:
+    info = [
+        "one run, 194 steps measured (first 5 skipped as warm-up):",
+        "executor CPU 1.41 ms per step (process time)",
+        "executor CPU 1.62 ms per step (process time)",
+        "one run with get_entity over ToolPool gRPC, 194 steps measured (first 5 skipped as"
+        " warm-up):",
+        "executor CPU 1.91 ms per step (process time); toolpool process 1.55 ms",
+    ]
+    checks = step_cpu_checks(info)
+    assert [c.met for c in checks] == [True, False]
+    assert "1.62 ms" in checks[1].measured
+    assert step_cpu_checks([], expected=True)[0].status == "NOT MEASURED"
+    assert step_cpu_checks([]) == []
