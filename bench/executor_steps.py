@@ -75,7 +75,7 @@ from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_server import tool_gateway
-from services.executor.runs import StartRunParams
+from services.executor.runs import RunRecord, StartRunParams
 from services.executor.server import settle_heap
 from services.executor.tool_gateway import InMemoryToolGateway, ToolGateway
 
@@ -227,6 +227,18 @@ async def toolpool_gateway(
         await stack.stop(grace_s=5.0)
 
 
+async def claim_one(queue: RunQueue, within_s: float = 30.0) -> RunRecord:
+    """A queued run, claimed. The claim prefers the oldest runs, so a claimer whose statement
+    began before other runs were queued can find every run it saw taken by claimers that
+    came later (read committed): it claims again, as a worker does on its next wake-up."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if claimed := await queue.claim_next(OWNER, 60.0):
+            return claimed[0]
+        await asyncio.sleep(0.001)
+    raise RuntimeError(f"no queued run claimed within {within_s:g} s")
+
+
 @dataclass(kw_only=True)
 class Part:
     """One measured configuration: a 200-step run, then 50 concurrent runs of 20 steps."""
@@ -250,7 +262,7 @@ class Part:
                 input=f"steps={steps}{extra}",
             )
         )
-        (run,) = await queue.claim_next(OWNER, 60.0)
+        run = await claim_one(queue)
         loop = AgentLoop(
             pool=self.pool,
             definitions=DefinitionRepository(self.pool),

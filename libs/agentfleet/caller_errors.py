@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import asyncpg
 import grpc
 import structlog
 from opentelemetry import trace
@@ -23,6 +24,9 @@ def caller_error(exc: BaseException, method: str) -> AgentFleetError | None:
     the caller gets only a reference, see :func:`internal_failure`)."""
     if isinstance(exc, NotImplementedError):
         exc = Unimplemented(f"{method} is not implemented yet")
+    if isinstance(exc, asyncpg.InterfaceError) and "pool is clos" in str(exc):
+        # Our own shutdown closed the pool under a handler the server had not cancelled yet.
+        exc = Unavailable("the service is shutting down: retry (another replica serves it)")
     if is_disconnect(exc):
         # PostgreSQL restarting or failing over: the caller may retry; no traceback each.
         exc = Unavailable(f"database unavailable: {type(exc).__name__}: {exc}")
