@@ -14,12 +14,10 @@ import pytest
 from google.protobuf import json_format
 
 from agentfleet import events
-from agentfleet.auth import AllowAll
 from agentfleet.clients import open_channel
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
-from agentfleet.grpc_server import Registration, start_server
 from agentfleet.testing.invariants import assert_invariants
-from agentfleet.testing.services import ProcessStack, start_process_stack
+from agentfleet.testing.services import ProcessStack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import (
     common_pb2,
@@ -29,6 +27,7 @@ from agentfleet.v1 import (
     toolpool_pb2_grpc,
 )
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from tests.e2e.lone_executor import serve_toolpool, start_executor
 
 PROJECT = "proj"
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -67,35 +66,8 @@ class CountingToolPool(toolpool_pb2_grpc.ToolPoolServiceServicer):
 @pytest.fixture
 async def toolpool() -> AsyncIterator[tuple[CountingToolPool, str]]:
     servicer = CountingToolPool()
-    server = await start_server(
-        host="127.0.0.1",
-        port=0,
-        registrations=[
-            Registration.of(toolpool_pb2, toolpool_pb2_grpc, "ToolPoolService", servicer)
-        ],
-        authenticator=AllowAll(),
-    )
-    try:
-        yield servicer, f"127.0.0.1:{server.port}"
-    finally:
-        await server.stop(0.5)
-
-
-async def start_executor(
-    database_url: str, log_dir: Path, stub: GeminiStub, toolpool_addr: str
-) -> ProcessStack:
-    return await start_process_stack(
-        database_url=database_url,
-        log_dir=log_dir,
-        names=("executor",),
-        environ={
-            "AGENTFLEET_AUTH": "off",
-            "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
-            "AGENTFLEET_TOOLPOOL_ADDR": toolpool_addr,
-            "AGENTFLEET_EXECUTOR_LEASE_S": "1.5",
-            "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "0.3",
-        },
-    )
+    async with serve_toolpool(servicer) as address:
+        yield servicer, address
 
 
 def careful(request: StubRequest) -> Reply:

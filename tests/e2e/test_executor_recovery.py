@@ -14,16 +14,15 @@ import pytest
 from google.protobuf import json_format
 
 from agentfleet import events
-from agentfleet.auth import AllowAll
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
-from agentfleet.grpc_server import Registration, start_server
-from agentfleet.testing.services import ProcessStack, start_process_stack
+from agentfleet.testing.services import ProcessStack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import StartRunParams
+from tests.e2e.lone_executor import serve_toolpool, start_executor
 
 PROJECT = "proj"
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -65,37 +64,15 @@ class CountingToolPool(toolpool_pb2_grpc.ToolPoolServiceServicer):
 @pytest.fixture
 async def toolpool() -> AsyncIterator[tuple[CountingToolPool, str]]:
     servicer = CountingToolPool()
-    server = await start_server(
-        host="127.0.0.1",
-        port=0,
-        registrations=[
-            Registration.of(toolpool_pb2, toolpool_pb2_grpc, "ToolPoolService", servicer)
-        ],
-        authenticator=AllowAll(),
-    )
-    try:
-        yield servicer, f"127.0.0.1:{server.port}"
-    finally:
-        await server.stop(0.5)
+    async with serve_toolpool(servicer) as address:
+        yield servicer, address
 
 
-async def start_executor(
-    database_url: str, log_dir: Path, stub: GeminiStub, toolpool_addr: str, concurrency: int = 4
-) -> ProcessStack:
-    return await start_process_stack(
-        database_url=database_url,
-        log_dir=log_dir,
-        names=("executor",),
-        environ={
-            "AGENTFLEET_AUTH": "off",
-            "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
-            "AGENTFLEET_TOOLPOOL_ADDR": toolpool_addr,
-            "AGENTFLEET_EXECUTOR_CONCURRENCY": str(concurrency),
-            "AGENTFLEET_EXECUTOR_LEASE_S": "1.5",
-            "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "0.3",
-            "AGENTFLEET_SHUTDOWN_GRACE_S": "10",
-        },
-    )
+def settings(concurrency: int) -> dict[str, str]:
+    return {
+        "AGENTFLEET_EXECUTOR_CONCURRENCY": str(concurrency),
+        "AGENTFLEET_SHUTDOWN_GRACE_S": "10",
+    }
 
 
 async def define(pool: asyncpg.Pool, tools: list[str]) -> None:
@@ -146,7 +123,9 @@ async def test_sigkill_mid_tool_call_second_executor_finishes_the_run(
         )
     )
     await define(db_pool, ["slow"])
-    first = await start_executor(database_url, tmp_path / "a", gemini_stub, toolpool_addr)
+    first = await start_executor(
+        database_url, tmp_path / "a", gemini_stub, toolpool_addr, **settings(4)
+    )
     second: ProcessStack | None = None
     try:
         run_id = await enqueue(db_pool)
@@ -155,7 +134,9 @@ async def test_sigkill_mid_tool_call_second_executor_finishes_the_run(
         process = first.processes["executor"]
         process.kill()
         await process.wait()
-        second = await start_executor(database_url, tmp_path / "b", gemini_stub, toolpool_addr)
+        second = await start_executor(
+            database_url, tmp_path / "b", gemini_stub, toolpool_addr, **settings(4)
+        )
         await wait_for_query(
             db_pool,
             "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1",
@@ -209,7 +190,7 @@ async def test_sigterm_with_20_running_runs_hands_them_all_to_the_other_executor
     gemini_stub.add_script(Script(name="agent", policy=ten_steps))
     await define(db_pool, ["echo"])
     first = await start_executor(
-        database_url, tmp_path / "a", gemini_stub, toolpool_addr, concurrency=20
+        database_url, tmp_path / "a", gemini_stub, toolpool_addr, **settings(20)
     )
     second: ProcessStack | None = None
     try:
@@ -223,7 +204,7 @@ async def test_sigterm_with_20_running_runs_hands_them_all_to_the_other_executor
             timeout_s=60.0,
         )
         second = await start_executor(
-            database_url, tmp_path / "b", gemini_stub, toolpool_addr, concurrency=20
+            database_url, tmp_path / "b", gemini_stub, toolpool_addr, **settings(20)
         )
         process = first.processes["executor"]
         process.terminate()
