@@ -8,16 +8,14 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from agentfleet.cli.main import run_remote
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,29 +56,14 @@ class Cli:
 
 
 @pytest.fixture
-async def cli_stack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
-) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
-
-
-@pytest.fixture
-async def cli(cli_stack: Stack, capfd: pytest.CaptureFixture[str], tmp_path: Path) -> Cli:
+async def cli(stub_stack: Stack, capfd: pytest.CaptureFixture[str], tmp_path: Path) -> Cli:
     project = f"cli-{uuid.uuid4().hex[:8]}"
     environ = {
-        "AGENTFLEET_TOKEN": await cli_stack.create_token(project, role="admin"),
+        "AGENTFLEET_TOKEN": await stub_stack.create_token(project, role="admin"),
         "AGENTFLEET_PROJECT": project,
-        **{f"AGENTFLEET_{n.upper()}_ADDR": cli_stack.address(n) for n in cli_stack.services},
+        **{f"AGENTFLEET_{n.upper()}_ADDR": stub_stack.address(n) for n in stub_stack.services},
     }
-    return Cli(stack=cli_stack, environ=environ, capfd=capfd)
+    return Cli(stack=stub_stack, environ=environ, capfd=capfd)
 
 
 async def install(cli: Cli, tmp_path: Path) -> None:

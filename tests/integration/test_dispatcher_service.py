@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -14,7 +13,7 @@ import pytest
 
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -33,21 +32,6 @@ def first_user_text(request: StubRequest) -> str:
 
 def task_title(request: StubRequest) -> str:
     return first_user_text(request).splitlines()[0].removeprefix("# Task: ")
-
-
-@pytest.fixture
-async def dstack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
-) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 async def client(stack: Stack) -> dispatcher_pb2_grpc.DispatcherServiceStub:
@@ -84,7 +68,7 @@ async def wait_graph(
 
 
 async def test_seed002_runs_in_dag_order_with_a_retry_and_sessions(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "researcher", tags=["research"])
     await define(db_pool, "writer", tags=["spec"])
@@ -99,7 +83,7 @@ async def test_seed002_runs_in_dag_order_with_a_retry_and_sessions(
         return Reply(text=f"done: {title}", delay_s=0.2)
 
     gemini_stub.add_script(Script(name="all", policy=policy))
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(load_dag_file(SEED, project_id=PROJECT))
     graph = await wait_graph(api, created.task_graph.id)
 
@@ -169,9 +153,9 @@ async def cycle_error(call) -> grpc.aio.AioRpcError:  # type: ignore[no-untyped-
 
 
 async def test_bad_graphs_are_clear_errors_and_store_nothing(
-    dstack: Stack, db_pool: asyncpg.Pool
+    stub_stack: Stack, db_pool: asyncpg.Pool
 ) -> None:
-    api = await client(dstack)
+    api = await client(stub_stack)
     t = [pb.TaskSpec(key=k, title=k) for k in ("a", "b", "c")]
 
     def edges(*pairs: str) -> list[pb.TaskEdge]:
@@ -219,9 +203,9 @@ async def test_bad_graphs_are_clear_errors_and_store_nothing(
 
 
 async def test_add_tasks_rejects_a_cycle_through_existing_tasks(
-    dstack: Stack, db_pool: asyncpg.Pool
+    stub_stack: Stack, db_pool: asyncpg.Pool
 ) -> None:
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT,

@@ -7,14 +7,13 @@ stream without them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import asyncpg
 import grpc
-import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -32,21 +31,6 @@ DELTA = common_pb2.RUN_EVENT_TYPE_MODEL_TEXT_DELTA
 FIRST_TEXT = "Let me look that up first, it will take a moment. " * 3
 THOUGHT = "The user wants facts; a tool call is needed before answering."
 FINAL_TEXT = "Gemini is a family of multimodal models.\nEach answer streams in pieces. " * 4
-
-
-@pytest.fixture
-async def sstack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
-) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 async def _define(stack: Stack, token: str, *, name: str, streaming: bool | None) -> None:
@@ -129,12 +113,12 @@ def _stored(events: Sequence[common_pb2.RunEvent]) -> list[bytes]:
 
 
 async def test_start_run_streams_deltas_before_the_stored_text_and_replay_has_none(
-    sstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
-    token = await sstack.create_token(P, "admin")
-    await _define(sstack, token, name="streamer", streaming=True)
+    token = await stub_stack.create_token(P, "admin")
+    await _define(stub_stack, token, name="streamer", streaming=True)
     gemini_stub.add_script(_two_steps())
-    executor = executor_pb2_grpc.ExecutorServiceStub(sstack.channel("executor", token=token))
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
 
     live = await _read_all(
         executor.StartRun(
@@ -171,7 +155,7 @@ async def test_start_run_streams_deltas_before_the_stored_text_and_replay_has_no
         "SELECT count(*) FROM kb.agent_run_events WHERE run_id = $1::uuid", run_id
     ) == len(stored_seqs)
 
-    history = history_pb2_grpc.HistoryServiceStub(sstack.channel("history", token=token))
+    history = history_pb2_grpc.HistoryServiceStub(stub_stack.channel("history", token=token))
     replay = await _read_all(
         history.WatchRun(history_pb2.WatchRunRequest(project_id=P, run_id=run_id))
     )
@@ -182,15 +166,15 @@ async def test_start_run_streams_deltas_before_the_stored_text_and_replay_has_no
 
 
 async def test_watch_run_follower_gets_the_deltas_live(
-    sstack: Stack, gemini_stub: GeminiStub
+    stub_stack: Stack, gemini_stub: GeminiStub
 ) -> None:
-    token = await sstack.create_token(P, "member")
-    admin = await sstack.create_token(P, "admin")
-    await _define(sstack, admin, name="streamer", streaming=True)
+    token = await stub_stack.create_token(P, "member")
+    admin = await stub_stack.create_token(P, "admin")
+    await _define(stub_stack, admin, name="streamer", streaming=True)
     gate = asyncio.Event()
     gemini_stub.add_script(_two_steps(gate))
-    executor = executor_pb2_grpc.ExecutorServiceStub(sstack.channel("executor", token=token))
-    history = history_pb2_grpc.HistoryServiceStub(sstack.channel("history", token=token))
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
+    history = history_pb2_grpc.HistoryServiceStub(stub_stack.channel("history", token=token))
 
     run = await executor.TriggerRun(
         executor_pb2.StartRunRequest(project_id=P, agent_name="streamer", input="Gemini?")
@@ -211,12 +195,12 @@ async def test_watch_run_follower_gets_the_deltas_live(
 
 
 async def test_definition_without_streaming_sends_no_deltas(
-    sstack: Stack, gemini_stub: GeminiStub
+    stub_stack: Stack, gemini_stub: GeminiStub
 ) -> None:
-    token = await sstack.create_token(P, "admin")
-    await _define(sstack, token, name="streamer", streaming=False)
+    token = await stub_stack.create_token(P, "admin")
+    await _define(stub_stack, token, name="streamer", streaming=False)
     gemini_stub.add_script(_two_steps())
-    executor = executor_pb2_grpc.ExecutorServiceStub(sstack.channel("executor", token=token))
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
 
     live = await _read_all(
         executor.StartRun(
@@ -230,14 +214,14 @@ async def test_definition_without_streaming_sends_no_deltas(
 
 
 async def test_unset_switch_streams_a_followed_run_and_not_a_queued_one(
-    sstack: Stack, gemini_stub: GeminiStub
+    stub_stack: Stack, gemini_stub: GeminiStub
 ) -> None:
     """The default: StartRun's caller follows the run from its start, so it streams;
     TriggerRun only queues it, so its model calls take the plain (cheaper) path."""
-    token = await sstack.create_token(P, "admin")
-    await _define(sstack, token, name="streamer", streaming=None)
-    executor = executor_pb2_grpc.ExecutorServiceStub(sstack.channel("executor", token=token))
-    history = history_pb2_grpc.HistoryServiceStub(sstack.channel("history", token=token))
+    token = await stub_stack.create_token(P, "admin")
+    await _define(stub_stack, token, name="streamer", streaming=None)
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
+    history = history_pb2_grpc.HistoryServiceStub(stub_stack.channel("history", token=token))
 
     gemini_stub.add_script(_two_steps(runs=2))
     followed = await _read_all(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -17,7 +16,7 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
     common_pb2,
     dispatcher_pb2,
@@ -44,23 +43,8 @@ SCHEMA: dict[str, Any] = {
 
 
 @pytest.fixture
-async def sstack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
-) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
-
-
-@pytest.fixture
-async def admin(sstack: Stack) -> str:
-    return await sstack.create_token(P, "admin")
+async def admin(stub_stack: Stack) -> str:
+    return await stub_stack.create_token(P, "admin")
 
 
 def _registry(stack: Stack, token: str) -> registry_pb2_grpc.AgentRegistryServiceStub:
@@ -115,9 +99,9 @@ def _schema_asked(request: StubRequest) -> bool:
 
 
 async def test_valid_output_is_stored_and_returned(
-    sstack: Stack, admin: str, gemini_stub: GeminiStub
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub
 ) -> None:
-    await _define(sstack, admin, "rater", schema=SCHEMA)
+    await _define(stub_stack, admin, "rater", schema=SCHEMA)
     answer = {"title": "Gemini", "score": 8}
     gemini_stub.add_script(
         Script(
@@ -125,7 +109,7 @@ async def test_valid_output_is_stored_and_returned(
         )
     )
 
-    events = await _run(sstack, admin, "rater")
+    events = await _run(stub_stack, admin, "rater")
 
     finished = events[-1].run_finished.run
     assert finished.status == common_pb2.RUN_STATUS_COMPLETED
@@ -135,15 +119,15 @@ async def test_valid_output_is_stored_and_returned(
     (request,) = gemini_stub.requests_for("rater")
     assert _schema_asked(request)
     assert "tools" not in request.body
-    history = history_pb2_grpc.HistoryServiceStub(sstack.channel("history", token=admin))
+    history = history_pb2_grpc.HistoryServiceStub(stub_stack.channel("history", token=admin))
     got = await history.GetRun(history_pb2.GetRunRequest(project_id=P, run_id=finished.id))
     assert got.run.output == finished.output
 
 
 async def test_invalid_output_gets_one_repair_then_the_run_fails_with_the_schema_error(
-    sstack: Stack, admin: str, gemini_stub: GeminiStub, db_pool: asyncpg.Pool
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub, db_pool: asyncpg.Pool
 ) -> None:
-    await _define(sstack, admin, "rater", schema=SCHEMA)
+    await _define(stub_stack, admin, "rater", schema=SCHEMA)
     gemini_stub.add_script(
         Script(
             name="rater",
@@ -156,7 +140,7 @@ async def test_invalid_output_gets_one_repair_then_the_run_fails_with_the_schema
         )
     )
 
-    events = await _run(sstack, admin, "rater")
+    events = await _run(stub_stack, admin, "rater")
 
     finished = events[-1].run_finished.run
     assert finished.status == common_pb2.RUN_STATUS_FAILED
@@ -175,9 +159,9 @@ async def test_invalid_output_gets_one_repair_then_the_run_fails_with_the_schema
 
 
 async def test_a_repaired_answer_completes_the_run(
-    sstack: Stack, admin: str, gemini_stub: GeminiStub
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub
 ) -> None:
-    await _define(sstack, admin, "rater", schema=SCHEMA)
+    await _define(stub_stack, admin, "rater", schema=SCHEMA)
     gemini_stub.add_script(
         Script(
             name="rater",
@@ -189,7 +173,7 @@ async def test_a_repaired_answer_completes_the_run(
         )
     )
 
-    events = await _run(sstack, admin, "rater")
+    events = await _run(stub_stack, admin, "rater")
 
     finished = events[-1].run_finished.run
     assert finished.status == common_pb2.RUN_STATUS_COMPLETED
@@ -199,10 +183,10 @@ async def test_a_repaired_answer_completes_the_run(
 
 
 async def test_child_output_reaches_the_parent_and_a_parent_with_tools_is_asked_again(
-    sstack: Stack, admin: str, gemini_stub: GeminiStub
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub
 ) -> None:
-    await _define(sstack, admin, "rater", schema=SCHEMA)
-    await _define(sstack, admin, "boss", schema=SCHEMA, tools=["spawn_agents"])
+    await _define(stub_stack, admin, "rater", schema=SCHEMA)
+    await _define(stub_stack, admin, "boss", schema=SCHEMA, tools=["spawn_agents"])
     spawn_results: list[dict[str, Any]] = []
 
     def boss(request: StubRequest) -> Reply:
@@ -224,7 +208,7 @@ async def test_child_output_reaches_the_parent_and_a_parent_with_tools_is_asked_
         )
     )
 
-    events = await _run(sstack, admin, "boss")
+    events = await _run(stub_stack, admin, "boss")
 
     finished = events[-1].run_finished.run
     assert finished.status == common_pb2.RUN_STATUS_COMPLETED, finished.error_message
@@ -252,10 +236,10 @@ async def test_child_output_reaches_the_parent_and_a_parent_with_tools_is_asked_
     ],
 )
 async def test_upsert_refuses_a_bad_output_schema(
-    sstack: Stack, admin: str, db_pool: asyncpg.Pool, schema: dict[str, Any], message: str
+    stub_stack: Stack, admin: str, db_pool: asyncpg.Pool, schema: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await _define(sstack, admin, "rater", schema=schema)
+        await _define(stub_stack, admin, "rater", schema=schema)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "agent_definition.output_schema" in (refused.value.details() or "")
     assert message in (refused.value.details() or "")
@@ -263,9 +247,9 @@ async def test_upsert_refuses_a_bad_output_schema(
 
 
 async def test_a_task_run_by_an_agent_with_a_schema_keeps_the_output(
-    sstack: Stack, admin: str, gemini_stub: GeminiStub, db_pool: asyncpg.Pool
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub, db_pool: asyncpg.Pool
 ) -> None:
-    await _define(sstack, admin, "rater", schema=SCHEMA)
+    await _define(stub_stack, admin, "rater", schema=SCHEMA)
     gemini_stub.add_script(
         Script(
             name="rater",
@@ -274,7 +258,7 @@ async def test_a_task_run_by_an_agent_with_a_schema_keeps_the_output(
         )
     )
     dispatcher = dispatcher_pb2_grpc.DispatcherServiceStub(
-        sstack.channel("dispatcher", token=admin)
+        stub_stack.channel("dispatcher", token=admin)
     )
     created = await dispatcher.CreateTaskGraph(
         dispatcher_pb2.CreateTaskGraphRequest(

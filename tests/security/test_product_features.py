@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -20,7 +19,7 @@ import grpc
 import pytest
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -31,21 +30,6 @@ from agentfleet.v1 import (
 
 P = "product-features"
 STEP = 20.0
-
-
-@pytest.fixture
-async def pstack(
-    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
-) -> AsyncIterator[Stack]:
-    running = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def _nested(levels: int) -> dict[str, Any]:
@@ -85,10 +69,10 @@ async def _registry(stack: Stack) -> registry_pb2_grpc.AgentRegistryServiceStub:
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_SCHEMAS))
 async def test_hostile_output_schema_is_refused_and_nothing_is_written(
-    pstack: Stack, db_pool: asyncpg.Pool, case: str
+    stub_stack: Stack, db_pool: asyncpg.Pool, case: str
 ) -> None:
     schema, limit = HOSTILE_SCHEMAS[case]
-    registry = await _registry(pstack)
+    registry = await _registry(stub_stack)
     definition = common_pb2.AgentDefinition(
         name="typed", model=common_pb2.ModelConfig(name="gemini-2.5-flash")
     )
@@ -123,9 +107,9 @@ def _deep_json(levels: int) -> str:
     ],
 )
 async def test_hostile_model_answer_fails_the_run_with_a_short_error(
-    pstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub, answer: str
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub, answer: str
 ) -> None:
-    registry = await _registry(pstack)
+    registry = await _registry(stub_stack)
     definition = common_pb2.AgentDefinition(
         name="typed",
         system_prompt="You are typed.",
@@ -144,8 +128,8 @@ async def test_hostile_model_answer_fails_the_run_with_a_short_error(
             replies=[Reply(text=answer), Reply(text=answer)],
         )
     )
-    token = await pstack.create_token(P, "member")
-    executor = executor_pb2_grpc.ExecutorServiceStub(pstack.channel("executor", token=token))
+    token = await stub_stack.create_token(P, "member")
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
 
     events = []
     async with asyncio.timeout(STEP):

@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, Settings, child_environment, load_settings
+from agentfleet.gemini_stub import GeminiStub
 from agentfleet.secrets_crypto import new_key_entry
 from agentfleet.service_runtime import RunningService, start_service
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
@@ -159,6 +160,22 @@ async def start_stack(
 async def stack(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[Stack]:
     """All four services in-process against this test's database, auth on."""
     running = await start_stack(database_url=database_url, pool=db_pool)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+async def stub_stack(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> AsyncIterator[Stack]:
+    """All four services in-process, auth on, their model the test's stub Gemini server."""
+    running = await start_stack(
+        database_url=database_url,
+        pool=db_pool,
+        environ={"AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or ""},
+    )
     try:
         yield running
     finally:
