@@ -18,7 +18,6 @@ from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
-from tests.integration import test_dispatcher_service as base
 from tests.integration.test_dispatcher_service import (
     PROJECT,
     client,
@@ -26,8 +25,6 @@ from tests.integration.test_dispatcher_service import (
     task_title,
     wait_graph,
 )
-
-dstack = base.dstack  # the stack fixture with the stub Gemini wired in
 
 
 async def define(pool: asyncpg.Pool, name: str, **fields: Any) -> None:
@@ -54,11 +51,11 @@ async def rpc_error(call: Any) -> grpc.aio.AioRpcError:
 
 
 async def test_max_parallel_caps_a_graph_but_not_its_neighbour(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "worker")
     gemini_stub.add_script(Script(name="w", policy=lambda r: Reply(text="ok", delay_s=0.3)))
-    api = await client(dstack)
+    api = await client(stub_stack)
     capped = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT, tasks=tasks("a", "b", "c", "d", agent="worker"), max_parallel=2
@@ -108,11 +105,11 @@ async def sessions_of(api: Any, task_id: str) -> list[pb.TaskSession]:
 
 
 async def test_paused_run_is_resumed_then_the_cap_pauses_the_task_and_retry_finishes_it(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "stepper", tools=["list_entities"], max_steps=1)
     gemini_stub.add_script(Script(name="stepper", policy=stepper))
-    api = await client(dstack)
+    api = await client(stub_stack)
 
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(project_id=PROJECT, tasks=tasks("long", agent="stepper"))
@@ -180,7 +177,7 @@ async def test_paused_run_is_resumed_then_the_cap_pauses_the_task_and_retry_fini
 
 
 async def test_retry_task_preconditions_and_a_failed_task_retried_to_completion(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "worker")
     failures = itertools.count()
@@ -191,7 +188,7 @@ async def test_retry_task_preconditions_and_a_failed_task_retried_to_completion(
         return Reply(text=f"done {task_title(request)}")
 
     gemini_stub.add_script(Script(name="w", policy=policy))
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT,
@@ -231,11 +228,11 @@ async def test_retry_task_preconditions_and_a_failed_task_retried_to_completion(
 
 
 async def test_cancel_task_graph_stops_in_flight_runs(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "sleeper")
     gemini_stub.add_script(Script(name="s", policy=lambda r: Reply(hang=True)))
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT,

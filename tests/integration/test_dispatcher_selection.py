@@ -20,7 +20,6 @@ from tests.integration import test_dispatcher_service as base
 from tests.integration.test_dispatcher_control import define, sessions_of
 from tests.integration.test_dispatcher_service import PROJECT, client, first_user_text, wait_graph
 
-dstack = base.dstack  # the stack fixture with the stub Gemini wired in
 SELECTOR_MODEL = "selector-model"
 
 
@@ -122,7 +121,7 @@ def planner(request: StubRequest) -> Reply:
 
 
 async def test_subtasks_of_a_run_without_a_task_get_a_graph_and_are_dispatched(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(
         db_pool, "planner", tools=["create_subtasks"], config={"subtask_agents": ["worker"]}
@@ -132,8 +131,8 @@ async def test_subtasks_of_a_run_without_a_task_get_a_graph_and_are_dispatched(
     gemini_stub.add_script(
         Script(name="worker", policy=lambda r: Reply(text=f"did {base.task_title(r)}"))
     )
-    token = await dstack.create_token(PROJECT)
-    executor = executor_pb2_grpc.ExecutorServiceStub(dstack.channel("executor", token=token))
+    token = await stub_stack.create_token(PROJECT)
+    executor = executor_pb2_grpc.ExecutorServiceStub(stub_stack.channel("executor", token=token))
     streamed = [
         e
         async for e in executor.StartRun(
@@ -151,7 +150,7 @@ async def test_subtasks_of_a_run_without_a_task_get_a_graph_and_are_dispatched(
         run.id,
     )
     assert len(graph_ids) == 1  # both calls of the run share one graph
-    api = await client(dstack)
+    api = await client(stub_stack)
     graph = await wait_graph(api, graph_ids[0]["g"])
     assert graph.status == pb.TASK_GRAPH_STATUS_COMPLETED
     assert graph.labels["created_by_run_id"] == run.id

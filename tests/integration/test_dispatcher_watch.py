@@ -15,19 +15,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2 as pb
-from tests.integration import test_dispatcher_service as base
 from tests.integration.test_dispatcher_control import define, edge, rpc_error, tasks
 from tests.integration.test_dispatcher_service import PROJECT, client, wait_graph
 
-dstack = base.dstack  # the stack fixture with the stub Gemini wired in
-
 
 async def test_watch_streams_snapshot_changes_additions_and_ends_with_the_graph(
-    dstack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     await define(db_pool, "worker")
     gemini_stub.add_script(Script(name="w", policy=lambda r: Reply(text="ok", delay_s=0.3)))
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT, tasks=tasks("a", "b", agent="worker"), edges=[edge("a", "b")]
@@ -133,9 +130,9 @@ async def list_all(api: Any, page_size: int, statuses: list[int]) -> list[list[s
 
 
 async def test_list_task_graphs_pages_newest_first_with_tokens_bound_to_filters(
-    dstack: Stack, db_pool: asyncpg.Pool
+    stub_stack: Stack, db_pool: asyncpg.Pool
 ) -> None:
-    api = await client(dstack)
+    api = await client(stub_stack)
     ids = []
     for i in range(5):
         # No agent can run these (no agent defined, no default): each graph ends FAILED.
@@ -183,13 +180,13 @@ async def test_list_task_graphs_pages_newest_first_with_tokens_bound_to_filters(
 
 async def test_dispatch_span_shares_its_trace_with_the_run(
     spans: InMemorySpanExporter,
-    dstack: Stack,
+    stub_stack: Stack,
     db_pool: asyncpg.Pool,
     gemini_stub: GeminiStub,
 ) -> None:
     await define(db_pool, "worker")
     gemini_stub.add_script(Script(name="w", policy=lambda r: Reply(text="ok")))
-    api = await client(dstack)
+    api = await client(stub_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(project_id=PROJECT, tasks=tasks("a", "b", agent="worker"))
     )
