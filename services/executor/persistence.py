@@ -19,6 +19,7 @@ nothing is written twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from operator import attrgetter
@@ -74,10 +75,13 @@ async def complete_then_cancel(write: Coroutine[Any, Any, T] | Awaitable[T]) -> 
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if not task.done():
-            # The write is short and bounded by the database; the caller is cancelled
-            # right after it.
-            await asyncio.wait([task])
+        # The write is short and bounded by the database; the caller is cancelled right
+        # after it. A caller may be cancelled again while it waits (a cancel NOTIFY, then
+        # the heartbeat that sees the same request): every later cancellation is held too,
+        # or the run would end while the rows it just wrote are unknown to it.
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
         raise
 
 

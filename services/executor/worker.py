@@ -121,6 +121,10 @@ class RunWorker:
         active = self._active.get(run_id)
         if active is None or active.task is None:
             return False
+        if active.control.cancel_reason is not None:
+            # Already ending cancelled (the NOTIFY, then each heartbeat, name the same
+            # request): one cancellation per run, or a second one would cut its last writes.
+            return True
         active.control.cancel(reason)
         if active.started:
             active.task.cancel()
@@ -186,9 +190,6 @@ class RunWorker:
     async def _execute(self, active: _ActiveRun) -> None:
         run = active.run
         active.started = True
-        if active.control.cancel_reason is not None:
-            # Cancelled before it began: the loop's first await ends the run cancelled.
-            asyncio.current_task().cancel()  # type: ignore[union-attr]
         try:
             await self._execute_through_outages(active)
         except asyncio.CancelledError:
@@ -211,6 +212,11 @@ class RunWorker:
         backoff_s = 0.2
         while True:
             control.retry_outages = asyncio.get_running_loop().time() < deadline
+            if control.cancel_reason is not None:
+                # Cancelled before this execution began (before the claim was started, or
+                # while an outage cut the one that was ending it): its first await ends the
+                # run cancelled. The worker cancels a task once per request (cancel()).
+                asyncio.current_task().cancel()  # type: ignore[union-attr]
             try:
                 await self.executor.execute(active.run, control)
                 return
