@@ -12,7 +12,9 @@ and one "back" line per process, rather than a traceback per operation.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -146,10 +148,25 @@ async def retry_on_disconnect(
         if state.outcome is not None and (exc := state.outcome.exception()) is not None:
             outage.lost(exc, what=what)
 
+    # The first attempt runs bare: it is every write of every step, and building the
+    # retrying machinery costs more CPU than a step's own bookkeeping (tenacity inspects its
+    # callables at each call). Only an attempt cut by a disconnect enters the backoff loop.
+    began = time.monotonic()
+    try:
+        result = await attempt()
+    except Exception as exc:
+        if not is_disconnect(exc) or time.monotonic() - began >= budget_s:
+            raise
+        outage.lost(exc, what=what)
+    else:
+        outage.back()
+        return result
+    # As the loop would have waited before its second attempt.
+    await asyncio.sleep(0.05 + random.uniform(0, 0.05))
     retrying = AsyncRetrying(
         retry=retry_if_exception(is_disconnect),
         wait=wait_exponential_jitter(initial=0.05, max=2.0, jitter=0.05),
-        stop=stop_after_delay(budget_s),
+        stop=stop_after_delay(max(0.0, budget_s - (time.monotonic() - began))),
         before_sleep=note_failure,
         reraise=True,
     )

@@ -38,15 +38,27 @@ class CallResult:
     duration_ms: int = 0
 
     def function_response(self) -> types.Part:
-        # model_construct skips a validation that could change nothing: the id comes from
-        # a validated FunctionCall, the name is a str and the response a str-keyed dict
-        # (validated as dict[str, Any], its values are kept as they are). It runs for every
-        # call of every step.
-        return types.Part.model_construct(
-            function_response=types.FunctionResponse.model_construct(
-                id=self.planned.call.id, name=self.planned.tool_name, response=self.response
-            )
+        # No validation: it could change nothing (the id comes from a validated
+        # FunctionCall, the name is a str and the response a str-keyed dict, validated as
+        # dict[str, Any], its values kept as they are). It runs for every call of every step,
+        # so each object is a copy of an empty one with its fields set: what model_construct
+        # makes, without its walk over every field's default (16 us for a Part, 2.5 here).
+        return _EMPTY_PART.model_copy(
+            update={
+                "function_response": _EMPTY_FUNCTION_RESPONSE.model_copy(
+                    update={
+                        "id": self.planned.call.id,
+                        "name": self.planned.tool_name,
+                        "response": self.response,
+                    }
+                )
+            }
         )
+
+
+_EMPTY_PART = types.Part.model_construct()
+_EMPTY_FUNCTION_RESPONSE = types.FunctionResponse.model_construct()
+"""Every field at its default (None) and none set: copied, never changed."""
 
 
 def tool_requests(

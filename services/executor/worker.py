@@ -190,8 +190,9 @@ class RunWorker:
     async def _execute(self, active: _ActiveRun) -> None:
         run = active.run
         active.started = True
+        still_ours = True
         try:
-            await self._execute_through_outages(active)
+            still_ours = await self._execute_through_outages(active)
         except asyncio.CancelledError:
             # Shutdown cut the run short: the run stays running for crash recovery.
             log.info("run_interrupted", run_id=run.id)
@@ -200,13 +201,17 @@ class RunWorker:
             log.exception("run_task_failed", run_id=run.id)
         finally:
             self._active.pop(run.id, None)
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.queue.release([run.id], self.owner))
+            if still_ours:
+                # Left running (drain, cut short, failed to record): hand it over at once. A
+                # run that ended or moved on holds no lease of ours: no round trip for it.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.queue.release([run.id], self.owner))
             self._wake.set()
 
-    async def _execute_through_outages(self, active: _ActiveRun) -> None:
+    async def _execute_through_outages(self, active: _ActiveRun) -> bool:
         """Executes the run; an execution cut by an outage runs again from what it recorded
-        once the database answers (its lease kept by the heartbeats), within ``outage_s``."""
+        once the database answers (its lease kept by the heartbeats), within ``outage_s``.
+        False when the run no longer holds a lease of ours (it ended, or moved on)."""
         control = active.control
         deadline = asyncio.get_running_loop().time() + self.outage_s
         backoff_s = 0.2
@@ -218,8 +223,7 @@ class RunWorker:
                 # run cancelled. The worker cancels a task once per request (cancel()).
                 asyncio.current_task().cancel()  # type: ignore[union-attr]
             try:
-                await self.executor.execute(active.run, control)
-                return
+                return await self.executor.execute(active.run, control) is None
             except Exception as exc:
                 if not (control.retry_outages and is_outage(exc)):
                     raise
@@ -244,7 +248,7 @@ class RunWorker:
                 continue
             if current.status != "running" or current.lease_owner != self.owner:
                 log.info("run_moved_on_during_outage", run_id=run.id, status=current.status)
-                return
+                return False
             active.run = current
             # As before the claim carried it: each execution reads the definition afresh.
             control.definition = None
