@@ -36,9 +36,9 @@ from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from bench._common import bench_database, report
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
 from services.executor.registry.definitions import (
     AgentDefinition,

@@ -15,7 +15,6 @@ TriggerRun fails in three ways (see :class:`services.dispatcher.runs.RunControl`
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 
 import asyncpg
@@ -31,12 +30,12 @@ from tenacity import (
 
 from agentfleet.graph import GraphObject
 from agentfleet.graph.task_properties import task_timeout_s, whole_number
-from services.dispatcher import sessions
 from services.dispatcher.prompt import BlockerResult, build_prompt
 from services.dispatcher.runs import RunControl, RunRequest
 from services.dispatcher.selector import AgentInfo, Selector
+from services.dispatcher.store import sessions
+from services.dispatcher.store.transitions import Attempt
 from services.dispatcher.timing import CredentialPauseTiming, TriggerRetry
-from services.dispatcher.transitions import Attempt
 
 __all__ = ["AttemptStarter", "CredentialPause"]
 
@@ -110,13 +109,7 @@ class AttemptStarter:
 
     async def find_session(self, attempt: Attempt) -> GraphObject | None:
         """The session an earlier owner of an adopted attempt created, if it got that far."""
-        row = await self.pool.fetchrow(
-            f"SELECT {sessions.OBJECT_COLUMNS} FROM kb.graph_objects "
-            "WHERE project_id = $1 AND id = $2",
-            attempt.project_id,
-            uuid.UUID(attempt.session_id),
-        )
-        return GraphObject.from_row(row) if row is not None else None
+        return await sessions.get_session(self.pool, attempt.project_id, attempt.session_id)
 
     async def create_session(
         self,

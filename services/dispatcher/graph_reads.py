@@ -1,21 +1,22 @@
 """Reading task graphs back: a graph object with its status derived from its tasks' counts
 (``GraphView``), and in full with its tasks in topological order and its edges. Writing them
-is ``store.GraphStore``."""
+is ``graph_writes.GraphStore``; the statements are ``store.reads``."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
-from agentfleet.errors import NotFound
-from agentfleet.graph import GraphObject, parse_id
-from services.dispatcher.models import TASK_GRAPH, Counts, TaskView, graph_status, iso_now
-from services.dispatcher.queries import graph_counts, graph_edges, graph_tasks, topological
+from agentfleet.graph import GraphObject
+from agentfleet.graph.task_properties import task_priority
+from services.dispatcher.models import Counts, TaskView, graph_status, iso_now
+from services.dispatcher.store.reads import graph_counts, graph_edges, graph_object, graph_tasks
 
-__all__ = ["GraphReader", "GraphView", "graph_object", "view_of"]
+__all__ = ["GraphReader", "GraphView", "topological", "view_of"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -29,28 +30,6 @@ class GraphView:
     edges: list[tuple[str, str]] = field(default_factory=list)
     complete_time: str | None = None
     update_time: Any = None
-
-
-async def graph_object(
-    conn: asyncpg.Connection | asyncpg.Pool,
-    project_id: str,
-    graph_id: str,
-    *,
-    for_update: bool = False,
-) -> GraphObject:
-    """The TaskGraph object; NotFound when the project has no such graph."""
-    lock = "FOR UPDATE" if for_update else ""
-    row = await conn.fetchrow(
-        "SELECT id, project_id, type, key, properties, status, version, created_at, "
-        f"updated_at FROM kb.graph_objects WHERE project_id = $1 AND id = $2 AND type = $3 "
-        f"{lock}",
-        project_id,
-        parse_id(graph_id, "task_graph_id"),
-        TASK_GRAPH,
-    )
-    if row is None:
-        raise NotFound(f"task graph {graph_id} not found in project {project_id}")
-    return GraphObject.from_row(row)
 
 
 def view_of(graph: GraphObject, found: tuple[Counts, str | None, Any] | None) -> GraphView:
@@ -92,3 +71,31 @@ class GraphReader:
         """Views (without tasks) of several graphs, with one counting statement."""
         found = await graph_counts(self._pool, project_id, [g.id for g in graphs])
         return [view_of(g, found.get(g.id)) for g in graphs]
+
+
+def topological(tasks: Sequence[TaskView]) -> list[TaskView]:
+    """Tasks in topological order; ties by priority (higher first), then key."""
+    by_key = {t.key: t for t in tasks}
+    indegree = {t.key: 0 for t in tasks}
+    dependents: dict[str, list[str]] = {t.key: [] for t in tasks}
+    for task in tasks:
+        for blocker in task.blocker_keys:
+            if blocker in by_key:
+                indegree[task.key] += 1
+                dependents[blocker].append(task.key)
+
+    def rank(key: str) -> tuple[int, str]:
+        return (-task_priority(by_key[key].object.properties), key)
+
+    ready = [rank(k) for k, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    ordered: list[TaskView] = []
+    while ready:
+        _, key = heapq.heappop(ready)
+        ordered.append(by_key[key])
+        for nxt in dependents[key]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                heapq.heappush(ready, rank(nxt))
+    seen = {t.key for t in ordered}
+    return ordered + sorted((t for t in tasks if t.key not in seen), key=lambda t: t.key)

@@ -2,7 +2,7 @@
 short poll, settle finished runs, adopt expired leases, claim available tasks up to the free
 slots, and start each attempt (session, prompt, TriggerRun) concurrently.
 
-Runs are followed through ``kb.agent_runs``, woken by the process's run watcher
+Runs are followed through their ``agent_runs`` rows, woken by the process's run watcher
 (:meth:`agentfleet.run_watch.RunWatch.follow`): a run this dispatcher follows that records
 events (or every one, after a listener reconnect) is marked for one batched status read,
 which also completes the tasks of completed runs in the same statement; the poll re-reads
@@ -33,16 +33,16 @@ from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
 from agentfleet.run_watch import RunWatch
 from agentfleet.telemetry import current_trace_id
-from services.dispatcher import claims, dependents, sessions, transitions
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.outcomes import AttemptOutcomes
 from services.dispatcher.prompt import BlockerResult
-from services.dispatcher.queries import READY_CHANNEL
 from services.dispatcher.runs import CredentialRejected, RunControl, TriggerRefused
 from services.dispatcher.selector import AgentInfo, NoAgent, Selector
+from services.dispatcher.store import claims, dependents, sessions, transitions
+from services.dispatcher.store.common import READY_CHANNEL
+from services.dispatcher.store.transitions import Attempt
 from services.dispatcher.timing import LoopTiming
-from services.dispatcher.transitions import Attempt
 
 __all__ = ["DEFAULT_SLOTS", "Dispatcher"]
 

@@ -10,10 +10,10 @@ import asyncpg
 import structlog
 
 from agentfleet.run_limits import MAX_TOTAL_STEPS
-from services.dispatcher import sessions, transitions
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
-from services.dispatcher.transitions import Attempt, RetryBackoff
+from services.dispatcher.store import sessions, transitions
+from services.dispatcher.store.transitions import Attempt, RetryBackoff
 
 __all__ = ["AttemptOutcomes", "Ended"]
 

@@ -17,7 +17,8 @@ import structlog
 from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns
 from agentfleet.llm import ModelClient
 from services.dispatcher.model_json import ask_for_json
-from services.dispatcher.sessions import Choice
+from services.dispatcher.store.agents import AgentInfo, selectable_agents
+from services.dispatcher.store.sessions import Choice
 
 __all__ = ["AgentInfo", "LlmChooser", "NoAgent", "Selector", "choose_by_rules"]
 
@@ -26,14 +27,6 @@ log = structlog.get_logger(__name__)
 
 class NoAgent(Exception):
     """No rule chose an agent and the project has no default agent."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AgentInfo:
-    name: str
-    description: str = ""
-    tags: tuple[str, ...] = ()
-    is_default: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,7 +116,7 @@ class LlmChooser:
 
 
 class Selector:
-    """Reads the project's agents (kb.agent_definitions) and applies the selector order."""
+    """Reads the project's agents (``store.agents``) and applies the selector order."""
 
     def __init__(self, pool: asyncpg.Pool, *, chooser: Chooser | None = None) -> None:
         self._pool = pool
@@ -133,20 +126,7 @@ class Selector:
         self, project_id: str, *, conn: asyncpg.Connection | None = None
     ) -> list[AgentInfo]:
         """The project's selectable agents (``conn`` to read on a connection already held)."""
-        rows = await (conn or self._pool).fetch(
-            "SELECT name, description, tags, is_default FROM kb.agent_definitions "
-            "WHERE project_id = $1 AND visibility <> 'internal' ORDER BY name",
-            project_id,
-        )
-        return [
-            AgentInfo(
-                name=r["name"],
-                description=r["description"],
-                tags=tuple(r["tags"]),
-                is_default=r["is_default"],
-            )
-            for r in rows
-        ]
+        return await selectable_agents(conn or self._pool, project_id)
 
     async def select(
         self, project_id: str, task: dict[str, Any], *, agents: Sequence[AgentInfo] | None = None

@@ -23,6 +23,7 @@ from services.dispatcher import operations
 from services.dispatcher.dag import DEFAULT_MAX_RETRIES, NewTask
 from services.dispatcher.evaluator import LlmEvaluator
 from services.dispatcher.graph_reads import GraphReader, GraphView
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.models import (
     GRAPH_STATUS,
@@ -33,7 +34,6 @@ from services.dispatcher.models import (
 )
 from services.dispatcher.runs import GrpcRunControl, RunControl
 from services.dispatcher.selector import LlmChooser, Selector
-from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
 from services.dispatcher.watch import GraphWatcher
 

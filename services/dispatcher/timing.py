@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.dispatcher.transitions import RetryBackoff
+from services.dispatcher.store.transitions import RetryBackoff
 
 __all__ = ["CredentialPauseTiming", "LoopTiming", "TriggerRetry"]
 

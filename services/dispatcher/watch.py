@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 
 from agentfleet.db import Listener, Notification
-from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject, GraphRepository
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_reads import GraphReader, GraphView
@@ -26,7 +26,7 @@ from services.dispatcher.models import (
     session_to_proto,
     task_to_proto,
 )
-from services.dispatcher.queries import CHANGES_CHANNEL, T_COLUMNS
+from services.dispatcher.store.common import CHANGES_CHANNEL
 
 __all__ = ["GraphWatcher"]
 
@@ -94,19 +94,13 @@ class GraphWatcher:
 
     async def _sessions(self, project_id: str, tasks: list[GraphObject]) -> dict[str, GraphObject]:
         ids = [
-            uuid.UUID(str(t.properties["session_id"]))
+            str(uuid.UUID(str(t.properties["session_id"])))
             for t in tasks
             if t.properties.get("session_id")
         ]
         if not ids:
             return {}
-        rows = await self._pool.fetch(
-            f"SELECT {T_COLUMNS} FROM kb.graph_objects t "
-            "WHERE t.project_id = $1 AND t.id = ANY($2::uuid[])",
-            project_id,
-            ids,
-        )
-        return {str(r["id"]): GraphObject.from_row(r) for r in rows}
+        return await GraphRepository(self._pool).get_objects(project_id, ids)
 
     @staticmethod
     def _event(

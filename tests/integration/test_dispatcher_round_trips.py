@@ -18,12 +18,12 @@ import pytest_asyncio
 from agentfleet import db
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.statements import StatementCounter
-from services.dispatcher import claims
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
-from services.dispatcher.queries import CHANGES_CHANNEL
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
+from services.dispatcher.store import claims
+from services.dispatcher.store.common import CHANGES_CHANNEL
 from services.dispatcher.timing import LoopTiming
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

@@ -20,10 +20,10 @@ from agentfleet.testing import factories as f
 from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import RunRequest
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import LoopTiming
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

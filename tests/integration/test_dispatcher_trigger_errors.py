@@ -25,10 +25,10 @@ import structlog
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import GrpcRunControl
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
 from services.dispatcher.timing import CredentialPauseTiming, LoopTiming, TriggerRetry
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

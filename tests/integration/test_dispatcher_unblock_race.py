@@ -20,14 +20,14 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.testing.dispatch import InstantRuns
-from services.dispatcher import claims, dependents, transitions
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
-from services.dispatcher.queries import CHANGES_CHANNEL
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
+from services.dispatcher.store import claims, dependents, transitions
+from services.dispatcher.store.common import CHANGES_CHANNEL
+from services.dispatcher.store.transitions import Attempt
 from services.dispatcher.timing import LoopTiming
-from services.dispatcher.transitions import Attempt
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 

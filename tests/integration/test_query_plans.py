@@ -18,9 +18,9 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.testing.database import DatabaseFactory
-from services.dispatcher import dependents, transitions
 from services.dispatcher.dag import NewTask
-from services.dispatcher.store import GraphStore
+from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.store import dependents, transitions
 from services.executor import claim_sql
 
 RUNS = 40_000

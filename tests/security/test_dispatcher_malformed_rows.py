@@ -15,12 +15,12 @@ from agentfleet.graph import TASK_GRAPH, GraphRepository
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.waiting import wait_for_query
 from services.dispatcher.dag import NewTask
+from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import TriggerRefused
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import GraphStore
+from services.dispatcher.store.transitions import RetryBackoff
 from services.dispatcher.timing import LoopTiming
-from services.dispatcher.transitions import RetryBackoff
 from tests.security.test_dispatcher_control import P, Q, define
 
 

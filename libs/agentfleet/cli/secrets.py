@@ -23,9 +23,9 @@ from agentfleet.config_values import parse_secrets_keys
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import FailedPrecondition
+from agentfleet.project_secrets import ProjectSecretRepository, StoredSecret
 from agentfleet.secrets_crypto import (
     KEY_FILE_NAME,
-    SealedSecret,
     SecretsKeyMissing,
     SecretsKeyring,
     SecretUndecryptable,
@@ -34,22 +34,6 @@ from agentfleet.secrets_crypto import (
 console = Console(highlight=False)
 
 DEFAULT_BATCH_SIZE = 200
-
-# Rows that need work: plain (written before encryption) or wrapped by another key.
-_BATCH = """
-SELECT id, project_id, name, value, ciphertext, nonce, wrapped_key, key_id
-FROM kb.project_secrets
-WHERE (value IS NOT NULL OR key_id <> $1) AND ($2::uuid IS NULL OR id > $2::uuid)
-ORDER BY id
-LIMIT $3
-FOR UPDATE
-"""
-
-_STORE_SEALED = """
-UPDATE kb.project_secrets
-SET value = NULL, ciphertext = $2, nonce = $3, wrapped_key = $4, key_id = $5
-WHERE id = $1
-"""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -106,45 +90,35 @@ async def rotate_key(
     pool: asyncpg.Pool, keyring: SecretsKeyring, *, batch_size: int = DEFAULT_BATCH_SIZE
 ) -> RotationReport:
     """Moves every secret onto ``keyring``'s current key; see the module docstring."""
+    secrets = ProjectSecretRepository(pool)
     report = RotationReport()
-    report.current = await pool.fetchval(
-        "SELECT count(*) FROM kb.project_secrets WHERE value IS NULL AND key_id = $1",
-        keyring.current_id,
-    )
+    report.current = await secrets.count_on_key(keyring.current_id)
     after: str | None = None
     while True:
         async with db.transaction(pool) as conn:
-            rows = await conn.fetch(_BATCH, keyring.current_id, after, batch_size)
-            for row in rows:
-                await _rotate_row(conn, keyring, row, report)
-        if len(rows) < batch_size:
+            batch = await secrets.lock_to_rotate(conn, keyring.current_id, after, batch_size)
+            for secret in batch:
+                await _rotate_row(conn, keyring, secret, report)
+        if len(batch) < batch_size:
             return report
-        after = str(rows[-1]["id"])
+        after = batch[-1].id
 
 
 async def _rotate_row(
-    conn: asyncpg.Connection, keyring: SecretsKeyring, row: asyncpg.Record, report: RotationReport
+    conn: asyncpg.Connection, keyring: SecretsKeyring, secret: StoredSecret, report: RotationReport
 ) -> None:
-    project_id, name = row["project_id"], row["name"]
-    if row["value"] is not None:
-        sealed = keyring.seal(project_id, name, row["value"])
+    project_id, name = secret.project_id, secret.name
+    if secret.sealed is None:
+        sealed = keyring.seal(project_id, name, str(secret.value))
         report.sealed += 1
     else:
-        stored = SealedSecret(
-            ciphertext=row["ciphertext"],
-            nonce=row["nonce"],
-            wrapped_key=row["wrapped_key"],
-            key_id=row["key_id"],
-        )
         try:
-            sealed = keyring.rewrap(name, stored)
+            sealed = keyring.rewrap(name, secret.sealed)
         except SecretUndecryptable as exc:
             report.failed.append(f"{project_id}/{name}: {exc.message}")
             return
         report.rewrapped += 1
-    await conn.execute(
-        _STORE_SEALED, row["id"], sealed.ciphertext, sealed.nonce, sealed.wrapped_key, sealed.key_id
-    )
+    await ProjectSecretRepository.store_sealed(conn, secret, sealed)
 
 
 def _keys(settings: Settings) -> tuple[tuple[str, bytes], ...]:

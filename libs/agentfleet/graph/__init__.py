@@ -1,7 +1,7 @@
 """The knowledge graph: objects and relationships of ``kb.graph_*``, shared by the toolpool's
 built-in tools and the dispatcher's task DAGs."""
 
-from agentfleet.graph._common import parse_id
+from agentfleet.graph._common import OBJECT_COLUMNS, parse_id
 from agentfleet.graph.dag import find_cycle
 from agentfleet.graph.models import (
     Direction,
@@ -46,6 +46,7 @@ __all__ = [
     "INFORMED_BY",
     "MAX_TRAVERSAL_DEPTH",
     "MAX_TRAVERSAL_NODES",
+    "OBJECT_COLUMNS",
     "RESERVED_OBJECT_TYPES",
     "RESERVED_RELATIONSHIP_TYPES",
     "RRF_K",

@@ -1,10 +1,11 @@
-"""The toolpool's repositories of ``kb.mcp_servers`` and ``kb.project_secrets``.
+"""The toolpool's stores of a project's MCP servers and secrets.
 
-Every statement is scoped by ``project_id``. A change NOTIFYs :data:`CHANGES_CHANNEL` with
-the project id as payload (at commit), so every toolpool replica drops that project's
-cached sessions and tool lists (:meth:`McpClientPool.listen`). The server rows are read and
-written by :class:`agentfleet.mcp_servers.McpServerRepository`, shared with the executor's
-product installs; the toolpool's store validates what it is given first.
+The rows are read and written by :class:`agentfleet.mcp_servers.McpServerRepository` (shared
+with the executor's product installs) and :class:`agentfleet.project_secrets.
+ProjectSecretRepository` (shared with ``agentfleet secrets rotate-key``); these stores
+validate what they are given first, and seal and open secret values. A change NOTIFYs
+:data:`CHANGES_CHANNEL` with the project id as payload (at commit), so every toolpool
+replica drops that project's cached sessions and tool lists (:meth:`McpClientPool.listen`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import builtins
 import asyncpg
 import structlog
 
-from agentfleet import db
-from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from agentfleet.mcp_config import SECRET_NAME
 from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerRepository
-from agentfleet.project_rows import delete_named, name_page
+from agentfleet.project_secrets import ProjectSecretRepository
 from agentfleet.rows import from_row
-from agentfleet.secrets_crypto import SealedSecret, SecretsKeyMissing, SecretsKeyring
+from agentfleet.secrets_crypto import SecretsKeyMissing, SecretsKeyring
 
 from .interpolate import ProjectSecrets
 from .models import SecretInfo
@@ -51,7 +51,7 @@ class SecretStore:
     """
 
     def __init__(self, pool: asyncpg.Pool, keyring: SecretsKeyring | None = None) -> None:
-        self._pool = pool
+        self._rows = ProjectSecretRepository(pool)
         self._keyring = keyring
 
     async def set(self, project_id: str, name: str, value: str) -> tuple[SecretInfo, bool]:
@@ -76,53 +76,21 @@ class SecretStore:
         if self._keyring is None:
             raise SecretsKeyMissing()
         sealed = self._keyring.seal(project_id, name, value)
-        async with db.transaction(self._pool) as conn:
-            row = await conn.fetchrow(
-                """INSERT INTO kb.project_secrets AS s
-                       (project_id, name, value, ciphertext, nonce, wrapped_key, key_id)
-                   VALUES ($1, $2, NULL, $3, $4, $5, $6)
-                   ON CONFLICT (project_id, name) DO UPDATE
-                       SET value = NULL, ciphertext = EXCLUDED.ciphertext,
-                           nonce = EXCLUDED.nonce, wrapped_key = EXCLUDED.wrapped_key,
-                           key_id = EXCLUDED.key_id, updated_at = now()
-                   RETURNING s.name, s.created_at, s.updated_at, (s.xmax = 0) AS created""",
-                project_id,
-                name,
-                sealed.ciphertext,
-                sealed.nonce,
-                sealed.wrapped_key,
-                sealed.key_id,
-            )
-            # Sessions opened with the old value must go: replicas reconnect with the new one.
-            await db.notify(conn, CHANGES_CHANNEL, project_id)
-        assert row is not None
-        return from_row(SecretInfo, row), bool(row["created"])
+        row, created = await self._rows.upsert(project_id, name, sealed)
+        return from_row(SecretInfo, row), created
 
     async def list(
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> tuple[builtins.list[SecretInfo], str]:
         """One page of the project's secrets by name (never values), and the next page token."""
-        page, token = await name_page(
-            lambda after, limit: self._pool.fetch(
-                """SELECT name, created_at, updated_at FROM kb.project_secrets
-                   WHERE project_id = $1 AND ($2::text IS NULL OR name > $2)
-                   ORDER BY name LIMIT $3""",
-                project_id,
-                after,
-                limit,
-            ),
-            page_size=page_size,
-            page_token=page_token,
-            filters={"project_id": project_id, "list": "secrets"},
+        page, token = await self._rows.list_names(
+            project_id, page_size=page_size, page_token=page_token
         )
         return [from_row(SecretInfo, r) for r in page], token
 
     async def delete(self, project_id: str, name: str) -> None:
         """Deletes secret ``name``; :class:`NotFound` if there is none."""
-        async with db.transaction(self._pool) as conn:
-            if not await delete_named(conn, "kb.project_secrets", project_id, name):
-                raise NotFound(f"secret {name!r} not found")
-            await db.notify(conn, CHANGES_CHANNEL, project_id)
+        await self._rows.delete(project_id, name)
 
     async def resolve(self, project_id: str) -> ProjectSecrets:
         """Every secret of the project with its value, for interpolation only.
@@ -133,24 +101,17 @@ class SecretStore:
 
         Internal: the result must never be returned by an RPC, logged or put in a span.
         """
-        rows = await self._pool.fetch(
-            """SELECT name, value, ciphertext, nonce, wrapped_key, key_id
-               FROM kb.project_secrets WHERE project_id = $1""",
-            project_id,
-        )
         values: dict[str, str] = {}
         undecryptable: dict[str, str] = {}
-        for row in rows:
-            if row["value"] is not None:
-                values[row["name"]] = row["value"]  # written before encryption
+        for secret in await self._rows.stored(project_id):
+            if secret.sealed is None:
+                values[secret.name] = str(secret.value)  # written before encryption
                 continue
             try:
                 if self._keyring is None:
                     raise SecretsKeyMissing()
-                values[row["name"]] = self._keyring.open(
-                    project_id, row["name"], from_row(SealedSecret, row)
-                )
+                values[secret.name] = self._keyring.open(project_id, secret.name, secret.sealed)
             except FailedPrecondition as exc:
-                undecryptable[row["name"]] = exc.message
+                undecryptable[secret.name] = exc.message
                 log.warning("secret_undecryptable", project_id=project_id, reason=exc.message)
         return ProjectSecrets(values, undecryptable=undecryptable)

@@ -18,9 +18,9 @@ from agentfleet.graph.task_properties import (
     is_uuid,
     sql_int,
 )
-from services.dispatcher import sessions
 from services.dispatcher.models import TASK_GRAPH, iso_now
-from services.dispatcher.queries import (
+from services.dispatcher.store import sessions
+from services.dispatcher.store.common import (
     CHANGES_CHANNEL,
     READY_CHANNEL,
     notify_changes,
@@ -188,7 +188,7 @@ _COMPLETE = f"""
         SELECT $2::text AS project_id, $3::uuid AS task_id, $4::text AS session_id,
                $5::text AS graph_id, $6::text AS summary, $7::text AS run_id,
                (SELECT r.output FROM kb.agent_runs r
-                WHERE r.id = nullif($7::text, '')::uuid) AS output
+                WHERE r.id = nullif($7::text, '')::uuid AND r.project_id = $2) AS output
     ), {_COMPLETE_CTES}
     SELECT EXISTS (SELECT 1 FROM done) AS done, waiting.w AS recheck
     FROM notified CROSS JOIN waiting

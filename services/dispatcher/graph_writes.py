@@ -1,6 +1,8 @@
 """Task graphs in the knowledge graph: a TaskGraph object, SpecTask objects and ``blocks``
 edges, written in one transaction under the project's DAG lock (the same lock and the same
-representation as the toolpool's ``create_subtasks``). Reading them back is ``graph_reads``."""
+representation as the toolpool's ``create_subtasks``). Objects and edges are created by the
+graph library; the dispatcher's other statements are ``store.task_graphs``. Reading them
+back is ``graph_reads``."""
 
 from __future__ import annotations
 
@@ -26,19 +28,15 @@ from agentfleet.graph import (
     notify_tasks_added,
     parse_id,
 )
-from services.dispatcher import statistics
 from services.dispatcher.dag import NewTask, ValidatedGraph, validate_graph
-from services.dispatcher.graph_reads import graph_object
 from services.dispatcher.models import (
     TASK_GRAPH,
     TaskView,
 )
-from services.dispatcher.queries import (
-    graph_edges,
-    graph_tasks,
-    notify_changes,
-    notify_ready,
-)
+from services.dispatcher.store import statistics, task_graphs
+from services.dispatcher.store.agents import defined_agents
+from services.dispatcher.store.common import notify_changes, notify_ready
+from services.dispatcher.store.reads import graph_edges, graph_object, graph_tasks
 
 __all__ = ["GraphStore", "task_properties"]
 
@@ -106,15 +104,10 @@ class GraphStore:
             created = await self._create(project_id, graph, graph_object, validate_only)
         except AlreadyExists:
             # A concurrent call with the same request_id won the key: answer its graph.
-            earlier = await self._pool.fetchval(
-                "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = $2 AND key = $3",
-                project_id,
-                TASK_GRAPH,
-                request_id,
-            )
+            earlier = await task_graphs.graph_of_request(self._pool, project_id, request_id)
             if earlier is None:
                 raise
-            return str(earlier)
+            return earlier
         if created is not None:
             await statistics.refresh_after_write(
                 self._pool, max(len(graph.tasks), len(graph.edges))
@@ -135,15 +128,9 @@ class GraphStore:
             if validate_only:
                 return None
             if graph_object.key:
-                earlier = await conn.fetchval(
-                    "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = $2 "
-                    "AND key = $3",
-                    project_id,
-                    TASK_GRAPH,
-                    graph_object.key,
-                )
+                earlier = await task_graphs.graph_of_request(conn, project_id, graph_object.key)
                 if earlier is not None:
-                    return str(earlier)
+                    return earlier
             await lock_task_dag(conn, project_id)
             repo = GraphRepository.bound(conn)
             await repo.create_objects(project_id, [graph_object])
@@ -187,15 +174,9 @@ class GraphStore:
                 raise FailedPrecondition(f"task graph {graph_id} is cancelled")
             marker_key = f"{graph_id}/{request_id}" if request_id else None
             if marker_key is not None:
-                earlier = await conn.fetchval(
-                    "SELECT properties -> 'task_ids' FROM kb.graph_objects "
-                    "WHERE project_id = $1 AND type = $2 AND key = $3",
-                    project_id,
-                    ADDITION,
-                    marker_key,
-                )
+                earlier = await task_graphs.addition_task_ids(conn, project_id, marker_key)
                 if earlier is not None:
-                    return list(earlier)
+                    return earlier
             existing = {t.key: t for t in await graph_tasks(conn, project_id, graph_id)}
             validated = validate_graph(
                 tasks,
@@ -230,16 +211,7 @@ class GraphStore:
                 project_id, [(BLOCKS, key_to_id[s], key_to_id[d]) for s, d in validated.edges]
             )
             if newly_blocked:
-                await conn.execute(
-                    """
-                    UPDATE kb.graph_objects
-                    SET properties = properties || '{"ready": false}', version = version + 1,
-                        updated_at = now()
-                    WHERE project_id = $1 AND id = ANY($2::uuid[])
-                    """,
-                    project_id,
-                    [uuid.UUID(i) for i in newly_blocked],
-                )
+                await task_graphs.mark_not_ready(conn, project_id, newly_blocked)
             if marker_key is not None:
                 await repo.create_objects(
                     project_id,
@@ -270,20 +242,13 @@ class GraphStore:
         targets = sorted({existing[d].object.id for _, d in edges if d in existing})
         if not targets:
             return []
-        rows = await conn.fetch(
-            "SELECT id, status, properties ->> 'key' AS key FROM kb.graph_objects "
-            "WHERE project_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR UPDATE",
-            project_id,
-            [uuid.UUID(t) for t in targets],
-        )
         problems = [
             FieldViolation(
                 "edges",
-                f"task {row['key']!r} is {row['status']}; only a pending task can be "
-                "blocked by a new edge",
+                f"task {key!r} is {status}; only a pending task can be blocked by a new edge",
             )
-            for row in rows
-            if row["status"] != "pending"
+            for key, status in await task_graphs.lock_task_states(conn, project_id, targets)
+            if status != "pending"
         ]
         if problems:
             raise InvalidArgument.for_fields(problems)
@@ -295,12 +260,7 @@ class GraphStore:
         wanted = sorted({t.assigned_agent for t in tasks if t.assigned_agent})
         if not wanted:
             return
-        rows = await conn.fetch(
-            "SELECT name FROM kb.agent_definitions WHERE project_id = $1 AND name = ANY($2)",
-            project_id,
-            wanted,
-        )
-        known = {row["name"] for row in rows}
+        known = await defined_agents(conn, project_id, wanted)
         problems = [
             FieldViolation(
                 f"tasks[{i}].assigned_agent",

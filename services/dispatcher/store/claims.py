@@ -36,7 +36,7 @@ from agentfleet.graph.task_properties import (
 )
 from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.prompt import BlockerResult
-from services.dispatcher.queries import (
+from services.dispatcher.store.common import (
     CHANGES_CHANNEL,
     T_COLUMNS,
     UNFINISHED_BLOCKER,

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.graph import BLOCKS, GraphObject
+from agentfleet.graph import BLOCKS, OBJECT_COLUMNS, GraphObject, GraphRepository
 from services.dispatcher.models import (
     FOLLOWS_UP,
     HAS_SESSION,
@@ -22,9 +22,14 @@ from services.dispatcher.models import (
 )
 from services.dispatcher.prompt import BlockerResult
 
-__all__ = ["Choice", "completed_blockers", "create_session", "finish_session", "set_run"]
-
-OBJECT_COLUMNS = "id, project_id, type, key, properties, status, version, created_at, updated_at"
+__all__ = [
+    "Choice",
+    "completed_blockers",
+    "create_session",
+    "finish_session",
+    "get_session",
+    "set_run",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,13 +138,20 @@ async def create_session(
         [uuid.UUID(other) for _, other, _ in edges],
         [outgoing for _, _, outgoing in edges],
     )
-    if row is None:
-        row = await conn.fetchrow(
-            f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
-            project_id,
-            uuid.UUID(session_id),
-        )
-    return GraphObject.from_row(row)
+    if row is not None:
+        return GraphObject.from_row(row)
+    existing = await get_session(conn, project_id, session_id)
+    assert existing is not None  # the insert conflicted with it, and sessions are not deleted
+    return existing
+
+
+async def get_session(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, session_id: str
+) -> GraphObject | None:
+    """The session, if it was created (an adopted attempt's earlier owner got that far)."""
+    session = uuid.UUID(session_id)
+    found = await GraphRepository(conn).get_objects(project_id, [str(session)])
+    return found.get(str(session))
 
 
 async def set_run(

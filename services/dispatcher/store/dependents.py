@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from agentfleet.graph import BLOCKS, SPEC_TASK
-from services.dispatcher.queries import READY_CHANNEL, UNFINISHED_BLOCKER
+from services.dispatcher.store.common import READY_CHANNEL, UNFINISHED_BLOCKER
 
 __all__ = ["SWEEP_PAGE", "SweepCursor", "sweep", "unblock"]
 
