@@ -35,6 +35,8 @@ from services.executor.model_request import interrupted_call_result
 from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation, pair_open_calls
 from services.executor.runs import RunRecord, append_run_events
+from services.executor.store import runs, tool_calls
+from services.executor.store.tool_calls import ToolCallRow
 from services.executor.tool_gateway import ResolvedTool
 
 log = structlog.get_logger(__name__)
@@ -111,51 +113,27 @@ async def hold_step(
         ),
     ]
     async with pool.acquire() as conn, conn.transaction():
-        parked = await conn.fetchrow(
-            """
-            UPDATE kb.agent_runs
-            SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,
-                waiting_since = now()
-            WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
-            RETURNING *
-            """,
-            run.project_id,
-            run.id,
-            owner,
-        )
+        parked = await runs.park_waiting(conn, run.project_id, run.id, owner)
         if parked is None:
             raise LeaseLost(f"run {run.id}: lease lost by worker {owner}")
-        await conn.execute(
-            """
-            UPDATE kb.agent_run_tool_calls t
-            SET status = c.status, output = c.output, error = nullif(c.error, ''),
-                duration_ms = c.duration_ms, completed_at = now()
-            FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::bigint[])
-                 AS c(id, status, output, error, duration_ms)
-            WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
-            """,
+        await tool_calls.finish_started(
+            conn,
+            run.project_id,
             run.id,
-            [r.planned.tool_call_id for r in answered],
-            [r.status for r in answered],
-            [r.response for r in answered],
-            [r.error for r in answered],
-            [r.duration_ms for r in answered],
+            call_ids=[r.planned.tool_call_id for r in answered],
+            statuses=[r.status for r in answered],
+            outputs=[r.response for r in answered],
+            errors=[r.error for r in answered],
+            durations_ms=[r.duration_ms for r in answered],
         )
-        await conn.execute(
-            """
-            UPDATE kb.agent_run_tool_calls t
-            SET status = 'awaiting_approval', tool_parameters = c.parameters,
-                approval_on_deadline = c.on_deadline,
-                approval_deadline = now() + make_interval(secs => c.deadline_s)
-            FROM unnest($2::text[], $3::jsonb[], $4::text[], $5::double precision[])
-                 AS c(id, parameters, on_deadline, deadline_s)
-            WHERE t.run_id = $1::uuid AND t.tool_call_id = c.id AND t.status = 'started'
-            """,
+        await tool_calls.hold(
+            conn,
+            run.project_id,
             run.id,
-            [h.planned.tool_call_id for h in held],
-            [h.parameters for h in held],
-            [h.rule.on_deadline for h in held],
-            [h.rule.deadline_s for h in held],
+            call_ids=[h.planned.tool_call_id for h in held],
+            parameters=[h.parameters for h in held],
+            on_deadline=[h.rule.on_deadline for h in held],
+            deadlines_s=[h.rule.deadline_s for h in held],
         )
         await append_run_events(conn, run, batch)
     recorder.open_calls = []
@@ -180,16 +158,16 @@ def timeout_after_waiting(
 
 async def begin_held_continuation(
     pool: asyncpg.Pool, recorder: RunRecorder, continuation: Continuation
-) -> list[asyncpg.Record] | None:
+) -> list[ToolCallRow] | None:
     """The rows of a decided held step (see :func:`load_held_step`), taken out of the
     continuation's open calls: :func:`settle_held_step` answers them all together. A run
     the decisions re-queued (no call ``started`` yet, unlike a take-over from a worker that
     died running the approved calls) records STATUS_CHANGED(queued -> running)."""
-    rows = await load_held_step(pool, recorder.run.id, continuation)
+    rows = await load_held_step(pool, recorder.run, continuation)
     if rows is None:
         return None
     continuation.open_calls = []
-    if not any(r["status"] == "started" for r in rows):
+    if not any(r.status == "started" for r in rows):
         changed = events.StatusChanged(
             agent_name=recorder.run.agent_name,
             from_status="queued",
@@ -201,28 +179,18 @@ async def begin_held_continuation(
 
 
 async def load_held_step(
-    pool: asyncpg.Pool, run_id: str, continuation: Continuation
-) -> list[asyncpg.Record] | None:
+    pool: asyncpg.Pool, run: RunRecord, continuation: Continuation
+) -> list[ToolCallRow] | None:
     """The call rows of the run's last step when that step was held for approval and is
     not answered yet (its tool message is missing); None otherwise."""
     if not continuation.has_messages or continuation.final_text is not None:
         return None
     if continuation.contents[-1].role != "model":
         return None  # the step's tool message exists: it was settled already
-    rows = await pool.fetch(
-        """
-        SELECT tool_call_id, tool_name, source, input, output, error, status, step_number,
-               decided_at
-        FROM kb.agent_run_tool_calls
-        WHERE run_id = $1::uuid AND step_number = $2
-        ORDER BY created_at, id
-        """,
-        run_id,
-        continuation.step,
-    )
-    if not any(r["decided_at"] is not None for r in rows):
+    rows = await tool_calls.of_step(pool, run.project_id, run.id, continuation.step)
+    if not any(r.decided_at is not None for r in rows):
         return None
-    return list(rows)
+    return rows
 
 
 async def settle_held_step(
@@ -230,25 +198,17 @@ async def settle_held_step(
     pool: asyncpg.Pool,
     recorder: RunRecorder,
     continuation: Continuation,
-    rows: Sequence[asyncpg.Record],
+    rows: Sequence[ToolCallRow],
     run_calls: RunCalls,
 ) -> types.Content:
     """Runs the approved calls of the held step and records its tool message; returns it."""
     last = continuation.contents[-1]
     asked = [p.function_call for p in last.parts or [] if p.function_call is not None]
     planned = pair_open_calls(asked, rows)
-    status = {r["tool_call_id"]: r for r in rows}
-    approved = [p.tool_call_id for p in planned if status[p.tool_call_id]["status"] == "approved"]
-    started = await pool.fetch(
-        """
-        UPDATE kb.agent_run_tool_calls SET status = 'started'
-        WHERE run_id = $1::uuid AND tool_call_id = ANY($2::text[]) AND status = 'approved'
-        RETURNING tool_call_id
-        """,
-        recorder.run.id,
-        approved,
-    )
-    to_run = {r["tool_call_id"] for r in started}
+    status = {r.tool_call_id: r for r in rows}
+    approved = [p.tool_call_id for p in planned if status[p.tool_call_id].status == "approved"]
+    run = recorder.run
+    to_run = await tool_calls.start_approved(pool, run.project_id, run.id, approved)
     ran = await run_calls([p for p in planned if p.tool_call_id in to_run])
     by_id = {r.planned.tool_call_id: r for r in ran}
     results: list[CallResult] = []
@@ -256,18 +216,18 @@ async def settle_held_step(
         row = status[call.tool_call_id]
         if call.tool_call_id in by_id:
             results.append(by_id[call.tool_call_id])
-        elif row["status"] in _ANSWERED:
-            error = row["error"] or ""
-            response = dict(row["output"] or {"error": error})
+        elif row.status in _ANSWERED:
+            error = row.error or ""
+            response = dict(row.output or {"error": error})
             results.append(
-                CallResult(planned=call, status=row["status"], response=response, error=error)
+                CallResult(planned=call, status=row.status, response=response, error=error)
             )
         else:  # started by an execution that died: never run twice
             results.append(interrupted_call_result(call, INTERRUPTED_BY_CRASH))
     before = frozenset(
         c.tool_call_id
         for c in planned
-        if c.tool_call_id not in by_id and status[c.tool_call_id]["status"] in _ANSWERED
+        if c.tool_call_id not in by_id and status[c.tool_call_id].status in _ANSWERED
     )
     return await recorder.record_tool_results(
         step=continuation.step, results=results, answered_before=before

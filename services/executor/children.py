@@ -35,7 +35,7 @@ from services.executor.runs import (
     StartRunParams,
     append_run_events,
 )
-from services.executor.tree import refresh_tree_tokens
+from services.executor.store import event_reads, run_reads, runs, tool_calls
 
 log = structlog.get_logger(__name__)
 
@@ -45,26 +45,6 @@ FALLBACK_POLL_S = 2.0
 """How often a waiting parent re-reads its children without a NOTIFY (a lost one)."""
 SUMMARY_EVENT_CHARS = 4000
 """CHILD_RUN_FINISHED carries at most this much of the child's summary."""
-
-_SET_CHILD_IDS = """
-UPDATE kb.agent_run_tool_calls t SET child_run_ids = $3::uuid[]
-FROM kb.agent_runs r
-WHERE t.run_id = $2::uuid AND t.tool_call_id = $4 AND r.id = t.run_id AND r.project_id = $1
-  AND t.child_run_ids = '{}'
-"""
-
-_CHILD_IDS = """
-SELECT cardinality(t.child_run_ids) > 0 FROM kb.agent_run_tool_calls t
-JOIN kb.agent_runs r ON r.id = t.run_id
-WHERE r.project_id = $1 AND t.run_id = $2::uuid AND t.tool_call_id = $3
-"""
-
-_CHILDREN = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = ANY($2::uuid[])"
-
-_FINISH_RECORDED = """
-SELECT payload->>'child_run_id' AS child FROM kb.agent_run_events
-WHERE run_id = $1::uuid AND type = 'child_run_finished' AND payload->>'child_run_id' = ANY($2)
-"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -163,11 +143,8 @@ class ChildRuns:
         refs: list[ChildRef] = []
         started_events: list[events.RunEvent] = []
         async with self.pool.acquire() as conn, conn.transaction():
-            reattached = bool(
-                batch.tool_call_id is not None
-                and await conn.fetchval(
-                    _CHILD_IDS, parent.project_id, parent.id, batch.tool_call_id
-                )
+            reattached = batch.tool_call_id is not None and await tool_calls.spawned(
+                conn, parent.project_id, parent.id, batch.tool_call_id
             )
             for index, task, child_params in params:
                 child, created, _ = await RunQueue.enqueue_in(conn, child_params)
@@ -180,12 +157,12 @@ class ChildRuns:
                 started_events.append(_started(parent, batch, task, child))
             refs.sort(key=lambda r: r.index)
             if batch.tool_call_id is not None and refs:
-                await conn.execute(
-                    _SET_CHILD_IDS,
+                await tool_calls.set_child_ids(
+                    conn,
                     parent.project_id,
                     parent.id,
-                    [r.run_id for r in refs],
                     batch.tool_call_id,
+                    [r.run_id for r in refs],
                 )
             if started_events and not reattached:
                 await append_run_events(conn, parent, started_events)
@@ -211,14 +188,11 @@ class ChildRuns:
             else contextlib.nullcontext(asyncio.Event())
         )
         with changes as signal:
-            recorded = {
-                r["child"]
-                for r in await self.pool.fetch(_FINISH_RECORDED, parent.id, list(pending))
-            }
+            recorded = await event_reads.children_finished(self.pool, parent.id, list(pending))
             while pending:
                 signal.clear()
-                rows = await self.pool.fetch(_CHILDREN, parent.project_id, list(pending))
-                stopped = [RunRecord.from_row(r) for r in rows if r["status"] in STOPPED_STATUSES]
+                found = await run_reads.many(self.pool, parent.project_id, list(pending))
+                stopped = [c for c in found if c.status in STOPPED_STATUSES]
                 if stopped:
                     await self._record_stopped(
                         parent,
@@ -241,7 +215,7 @@ class ChildRuns:
     ) -> None:
         """CHILD_RUN_FINISHED for each child and the parent's refreshed tree tokens."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await refresh_tree_tokens(conn, parent.project_id, parent.id)
+            await runs.refresh_tree_tokens(conn, parent.project_id, parent.id)
             await append_run_events(
                 conn,
                 parent,

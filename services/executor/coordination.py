@@ -30,6 +30,7 @@ from services.executor.calls import PlannedCall
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord
+from services.executor.store import run_reads, tool_calls
 from services.executor.tool_gateway import ToolOutcome
 
 MAX_CHILDREN_PER_CALL = 16
@@ -197,13 +198,9 @@ class Coordinator:
                 f"tasks: {len(tasks)} tasks, but one spawn_agents call may start at most "
                 f"{self.max_children_per_call} (MAX_CHILDREN_PER_CALL); split the work"
             )
-        in_tree = await self.pool.fetchval(
-            "SELECT count(*) FROM kb.agent_runs WHERE project_id = $1 AND root_run_id = $2::uuid",
-            run.project_id,
-            run.root_run_id,
-        )
+        in_tree = await run_reads.count_in_tree(self.pool, run.project_id, run.root_run_id)
         new = sum(1 for t in tasks if t.resume_run_id is None)
-        already = await self._spawned_before(run, call.tool_call_id)
+        already = await tool_calls.spawned(self.pool, run.project_id, run.id, call.tool_call_id)
         if not already and in_tree + new > self.max_runs_per_tree:
             return _error(
                 f"run tree limit: the tree holds {in_tree} runs and {new} more would pass "
@@ -254,16 +251,6 @@ class Coordinator:
             errors = "; ".join(f"{f['agent_name']}: {f['error']}" for f in failed)
             return ToolOutcome(result=body, is_error=True, error=f"all sub-agents failed: {errors}")
         return ToolOutcome(result=body)
-
-    async def _spawned_before(self, run: RunRecord, tool_call_id: str) -> bool:
-        return bool(
-            await self.pool.fetchval(
-                "SELECT cardinality(child_run_ids) > 0 FROM kb.agent_run_tool_calls "
-                "WHERE run_id = $1::uuid AND tool_call_id = $2",
-                run.id,
-                tool_call_id,
-            )
-        )
 
 
 def exit_loop(run: RunRecord, arguments: dict[str, Any]) -> ToolOutcome:

@@ -26,15 +26,9 @@ from services.executor.control import StopRun
 from services.executor.coordination import current_trace_parent
 from services.executor.registry.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
 from services.executor.runs import RunRecord
+from services.executor.store import tool_calls
 
 _tracer = trace.get_tracer("agentfleet.executor")
-
-_EXITED_LOOP = """
-SELECT EXISTS (
-    SELECT 1 FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
-    WHERE r.project_id = $1 AND t.run_id = $2::uuid AND t.tool_name = 'exit_loop'
-      AND t.status = 'completed' AND t.error IS NULL)
-"""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -133,7 +127,7 @@ class FlowRunner:
         )
 
     async def _exited_loop(self, child: RunRecord) -> bool:
-        return bool(await self.pool.fetchval(_EXITED_LOOP, child.project_id, child.id))
+        return await tool_calls.exited_loop(self.pool, child.project_id, child.id)
 
 
 class _MemberError(Exception):

@@ -32,9 +32,9 @@ from agentfleet import events
 from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
-from services.executor.queue import RunQueue
 from services.executor.run_writes import RunWriter
 from services.executor.runs import RunRecord, RunStatus
+from services.executor.store import runs
 
 _STARTED_CALLS = {
     "call_ids": attrgetter("tool_call_id"),
@@ -157,13 +157,7 @@ class RunRecorder:
         async def write() -> list[events.PersistedEvent]:
             self._writes.next_seq = first_seq  # an attempt cut short numbered nothing
             async with self._pool.acquire() as conn, conn.transaction():
-                await conn.execute(
-                    "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
-                    "WHERE project_id = $1 AND id = $2::uuid",
-                    run.project_id,
-                    run.id,
-                    trace_id,
-                )
+                await runs.set_trace_id(conn, run.project_id, run.id, trace_id)
                 if system_prompt:
                     system = types.Content(parts=[types.Part(text=system_prompt)])
                     await self._writes.insert_message(conn, 0, "system", system)
@@ -306,12 +300,14 @@ class RunRecorder:
 
         async def write() -> tuple[RunRecord | None, list[events.PersistedEvent]]:
             async with self._pool.acquire() as conn, conn.transaction():
-                finished = await RunQueue.finish(
+                finished = await runs.finish(
                     conn,
-                    run,
+                    run.project_id,
+                    run.id,
                     status=status,
                     summary=summary,
                     error_message=error_message,
+                    from_statuses=("running",),
                     output=output,
                 )
                 if finished is None:

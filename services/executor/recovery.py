@@ -9,7 +9,7 @@ the model can read and never runs them again: a tool never runs twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,27 +19,15 @@ from google.genai import types
 from agentfleet.llm import content_from_json
 from services.executor.calls import PlannedCall
 from services.executor.runs import RunRecord
+from services.executor.store import messages, tool_calls
+from services.executor.store.messages import MessageRow
+from services.executor.store.tool_calls import ToolCallRow
 
 INTERRUPTED_BY_CRASH = (
     "interrupted: the executor running this call stopped before it finished (crash or "
     "shutdown); it was not retried and its effects, if any, are unknown. Check before "
     "calling it again."
 )
-
-_MESSAGES = """
-SELECT m.seq, m.step_number, m.role, m.content FROM kb.agent_run_messages m
-JOIN kb.agent_runs r ON r.id = m.run_id
-WHERE r.project_id = $1 AND m.run_id = $2::uuid
-ORDER BY m.seq
-"""
-
-_CALLS = """
-SELECT t.tool_call_id, t.tool_name, t.source, t.input, t.step_number, t.status
-FROM kb.agent_run_tool_calls t
-JOIN kb.agent_runs r ON r.id = t.run_id
-WHERE r.project_id = $1 AND t.run_id = $2::uuid
-ORDER BY t.created_at, t.id
-"""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -71,40 +59,38 @@ class Continuation:
 async def load_continuation(pool: asyncpg.Pool, run: RunRecord) -> Continuation:
     """The run's persisted conversation and open calls (project-scoped reads)."""
     async with pool.acquire() as conn:
-        messages = await conn.fetch(_MESSAGES, run.project_id, run.id)
-        calls = await conn.fetch(_CALLS, run.project_id, run.id)
-    return build_continuation(messages, calls)
+        rows = await messages.of_run(conn, run.project_id, run.id)
+        calls = await tool_calls.of_run(conn, run.project_id, run.id)
+    return build_continuation(rows, calls)
 
 
 async def load_conversation(
     conn: asyncpg.Connection | asyncpg.Pool, *, project_id: str, run_id: str
 ) -> tuple[str | None, list[types.Content]]:
     """The run's system instruction and conversation, rebuilt exactly from its messages."""
-    messages = await conn.fetch(_MESSAGES, project_id, run_id)
+    rows = await messages.of_run(conn, project_id, run_id)
     system = next(
         (
-            "".join(p.text or "" for p in content_from_json(m["content"]).parts or [])
-            for m in messages
-            if m["role"] == "system"
+            "".join(p.text or "" for p in content_from_json(m.content).parts or [])
+            for m in rows
+            if m.role == "system"
         ),
         None,
     )
-    return system, build_continuation(messages, []).contents
+    return system, build_continuation(rows, []).contents
 
 
-def build_continuation(
-    messages: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]]
-) -> Continuation:
+def build_continuation(rows: Sequence[MessageRow], calls: Sequence[ToolCallRow]) -> Continuation:
     """Pure part of :func:`load_continuation`: rows in, :class:`Continuation` out."""
-    state = Continuation(used_ids={c["tool_call_id"] for c in calls})
-    started = [c for c in calls if c["status"] == "started"]
+    state = Continuation(used_ids={c.tool_call_id for c in calls})
+    started = [c for c in calls if c.status == "started"]
     last_model: types.Content | None = None
     last_role = ""
-    for row in messages:
-        state.next_message_seq = row["seq"] + 1
-        state.step = row["step_number"]
-        content = content_from_json(row["content"])
-        last_role = row["role"]
+    for row in rows:
+        state.next_message_seq = row.seq + 1
+        state.step = row.step_number
+        content = content_from_json(row.content)
+        last_role = row.role
         if last_role == "system":
             continue
         state.contents.append(content)
@@ -130,7 +116,7 @@ def build_continuation(
 
 
 def pair_open_calls(
-    calls: Sequence[types.FunctionCall], started: Sequence[Mapping[str, Any]]
+    calls: Sequence[types.FunctionCall], started: Sequence[ToolCallRow]
 ) -> list[PlannedCall]:
     """Matches the ``started`` rows to the function calls of the reply that asked for them,
     so each answer carries the model's own call id; order is the model's."""
@@ -143,30 +129,28 @@ def pair_open_calls(
         paired.append(_planned(row, call))
     # Rows that matched no call (should not happen) still get an answer.
     paired.extend(
-        _planned(row, types.FunctionCall(name=row["tool_name"], args=dict(row["input"] or {})))
+        _planned(row, types.FunctionCall(name=row.tool_name, args=dict(row.input or {})))
         for row in remaining
     )
     return paired
 
 
-def _planned(row: Mapping[str, Any], call: types.FunctionCall) -> PlannedCall:
+def _planned(row: ToolCallRow, call: types.FunctionCall) -> PlannedCall:
     return PlannedCall(
-        tool_call_id=row["tool_call_id"],
-        tool_name=row["tool_name"],
-        arguments=dict(row["input"] or {}),
-        source=row["source"],
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        arguments=dict(row.input or {}),
+        source=row.source,
         call=call,
     )
 
 
-def _take(
-    rows: list[Mapping[str, Any]], call: types.FunctionCall, index: int
-) -> Mapping[str, Any] | None:
+def _take(rows: list[ToolCallRow], call: types.FunctionCall, index: int) -> ToolCallRow | None:
     # plan_calls keeps the model's id when it has one, else assigns call-<step>-<index>-...
     for position, row in enumerate(rows):
-        tool_call_id = row["tool_call_id"]
+        tool_call_id = row.tool_call_id
         by_id = call.id is not None and tool_call_id == call.id
-        by_index = tool_call_id.startswith(f"call-{row['step_number']}-{index}-")
+        by_index = tool_call_id.startswith(f"call-{row.step_number}-{index}-")
         if by_id or by_index:
             return rows.pop(position)
     return None

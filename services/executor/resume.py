@@ -25,54 +25,14 @@ from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import content_to_json
-from services.executor.queue import QUEUED_CHANNEL, RESUME_LEASE_OWNER, read_run
+from services.executor.queue import RESUME_LEASE_OWNER
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.safety import resume_budget_error
+from services.executor.store import messages, resume_requests, runs
+from services.executor.store.runs import QUEUED_CHANNEL, read_run
 
 RESUME_NOTE = "continue"
 """The user message of a resume without extra input."""
-
-# The STATUS_CHANGED of an earlier resume of the run with this request_id.
-_EARLIER_RESUME = """
-SELECT event_seq FROM kb.agent_run_resume_requests WHERE run_id = $1::uuid AND request_id = $2
-"""
-
-_RECORD_RESUME = """
-INSERT INTO kb.agent_run_resume_requests (run_id, request_id, event_seq)
-VALUES ($1::uuid, $2, $3)
-"""
-
-_RESUME = """
-UPDATE kb.agent_runs
-SET status = 'running',
-    step_count = 0,
-    resume_count = resume_count + 1,
-    max_steps = coalesce($3, max_steps),
-    timeout = coalesce(make_interval(secs => $4::double precision), timeout),
-    error_message = NULL,
-    completed_at = NULL,
-    duration_ms = NULL,
-    cancel_requested_at = NULL,
-    lease_owner = $5,
-    lease_expires_at = now(),
-    max_tokens = coalesce($6, max_tokens),
-    -- runs.streams_deltas with followed=True: ResumeRun streams the execution it starts.
-    stream_deltas = coalesce(
-        (SELECT d.streaming FROM kb.agent_definitions d
-         WHERE d.id = kb.agent_runs.agent_definition_id), true)
-WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
-RETURNING *
-"""
-
-_NEXT_MESSAGE = """
-SELECT coalesce(max(seq) + 1, 0) AS seq, coalesce(max(step_number), 0) AS step
-FROM kb.agent_run_messages WHERE run_id = $1::uuid
-"""
-
-_INSERT_MESSAGE = """
-INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content)
-VALUES ($1::uuid, $2, $3, 'user', $4, $5::jsonb)
-"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,7 +71,7 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
     async with pool.acquire() as conn, conn.transaction():
         run = await read_run(conn, params.project_id, params.run_id, lock=True)
         if params.request_id:
-            seq = await conn.fetchval(_EARLIER_RESUME, run.id, params.request_id)
+            seq = await resume_requests.event_seq(conn, run.id, params.request_id)
             if seq is not None:
                 return ResumedRun(run=run, after_seq=seq - 1)
         if run.status != "paused":
@@ -123,26 +83,26 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
         )
         if refusal is not None:
             raise FailedPrecondition(f"run {run.id}: {refusal}")
-        resumed = RunRecord.from_row(
-            await conn.fetchrow(
-                _RESUME,
-                run.project_id,
-                run.id,
-                params.max_steps,
-                params.timeout_s,
-                RESUME_LEASE_OWNER,
-                params.max_tokens,
-            )
-        )
-        position = await conn.fetchrow(_NEXT_MESSAGE, run.id)
-        note = types.Content(role="user", parts=[types.Part(text=params.input or RESUME_NOTE)])
-        await conn.execute(
-            _INSERT_MESSAGE,
+        resumed = await runs.resume(
+            conn,
+            run.project_id,
             run.id,
-            position["seq"],
-            position["step"],
-            run.agent_name,
-            content_to_json(note),
+            max_steps=params.max_steps,
+            timeout_s=params.timeout_s,
+            lease_owner=RESUME_LEASE_OWNER,
+            max_tokens=params.max_tokens,
+        )
+        assert resumed is not None  # locked and paused above
+        seq, step = await messages.next_position(conn, run.id)
+        note = types.Content(role="user", parts=[types.Part(text=params.input or RESUME_NOTE)])
+        await messages.insert(
+            conn,
+            run.id,
+            seq=seq,
+            step=step,
+            role="user",
+            agent_name=run.agent_name,
+            content=content_to_json(note),
         )
         stored = await append_run_events(
             conn,
@@ -157,6 +117,6 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
             ],
         )
         if params.request_id:
-            await conn.execute(_RECORD_RESUME, run.id, params.request_id, stored[0].seq)
+            await resume_requests.record(conn, run.id, params.request_id, stored[0].seq)
         await notify(conn, QUEUED_CHANNEL, run.id)
     return ResumedRun(run=resumed, after_seq=stored[0].seq - 1)

@@ -19,6 +19,7 @@ from agentfleet.auth import current_principal
 from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
+from agentfleet.graph import GraphRepository
 from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
@@ -69,14 +70,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         """task_id is only a foreign key: it must also be a graph object of this project."""
         if params.task_id is None:
             return True
-        return bool(
-            await self.pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE id = $1::uuid"
-                " AND project_id = $2)",
-                params.task_id,
-                params.project_id,
-            )
-        )
+        return await GraphRepository(self.pool).exists(params.project_id, params.task_id)
 
     async def TriggerRun(
         self, request: executor_pb2.StartRunRequest, context: grpc.aio.ServicerContext
@@ -137,7 +131,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             self.pool, decision_params(request, decided_by=principal.token_id or "auth-off")
         )
         return executor_pb2.DecideToolCallResponse(
-            run=RunRecord.from_row(outcome.run).to_proto(),
+            run=outcome.run.to_proto(),
             status=common_pb2.ToolCallStatus.Value(
                 "TOOL_CALL_STATUS_" + outcome.call_status.upper()
             ),

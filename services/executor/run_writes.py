@@ -14,6 +14,7 @@ from google.genai import types
 from agentfleet import events
 from agentfleet.llm import content_to_json
 from services.executor.runs import RunRecord, RunStatus
+from services.executor.store import messages as message_rows
 from services.executor.write_guards import (
     events_appended,
     events_with_message,
@@ -24,12 +25,6 @@ from services.executor.write_guards import (
 
 _WHAT = "recording a run"
 """What the executor was doing, in the warning of a database outage."""
-
-_INSERT_MESSAGE = """
-INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content, tokens)
-VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
-RETURNING id
-"""
 
 FinishWrite = Callable[[], Awaitable[tuple[RunRecord | None, list[events.PersistedEvent]]]]
 
@@ -80,18 +75,18 @@ class RunWriter:
         tokens: int = 0,
     ) -> str:
         seq = self.next_seq
-        message_id = await conn.fetchval(
-            _INSERT_MESSAGE,
+        message_id = await message_rows.insert(
+            conn,
             self.run.id,
-            seq,
-            step,
-            role,
-            self.run.agent_name,
-            content_to_json(content),
-            tokens,
+            seq=seq,
+            step=step,
+            role=role,
+            agent_name=self.run.agent_name,
+            content=content_to_json(content),
+            tokens=tokens,
         )
         self.next_seq = seq + 1
-        return str(message_id)
+        return message_id
 
     async def step(
         self,

@@ -7,7 +7,7 @@ Status machine (DESIGN §4)::
     running -> waiting -> queued (a tool call waits for approval, :mod:`approvals`)
     waiting -> failed | cancelled (approval deadline, CancelRun)
 
-Every transition is a conditional UPDATE in :mod:`services.executor.queue`.
+Every transition is a conditional UPDATE in :mod:`services.executor.store.runs`.
 """
 
 from __future__ import annotations

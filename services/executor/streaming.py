@@ -21,10 +21,7 @@ from agentfleet.llm import ModelClient, ModelReply, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
 from services.executor.loop_state import Turn
 from services.executor.runs import RunRecord
-
-_NEXT_SEQ = """
-SELECT last_event_seq + 1 FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid
-"""
+from services.executor.store import runs as store_runs
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,7 +65,7 @@ async def call_model(
         return await model.generate(**call.arguments())
     # Only this worker appends the run's events while it holds the lease: the step's
     # first stored event will have this seq.
-    before_seq = int(await pool.fetchval(_NEXT_SEQ, run.project_id, run.id) or 1)
+    before_seq = await store_runs.next_event_seq(pool, run.project_id, run.id)
 
     async def publish(piece: ReplyPiece) -> None:
         await publish_delta(

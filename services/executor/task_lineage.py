@@ -23,27 +23,14 @@ import uuid
 import asyncpg
 
 from agentfleet.errors import FailedPrecondition, PermissionDenied
-from agentfleet.graph import SPEC_TASK
-from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns, sql_uuid
+from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import StartRunParams
 from services.executor.safety import effective_max_steps
+from services.executor.store import run_reads
 
 __all__ = ["inherit_task_limits"]
-
-_CREATOR = f"""
-    SELECT t.properties, t.properties ->> 'created_by_run_id' AS creator_id,
-           c.id::text AS creator_run_id, c.root_run_id::text AS creator_root_id,
-           c.depth AS creator_depth, c.max_steps AS creator_max_steps,
-           c.max_tokens AS creator_max_tokens, d.max_steps AS creator_definition_max_steps
-    FROM kb.graph_objects t
-    LEFT JOIN kb.agent_runs c
-      ON c.project_id = t.project_id AND c.id = {sql_uuid("t.properties ->> 'created_by_run_id'")}
-    LEFT JOIN kb.agent_definitions d
-      ON d.id = c.agent_definition_id AND d.project_id = c.project_id
-    WHERE t.project_id = $1 AND t.id = $2 AND t.type = '{SPEC_TASK}'
-    """
 
 
 async def inherit_task_limits(
@@ -57,31 +44,31 @@ async def inherit_task_limits(
     """
     if params.task_id is None:
         return params
-    row = await db.fetchrow(_CREATOR, params.project_id, uuid.UUID(params.task_id))
-    if row is None or row["creator_id"] is None:
+    row = await run_reads.task_creator(db, params.project_id, uuid.UUID(params.task_id))
+    if row is None or row.creator_id is None:
         return params
     task = params.task_id
-    if row["creator_run_id"] is None:
+    if row.creator_run_id is None:
         raise FailedPrecondition(
-            f"task {task} was created by run {row['creator_id']!r}, which is not a run of "
+            f"task {task} was created by run {row.creator_id!r}, which is not a run of "
             "this project: the limits it must run with are unknown"
         )
-    allowed = allowed_agent_patterns(row["properties"]) or ()
+    allowed = allowed_agent_patterns(row.properties) or ()
     if not agent_allowed(params.agent_name, allowed):
         raise PermissionDenied(
             f"agent {params.agent_name!r} may not run task {task}: the agent that created it "
             f"may assign only {', '.join(allowed) or 'no agents'}"
         )
-    depth = row["creator_depth"] + 1
-    if not may_spawn(row["creator_depth"]):
+    depth = row.creator_depth + 1
+    if not may_spawn(row.creator_depth):
         raise FailedPrecondition(
-            f"task {task} was created by a run at depth {row['creator_depth']}; runs below "
+            f"task {task} was created by a run at depth {row.creator_depth}; runs below "
             f"depth {MAX_SPAWN_DEPTH} cannot be started"
         )
     creator_steps = effective_max_steps(
-        requested=row["creator_max_steps"],
-        definition=row["creator_definition_max_steps"],
-        depth=row["creator_depth"],
+        requested=row.creator_max_steps,
+        definition=row.creator_definition_max_steps,
+        depth=row.creator_depth,
     )
     max_steps = params.max_steps
     own_steps = effective_max_steps(
@@ -90,12 +77,12 @@ async def inherit_task_limits(
     if creator_steps is not None and (own_steps is None or own_steps > creator_steps):
         max_steps = creator_steps
     max_tokens = params.max_tokens
-    if row["creator_max_tokens"] is not None:
-        max_tokens = min(max_tokens or row["creator_max_tokens"], row["creator_max_tokens"])
+    if row.creator_max_tokens is not None:
+        max_tokens = min(max_tokens or row.creator_max_tokens, row.creator_max_tokens)
     return dataclasses.replace(
         params,
-        parent_run_id=row["creator_run_id"],
-        root_run_id=row["creator_root_id"],
+        parent_run_id=row.creator_run_id,
+        root_run_id=row.creator_root_id,
         depth=depth,
         max_steps=max_steps,
         max_tokens=max_tokens,

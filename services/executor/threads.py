@@ -11,7 +11,7 @@ sees is exactly what was said. The definition sets the policy in ``config.thread
 
 Since every run stores the context it started from, the thread's conversation carries on
 from run to run within that bound. Runs of one thread never execute at once: the claim
-(:mod:`claim_sql`) leaves a thread's run queued while an older one is queued, running or
+(:mod:`store.claim_sql`) leaves a thread's run queued while an older one is queued, running or
 waiting. Threads are scoped to the project: the same thread_id in another project is
 another thread.
 """
@@ -29,6 +29,7 @@ from google.genai import types
 from agentfleet.errors import InvalidArgument
 from agentfleet.llm import content_from_json
 from services.executor.runs import RunRecord
+from services.executor.store import messages, run_reads
 
 DEFAULT_MAX_TURNS = 10
 MAX_TURNS_LIMIT = 100
@@ -37,19 +38,6 @@ THREAD_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 Message = tuple[str, types.Content]
 """(role as stored: user, model or tool; content)."""
-
-_PREVIOUS_RUN = """
-SELECT id FROM kb.agent_runs
-WHERE project_id = $1 AND thread_id = $2 AND status = 'completed'
-  AND (created_at, id) < ($3::timestamptz, $4::uuid)
-ORDER BY created_at DESC, id DESC
-LIMIT 1
-"""
-_MESSAGES = """
-SELECT role, content FROM kb.agent_run_messages
-WHERE run_id = $1::uuid AND role <> 'system'
-ORDER BY seq
-"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,11 +78,10 @@ async def thread_history(pool: asyncpg.Pool, run: RunRecord, policy: ThreadPolic
     if run.thread_id is None:
         return []
     async with pool.acquire() as conn:
-        previous = await conn.fetchval(
-            _PREVIOUS_RUN, run.project_id, run.thread_id, run.created_at, run.id
-        )
+        previous = await run_reads.previous_in_thread(conn, run)
         if previous is None:
             return []
-        rows = await conn.fetch(_MESSAGES, previous)
-    messages = [(row["role"], content_from_json(row["content"])) for row in rows]
-    return last_turns(messages, policy.max_turns)
+        rows = await messages.conversation(conn, run.project_id, previous)
+    return last_turns(
+        [(row.role, content_from_json(row.content)) for row in rows], policy.max_turns
+    )

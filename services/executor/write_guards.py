@@ -20,36 +20,19 @@ import asyncpg
 from agentfleet import events
 from agentfleet.reconnect import retry_on_disconnect
 from services.executor.runs import RunRecord
+from services.executor.store import event_reads, messages, runs
 
 T = TypeVar("T")
 
 
 async def message_written(pool: asyncpg.Pool, *, run_id: str, seq: int) -> bool:
     """Whether the run already has its message number ``seq``."""
-    return bool(
-        await pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM kb.agent_run_messages "
-            "WHERE run_id = $1::uuid AND seq = $2)",
-            run_id,
-            seq,
-        )
-    )
+    return await messages.exists(pool, run_id, seq)
 
 
 async def events_with_message(pool: asyncpg.Pool, *, run_id: str, seq: int) -> list[asyncpg.Record]:
     """The events committed in the transaction that wrote message ``seq``, in seq order."""
-    return await pool.fetch(
-        """
-        SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
-               e.created_at
-        FROM kb.agent_run_messages m
-        JOIN kb.agent_run_events e ON e.run_id = m.run_id AND e.created_at = m.created_at
-        WHERE m.run_id = $1::uuid AND m.seq = $2
-        ORDER BY e.seq
-        """,
-        run_id,
-        seq,
-    )
+    return await event_reads.with_message(pool, run_id, seq)
 
 
 async def events_appended(
@@ -59,16 +42,7 @@ async def events_appended(
     order): the rows to publish; None when the batch is not there."""
     if not batch:
         return []
-    rows = await pool.fetch(
-        """
-        SELECT run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
-        FROM kb.agent_run_events WHERE run_id = $1::uuid
-        ORDER BY seq DESC LIMIT $2
-        """,
-        run_id,
-        len(batch),
-    )
-    rows.reverse()
+    rows = await event_reads.newest(pool, run_id, len(batch))
     if len(rows) != len(batch):
         return None
     for row, event in zip(rows, batch, strict=True):
@@ -88,23 +62,10 @@ async def finished_with(
 ) -> tuple[RunRecord, list[asyncpg.Record]] | None:
     """The run row and the events of the commit that ended it, when it ended ``status``;
     None otherwise. The end's events share its ``completed_at`` (the transaction's now())."""
-    row = await pool.fetchrow(
-        "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid",
-        run.project_id,
-        run.id,
-    )
-    if row is None or row["status"] != status or row["completed_at"] is None:
+    found = await runs.find(pool, run.project_id, run.id)
+    if found is None or found.status != status or found.completed_at is None:
         return None
-    rows = await pool.fetch(
-        """
-        SELECT run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
-        FROM kb.agent_run_events WHERE run_id = $1::uuid AND created_at = $2
-        ORDER BY seq
-        """,
-        run.id,
-        row["completed_at"],
-    )
-    return RunRecord.from_row(row), rows
+    return found, await event_reads.created_at(pool, run.id, found.completed_at)
 
 
 async def write_once(

@@ -21,7 +21,7 @@ from agentfleet.testing.database import DatabaseFactory
 from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.store import dependents, transitions
-from services.executor import claim_sql
+from services.executor.store import claim_sql
 
 RUNS = 40_000
 

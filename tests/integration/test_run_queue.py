@@ -14,11 +14,11 @@ import pytest
 from agentfleet import events
 from agentfleet.db import Listener, transaction
 from agentfleet.errors import NotFound
-from services.executor.claim_sql import CLAIM
 from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord, StartRunParams
+from services.executor.store.claim_sql import CLAIM
 from services.executor.worker import RunWorker
 
 PROJECT = "proj"

@@ -17,7 +17,7 @@ from agentfleet.gemini_stub import Reply, Script, StubRequest
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import history_pb2
-from services.executor import claim_sql
+from services.executor.store import claim_sql
 from tests.integration.approval_harness import PROJECT, Deployment, deployment
 
 __all__ = ["deployment"]

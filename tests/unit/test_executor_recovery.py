@@ -6,21 +6,23 @@ from google.genai import types
 
 from agentfleet.llm import content_to_json
 from services.executor.recovery import build_continuation
+from services.executor.store.messages import MessageRow
+from services.executor.store.tool_calls import ToolCallRow
 
 
-def _message(seq: int, step: int, role: str, content: types.Content) -> dict:  # type: ignore[type-arg]
-    return {"seq": seq, "step_number": step, "role": role, "content": content_to_json(content)}
+def _message(seq: int, step: int, role: str, content: types.Content) -> MessageRow:
+    return MessageRow(seq=seq, step_number=step, role=role, content=content_to_json(content))
 
 
-def _call(tool_call_id: str, name: str, status: str, step: int = 1) -> dict:  # type: ignore[type-arg]
-    return {
-        "tool_call_id": tool_call_id,
-        "tool_name": name,
-        "source": "builtin",
-        "input": {"q": name},
-        "step_number": step,
-        "status": status,
-    }
+def _call(tool_call_id: str, name: str, status: str, step: int = 1) -> ToolCallRow:
+    return ToolCallRow(
+        tool_call_id=tool_call_id,
+        tool_name=name,
+        source="builtin",
+        input={"q": name},
+        step_number=step,
+        status=status,
+    )
 
 
 def test_open_calls_of_the_last_reply_are_paired_in_model_order() -> None:

@@ -126,6 +126,16 @@ class GraphRepository(GraphRelationships, GraphReads):
         row = await self._db.fetchrow(SELECT_OBJECT, project_id, parse_id(object_id))
         return GraphObject.from_row(found(row, f"object {object_id}"))
 
+    async def exists(self, project_id: str, object_id: str) -> bool:
+        """Whether the object is in the project (no row read: an id check of a reference)."""
+        return bool(
+            await self._db.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE project_id = $1 AND id = $2)",
+                project_id,
+                parse_id(object_id),
+            )
+        )
+
     async def get_objects(
         self, project_id: str, object_ids: Sequence[str], *, for_share: bool = False
     ) -> dict[str, GraphObject]:

@@ -1,15 +1,18 @@
-"""The run claim statements of :class:`services.executor.queue.RunQueue` (DESIGN §4): which
-queued runs a worker with free slots takes, fairly across projects, and the crash recovery of
-expired leases in the same round trip, with each claimed run's definition. SQL (and the
-reading of the definition columns); the queue runs them."""
+"""The run claim statements (DESIGN §4): which queued runs a worker with free slots takes,
+fairly across projects, and the crash recovery of expired leases in the same round trip, with
+each claimed run's definition: the SQL, and :func:`claim_queued` and :func:`claim_any` that
+run it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
+import asyncpg
+
 from services.executor.registry.definitions import AgentDefinition, definition_from_row
+from services.executor.runs import RunRecord
 
 # Fairness (issue #15): one project's backlog never hides another's queued runs. The claim
 # walks the queue project by project on agent_runs_queued_project_idx: `projects` finds each
@@ -163,3 +166,39 @@ LEFT JOIN kb.agent_definitions d
 LEFT JOIN kb.products p ON p.id = d.product_id
 ORDER BY runs.previous_owner IS NULL
 """
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedRun:
+    """A run a worker claimed, with what it needs to start it."""
+
+    run: RunRecord
+    previous_owner: str | None
+    """Lease owner of a run taken over (``RESUME_LEASE_OWNER``: a resumed one); None for a
+    run that was queued."""
+    definition: AgentDefinition | None
+    """The definition the run executes, read by the claim; None when the run names none or
+    it was deleted (the loop reads it by name, or reports it missing)."""
+
+
+async def claim_queued(
+    pool: asyncpg.Pool, owner: str, lease_s: float, limit: int, max_running: int
+) -> list[RunRecord]:
+    """:data:`CLAIM`: up to ``limit`` queued runs, ``running`` under ``owner``'s lease."""
+    rows = await pool.fetch(CLAIM, owner, lease_s, limit, max_running)
+    return [RunRecord.from_row(r) for r in rows]
+
+
+async def claim_any(
+    pool: asyncpg.Pool, owner: str, lease_s: float, limit: int, max_running: int
+) -> list[ClaimedRun]:
+    """:data:`CLAIM_ANY`: expired leases taken over first, then queued runs."""
+    rows = await pool.fetch(CLAIM_ANY, owner, lease_s, limit, max_running)
+    return [
+        ClaimedRun(
+            run=RunRecord.from_row(r),
+            previous_owner=r["previous_owner"],
+            definition=claimed_definition(r),
+        )
+        for r in rows
+    ]

@@ -1,0 +1,307 @@
+"""``kb.agent_runs``: every statement the executor runs on it (DESIGN §4).
+
+Each status change is a conditional UPDATE that returns the row when it applied and None when
+the run had moved on, so two workers (or a worker and a CancelRun) never both move one run.
+Functions take the caller's pool or connection: the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import asyncpg
+
+from agentfleet.errors import NotFound
+from services.executor.runs import RunRecord, RunStatus, StartRunParams
+
+Db = asyncpg.Pool | asyncpg.Connection
+
+QUEUED_CHANNEL = "agentfleet_runs_queued"
+"""NOTIFY channel of newly queued runs; payload: the run id."""
+
+# $16: the project's cap on queued top-level runs (NULL: none, as for children). The count
+# stops at the cap, so it reads at most $16 entries of agent_runs_queued_project_idx.
+_INSERT = """
+INSERT INTO kb.agent_runs (
+    project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
+    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
+    thread_id, stream_deltas)
+SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
+       make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
+       $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
+       $18::boolean
+WHERE $16::integer IS NULL
+   OR (SELECT count(*) FROM (
+           SELECT 1 FROM kb.agent_runs
+           WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+           LIMIT $16::integer) queued) < $16::integer
+ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
+RETURNING *
+"""
+# The insert with the workers' wake-up in the same round trip (NOTIFY is delivered at commit,
+# so no worker looks before the run and its RUN_QUEUED event are visible).
+_INSERT_AND_NOTIFY = f"""
+WITH inserted AS ({_INSERT})
+SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
+"""
+
+_ELAPSED_MS = """greatest(0, (extract(epoch FROM clock_timestamp()
+                                       - coalesce(started_at, created_at)) * 1000)::bigint)"""
+
+_FINISH = f"""
+UPDATE kb.agent_runs
+SET status = $4,
+    summary = $5,
+    error_message = $6,
+    completed_at = now(),
+    duration_ms = {_ELAPSED_MS},
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    output = $7::jsonb
+WHERE project_id = $1 AND id = $2::uuid AND status = ANY($3::text[])
+RETURNING *
+"""
+
+_REQUEST_CANCEL = """
+UPDATE kb.agent_runs
+SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE project_id = $1 AND id = $2::uuid
+  AND status IN ('queued', 'running', 'waiting', 'paused')
+RETURNING *
+"""
+
+_PARK_WAITING = """
+UPDATE kb.agent_runs
+SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL, waiting_since = now()
+WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
+RETURNING *
+"""
+
+_REQUEUE_WAITING = """
+UPDATE kb.agent_runs
+SET status = 'queued',
+    waited_ms = waited_ms + greatest(0, (extract(epoch FROM clock_timestamp() - waiting_since)
+                                         * 1000)::bigint),
+    waiting_since = NULL
+WHERE project_id = $1 AND id = $2::uuid AND status = 'waiting'
+RETURNING *
+"""
+
+_FAIL_WAITING = f"""
+UPDATE kb.agent_runs
+SET status = 'failed', error_message = $3, completed_at = now(), waiting_since = NULL,
+    duration_ms = {_ELAPSED_MS}
+WHERE project_id = $1 AND id = $2::uuid AND status = 'waiting'
+RETURNING *
+"""
+
+_RESUME = """
+UPDATE kb.agent_runs
+SET status = 'running',
+    step_count = 0,
+    resume_count = resume_count + 1,
+    max_steps = coalesce($3, max_steps),
+    timeout = coalesce(make_interval(secs => $4::double precision), timeout),
+    error_message = NULL,
+    completed_at = NULL,
+    duration_ms = NULL,
+    cancel_requested_at = NULL,
+    lease_owner = $5,
+    lease_expires_at = now(),
+    max_tokens = coalesce($6, max_tokens),
+    -- runs.streams_deltas with followed=True: ResumeRun streams the execution it starts.
+    stream_deltas = coalesce(
+        (SELECT d.streaming FROM kb.agent_definitions d
+         WHERE d.id = kb.agent_runs.agent_definition_id), true)
+WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
+RETURNING *
+"""
+
+_TREE_TOKENS = """
+UPDATE kb.agent_runs p
+SET tokens_total_tree = p.tokens_in + p.tokens_out + coalesce(
+    (SELECT sum(c.tokens_total_tree) FROM kb.agent_runs c
+     WHERE c.parent_run_id = p.id AND c.project_id = $1), 0)
+WHERE p.project_id = $1 AND p.id = $2::uuid
+RETURNING p.tokens_total_tree
+"""
+
+_GET = "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid"
+_LOCKS = {"": "", "lock": " FOR UPDATE", "skip_locked": " FOR UPDATE SKIP LOCKED"}
+
+
+async def _one(db: Db, statement: str, *args: Any) -> RunRecord | None:
+    """The run a statement returns, None when it returns no row."""
+    row = await db.fetchrow(statement, *args)
+    return RunRecord.from_row(row) if row is not None else None
+
+
+async def insert_queued(
+    conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None
+) -> RunRecord | None:
+    """Inserts a ``queued`` run and NOTIFYs the workers (at commit); None when the project's
+    ``request_id`` exists already or ``max_queued`` top-level runs are queued there."""
+    return await _one(
+        conn,
+        _INSERT_AND_NOTIFY,
+        params.project_id,
+        params.agent_definition_id,
+        params.agent_name,
+        params.input,
+        dict(params.labels),
+        params.max_steps,
+        params.timeout_s,
+        params.request_id,
+        params.task_id,
+        params.trace_id,
+        params.trace_parent,
+        params.parent_run_id,
+        params.root_run_id,
+        params.depth,
+        params.max_tokens,
+        max_queued,
+        params.thread_id,
+        params.stream_deltas,
+    )
+
+
+async def by_request_id(db: Db, project_id: str, request_id: str) -> RunRecord | None:
+    return await _one(
+        db,
+        "SELECT * FROM kb.agent_runs WHERE project_id = $1 AND request_id = $2",
+        project_id,
+        request_id,
+    )
+
+
+async def find(
+    db: Db, project_id: str, run_id: str, *, lock: Literal["", "lock", "skip_locked"] = ""
+) -> RunRecord | None:
+    """The run, or None when it is not in the project. ``lock``: ``"lock"`` (FOR UPDATE) or
+    ``"skip_locked"`` (None too when another transaction holds it), in the caller's
+    transaction."""
+    return await _one(db, _GET + _LOCKS[lock], project_id, run_id)
+
+
+async def read_run(db: Db, project_id: str, run_id: str, *, lock: bool = False) -> RunRecord:
+    """The run; :class:`NotFound` when it is not in the project. ``lock``: FOR UPDATE, in the
+    caller's transaction."""
+    run = await find(db, project_id, run_id, lock="lock" if lock else "")
+    if run is None:
+        raise NotFound(f"run {run_id} not found in project {project_id!r}")
+    return run
+
+
+async def heartbeat(
+    db: Db, run_ids: Sequence[str], owner: str, lease_s: float
+) -> list[tuple[str, bool]]:
+    """Renews the leases ``owner`` still holds on ``run_ids`` (across projects: a worker
+    serves them all); (run id, cancel requested) of each renewed one."""
+    rows = await db.fetch(
+        """
+        UPDATE kb.agent_runs
+        SET lease_expires_at = now() + make_interval(secs => $3::double precision)
+        WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'
+        RETURNING id, cancel_requested_at
+        """,
+        list(run_ids),
+        owner,
+        lease_s,
+    )
+    return [(str(r["id"]), r["cancel_requested_at"] is not None) for r in rows]
+
+
+async def release(db: Db, run_ids: Sequence[str], owner: str) -> int:
+    """Expires ``owner``'s leases on ``run_ids`` now (any project); how many it released."""
+    result = await db.execute(
+        "UPDATE kb.agent_runs SET lease_expires_at = now() "
+        "WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'",
+        list(run_ids),
+        owner,
+    )
+    return int(result.split()[-1])
+
+
+async def finish(
+    db: Db,
+    project_id: str,
+    run_id: str,
+    *,
+    status: RunStatus,
+    summary: str | None,
+    error_message: str | None,
+    from_statuses: Sequence[RunStatus],
+    output: dict[str, Any] | None,
+) -> RunRecord | None:
+    """``status`` with completed_at and duration, the lease dropped, if the run is in one of
+    ``from_statuses``."""
+    return await _one(
+        db, _FINISH, project_id, run_id, list(from_statuses), status, summary, error_message, output
+    )
+
+
+async def request_cancel(db: Db, project_id: str, run_id: str) -> RunRecord | None:
+    """Sets cancel_requested_at of a run that has not ended (the row stays locked)."""
+    return await _one(db, _REQUEST_CANCEL, project_id, run_id)
+
+
+async def park_waiting(db: Db, project_id: str, run_id: str, owner: str) -> RunRecord | None:
+    """``running -> waiting`` (no lease) while ``owner`` holds the run."""
+    return await _one(db, _PARK_WAITING, project_id, run_id, owner)
+
+
+async def requeue_waiting(db: Db, project_id: str, run_id: str) -> RunRecord | None:
+    """``waiting -> queued``, the time waited added to waited_ms."""
+    return await _one(db, _REQUEUE_WAITING, project_id, run_id)
+
+
+async def fail_waiting(db: Db, project_id: str, run_id: str, message: str) -> RunRecord | None:
+    """``waiting -> failed`` with ``message``."""
+    return await _one(db, _FAIL_WAITING, project_id, run_id, message)
+
+
+async def resume(
+    db: Db,
+    project_id: str,
+    run_id: str,
+    *,
+    max_steps: int | None,
+    timeout_s: float | None,
+    lease_owner: str,
+    max_tokens: int | None,
+) -> RunRecord | None:
+    """``paused -> running`` with a fresh step budget, as an already expired lease of
+    ``lease_owner`` (the next worker claims it at once)."""
+    return await _one(
+        db, _RESUME, project_id, run_id, max_steps, timeout_s, lease_owner, max_tokens
+    )
+
+
+async def set_trace_id(db: Db, project_id: str, run_id: str, trace_id: str | None) -> None:
+    """The trace of the run's first execution (a later one keeps it)."""
+    await db.execute(
+        "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
+        "WHERE project_id = $1 AND id = $2::uuid",
+        project_id,
+        run_id,
+        trace_id,
+    )
+
+
+async def refresh_tree_tokens(db: Db, project_id: str, run_id: str) -> int:
+    """Recomputes the run's tokens_total_tree from its own tokens and its children's tree
+    totals (idempotent, so a re-attached or resumed child is never counted twice)."""
+    total = await db.fetchval(_TREE_TOKENS, project_id, run_id)
+    return int(total or 0)
+
+
+async def next_event_seq(db: Db, project_id: str, run_id: str) -> int:
+    """The seq the run's next stored event will have (while this worker holds its lease,
+    only it appends the run's events)."""
+    seq = await db.fetchval(
+        "SELECT last_event_seq + 1 FROM kb.agent_runs WHERE project_id = $1 AND id = $2::uuid",
+        project_id,
+        run_id,
+    )
+    return int(seq or 1)
