@@ -307,7 +307,6 @@ class RunRecorder:
                     status=status,
                     summary=summary,
                     error_message=error_message,
-                    from_statuses=("running",),
                     output=output,
                 )
                 if finished is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -28,7 +27,7 @@ from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import ResourceExhausted
 from services.executor.approval_store import answer_held_calls, expire_overdue_approvals
-from services.executor.runs import RunRecord, RunStatus, StartRunParams, append_run_events
+from services.executor.runs import RunRecord, StartRunParams, append_run_events
 from services.executor.store import run_reads, runs
 from services.executor.store.claim_sql import ClaimedRun, claim_any, claim_queued
 from services.executor.store.runs import QUEUED_CHANNEL, read_run
@@ -185,31 +184,6 @@ class RunQueue:
                 await notify(conn, QUEUED_CHANNEL, "released")
         return released
 
-    @staticmethod
-    async def finish(
-        conn: asyncpg.Connection,
-        run: RunRecord,
-        *,
-        status: RunStatus,
-        summary: str | None = None,
-        error_message: str | None = None,
-        from_statuses: Sequence[RunStatus] = ("running",),
-        output: dict[str, Any] | None = None,
-    ) -> RunRecord | None:
-        """Moves the run to ``status`` (sets completed_at and duration, drops the lease) if it
-        is still in one of ``from_statuses``; None when the transition did not apply.
-        ``output``: the structured final answer (None clears it)."""
-        return await runs.finish(
-            conn,
-            run.project_id,
-            run.id,
-            status=status,
-            summary=summary,
-            error_message=error_message,
-            from_statuses=from_statuses,
-            output=output,
-        )
-
     async def request_cancel(
         self, project_id: str, run_id: str, reason: str = DEFAULT_CANCEL_REASON
     ) -> RunRecord:
@@ -230,9 +204,10 @@ class RunQueue:
             held = await answer_held_calls(
                 conn, run, f"not executed: the run was cancelled: {reason}"
             )
-            finished = await self.finish(
+            finished = await runs.finish(
                 conn,
-                run,
+                run.project_id,
+                run.id,
                 status="cancelled",
                 summary=run.summary,
                 from_statuses=(previous,),

@@ -18,6 +18,7 @@ from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord, StartRunParams
+from services.executor.store import runs
 from services.executor.store.claim_sql import CLAIM
 from services.executor.worker import RunWorker
 
@@ -129,9 +130,10 @@ async def test_one_projects_backlog_cannot_take_every_slot(db_pool: asyncpg.Pool
     # A finished run frees its slot for the next of the backlog, oldest first.
     first = next(r for r in claimed if r.project_id == PROJECT)
     async with db_pool.acquire() as conn:
-        assert await RunQueue.finish(
+        assert await runs.finish(
             conn,
-            first,
+            first.project_id,
+            first.id,
             status="completed",
             summary="",
             error_message=None,
@@ -204,8 +206,10 @@ async def test_finish_is_conditional(db_pool: asyncpg.Pool) -> None:
     await queue.enqueue(params())
     (run,) = await queue.claim_next("me", 5.0)
     async with transaction(db_pool) as conn:
-        done = await RunQueue.finish(conn, run, status="completed", summary="ok")
-        again = await RunQueue.finish(conn, run, status="failed", error_message="late")
+        done = await runs.finish(conn, run.project_id, run.id, status="completed", summary="ok")
+        again = await runs.finish(
+            conn, run.project_id, run.id, status="failed", error_message="late"
+        )
     assert done is not None
     assert done.status == "completed"
     assert done.duration_ms is not None
@@ -269,7 +273,7 @@ class _RecordingExecutor:
                 return None
         await asyncio.sleep(0)
         async with transaction(self.pool) as conn:
-            await RunQueue.finish(conn, run, status="completed", summary="ok")
+            await runs.finish(conn, run.project_id, run.id, status="completed", summary="ok")
         # Counted once committed: a run started last may finish before one started earlier.
         self.finished += 1
         if self.finished >= self.expected:

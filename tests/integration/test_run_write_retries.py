@@ -31,6 +31,7 @@ from services.executor.control import RunControl
 from services.executor.persistence import RunRecorder
 from services.executor.queue import RunQueue
 from services.executor.runs import RunRecord
+from services.executor.store import runs
 from services.executor.worker import RunWorker
 
 PROJECT = "retries-proj"
@@ -309,7 +310,9 @@ class CutOnceExecutor:
                 "connection was closed in the middle of operation"
             )
         async with self._pool.acquire() as conn:
-            return await RunQueue.finish(conn, run, status="completed", summary="again")
+            return await runs.finish(
+                conn, run.project_id, run.id, status="completed", summary="again"
+            )
 
 
 async def test_a_run_cut_by_an_outage_is_run_again_by_its_own_worker(

@@ -229,13 +229,14 @@ async def finish(
     run_id: str,
     *,
     status: RunStatus,
-    summary: str | None,
-    error_message: str | None,
-    from_statuses: Sequence[RunStatus],
-    output: dict[str, Any] | None,
+    summary: str | None = None,
+    error_message: str | None = None,
+    from_statuses: Sequence[RunStatus] = ("running",),
+    output: dict[str, Any] | None = None,
 ) -> RunRecord | None:
     """``status`` with completed_at and duration, the lease dropped, if the run is in one of
-    ``from_statuses``."""
+    ``from_statuses``; None when the transition did not apply. ``output``: the structured
+    final answer (None clears it)."""
     return await _one(
         db, _FINISH, project_id, run_id, list(from_statuses), status, summary, error_message, output
     )
