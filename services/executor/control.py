@@ -56,6 +56,9 @@ class RunControl:
     definition: AgentDefinition | None = None
     """The run's definition as the worker's claim read it; None: the loop reads it
     (:func:`run_definition`)."""
+    never_started: bool = False
+    """The claim took the run from the queue before it ever started: it has no messages or
+    calls to continue from, so the loop does not read its position (two round trips)."""
 
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

@@ -57,7 +57,7 @@ from services.executor.model_request import (
 from services.executor.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
 from services.executor.persistence import LeaseLost, RunRecorder, complete_then_cancel
-from services.executor.recovery import INTERRUPTED_BY_CRASH
+from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_position import (
     load_position,
@@ -112,6 +112,8 @@ class AgentLoop:
         ``running`` (draining, or the lease was lost)."""
         recorder = RunRecorder(self.pool, run, owner=self.owner)
         progress = Progress(tokens_at_start=run.tokens_in + run.tokens_out)
+        if control.never_started:
+            progress.position = Continuation()  # nothing persisted yet: no read
         with (
             structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
             _tracer.start_as_current_span(
@@ -160,7 +162,8 @@ class AgentLoop:
                     agent=run.agent_name, status=finished.status, duration_ms=finished.duration_ms
                 )
                 log.info("run_finished", status=finished.status, steps=finished.step_count)
-                await complete_then_cancel(self._end_children(finished))
+                if not progress.childless:
+                    await complete_then_cancel(self._end_children(finished))
             return finished
 
     async def _end_children(self, run: RunRecord) -> None:
@@ -194,6 +197,9 @@ class AgentLoop:
             for t in resolved
             if self.coordinator is not None or not t.executed_by_executor
         }
+        progress.childless = control.never_started and not any(
+            t.executed_by_executor for t in callable_tools.values()
+        )
         turn = Turn(
             model=definition.model.name,
             system=definition.system_prompt or None,

@@ -34,6 +34,9 @@ class Progress:
     """tokens_in + tokens_out when this execution began (the token budget counts from it)."""
     position: Continuation | None = None
     """The run's persisted position, once read (:func:`run_position.load_position`)."""
+    childless: bool = False
+    """Set when the run cannot have children: it never executed before and is offered no
+    coordination tool (spawn_agents). Its end then looks for no descendants to cancel."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

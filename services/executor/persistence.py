@@ -157,7 +157,9 @@ class RunRecorder:
         async def write() -> list[events.PersistedEvent]:
             self._writes.next_seq = first_seq  # an attempt cut short numbered nothing
             async with self._pool.acquire() as conn, conn.transaction():
-                await runs.set_trace_id(conn, run.project_id, run.id, trace_id)
+                if trace_id is not None and run.trace_id is None:
+                    # Otherwise the statement changes nothing: the row keeps its first trace.
+                    await runs.set_trace_id(conn, run.project_id, run.id, trace_id)
                 if system_prompt:
                     system = types.Content(parts=[types.Part(text=system_prompt)])
                     await self._writes.insert_message(conn, 0, "system", system)

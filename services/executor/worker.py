@@ -181,7 +181,9 @@ class RunWorker:
     def _start(self, group: asyncio.TaskGroup, claim: ClaimedRun) -> None:
         run = claim.run
         control = RunControl(
-            resumed=claim.previous_owner == RESUME_LEASE_OWNER, definition=claim.definition
+            resumed=claim.previous_owner == RESUME_LEASE_OWNER,
+            definition=claim.definition,
+            never_started=claim.never_started,
         )
         active = _ActiveRun(run=run, control=control)
         self._active[run.id] = active
@@ -250,8 +252,10 @@ class RunWorker:
                 log.info("run_moved_on_during_outage", run_id=run.id, status=current.status)
                 return False
             active.run = current
-            # As before the claim carried it: each execution reads the definition afresh.
+            # As before the claim carried it: each execution reads the definition afresh,
+            # and its position (the cut execution may have recorded the start).
             control.definition = None
+            control.never_started = False
             log.info("run_continued_after_outage", run_id=run.id)
 
     async def _heartbeat_loop(self, stopping: asyncio.Event) -> None:

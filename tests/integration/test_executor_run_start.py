@@ -1,12 +1,14 @@
 """A run start reads its agent definition once (issue #17): StartRun/TriggerRun by name at
 enqueue; the worker's claim brings the definition along with the run, so the loop reads none
--- also when the run is claimed by another replica than the one that queued it."""
+-- also when the run is claimed by another replica than the one that queued it. And a run's
+first execution sends only what it writes (issue #16: per-run round trips)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import asyncpg
+from opentelemetry import trace
 
 from agentfleet.db import Listener
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
@@ -22,6 +24,7 @@ from services.executor.registry.model_config import ModelConfig
 from services.executor.run_server import ExecutorServicer
 from services.executor.runs import StartRunParams
 from services.executor.store.claim_sql import CLAIM_ANY
+from services.executor.store.tool_calls import OVERDUE_RUNS
 from services.executor.tool_gateway import InMemoryToolGateway
 from services.executor.worker import RunWorker
 
@@ -33,9 +36,11 @@ def _definition_reads(counter: StatementCounter) -> list[str]:
     return [s for s in counter.statements if "kb.agent_definitions" in s and s != CLAIM_ANY]
 
 
-async def test_a_run_start_reads_its_definition_once_across_replicas(
+async def _run_across_replicas(
     db_pool: asyncpg.Pool, database_url: str, gemini_stub: GeminiStub
-) -> None:
+) -> tuple[StatementCounter, StatementCounter]:
+    """One run of "helper" (one model reply, no tools) queued by TriggerRun on replica A and
+    run by replica B; the statements each replica's pool sent."""
     gemini_stub.add_script(Script(name="helper", replies=[Reply(text="done")]))
     await DefinitionRepository(db_pool).upsert(
         PROJECT,
@@ -69,12 +74,15 @@ async def test_a_run_start_reads_its_definition_once_across_replicas(
             )
             work = asyncio.create_task(runner.run(stopping))
             try:
-                run = await servicer.TriggerRun(
-                    executor_pb2.StartRunRequest(
-                        project_id=PROJECT, agent_name="helper", input="go"
-                    ),
-                    None,  # type: ignore[arg-type]  # TriggerRun does not use its context
-                )
+                # A caller's trace, as a traced client sends one (none without a tracer
+                # provider): the run keeps it, so its execution has no trace to record.
+                with trace.get_tracer(__name__).start_as_current_span("caller"):
+                    run = await servicer.TriggerRun(
+                        executor_pb2.StartRunRequest(
+                            project_id=PROJECT, agent_name="helper", input="go"
+                        ),
+                        None,  # type: ignore[arg-type]  # TriggerRun does not use its context
+                    )
                 await wait_for_query(
                     db_pool,
                     "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1::uuid",
@@ -87,6 +95,13 @@ async def test_a_run_start_reads_its_definition_once_across_replicas(
         await model.aclose()
         await api_pool.close()
         await worker_pool.close()
+    return api, worker
+
+
+async def test_a_run_start_reads_its_definition_once_across_replicas(
+    db_pool: asyncpg.Pool, database_url: str, gemini_stub: GeminiStub
+) -> None:
+    api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
     assert len(_definition_reads(api)) == 1, api.statements  # the enqueue's, by name
     assert CLAIM_ANY in worker.statements
@@ -127,3 +142,28 @@ async def test_the_claim_brings_the_definition_the_repository_reads(db_pool: asy
         "gone True": None,
         "helper False": None,
     }
+
+
+async def test_a_run_never_started_before_reads_no_position_and_writes_no_trace_id(
+    db_pool: asyncpg.Pool, database_url: str, gemini_stub: GeminiStub
+) -> None:
+    """A run the claim takes from the queue for its first execution has nothing persisted to
+    continue from: the loop does not read its messages and calls (a recovered or resumed run
+    does), and a run queued with its caller's trace records none. Its
+    statements: the start (one transaction), the reply, the finish (one transaction)."""
+    _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
+
+    run_statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
+    assert not [s for s in run_statements if "FROM kb.agent_run_messages" in s], run_statements
+    assert not [s for s in run_statements if "SET trace_id" in s], run_statements
+    # BEGIN, system and user messages, events, COMMIT; the reply; BEGIN, finish, events, COMMIT
+    assert len(run_statements) == 10, run_statements
+
+
+_POLLS = {CLAIM_ANY, OVERDUE_RUNS}
+"""What a worker sends whether or not it has runs: its claims and the approval deadline sweep."""
+
+
+def _setup(statement: str) -> bool:
+    # asyncpg's one-time type introspection of a new connection (jit off, typeinfo, jit back)
+    return "typeinfo_tree" in statement or "set_config('jit'" in statement

@@ -86,7 +86,8 @@ projects AS (
 
 def _claimable(limit: str) -> str:
     return f"""claimable AS MATERIALIZED (
-    SELECT q.id FROM candidates c JOIN kb.agent_runs q ON q.id = c.id
+    SELECT q.id, q.started_at IS NULL AS never_started
+    FROM candidates c JOIN kb.agent_runs q ON q.id = c.id
     WHERE q.status = 'queued'
     ORDER BY c.turn, c.created_at, c.id
     LIMIT {limit}
@@ -151,9 +152,9 @@ taken_over AS (
         lease_expires_at = now() + make_interval(secs => $2::double precision)
     FROM expired
     WHERE r.id = expired.id
-    RETURNING r.*, expired.previous_owner
+    RETURNING r.*, expired.previous_owner, false AS never_started
 ), claimed AS ({_START_CLAIMED}
-    RETURNING r.*, NULL::text AS previous_owner
+    RETURNING r.*, NULL::text AS previous_owner, claimable.never_started
 ), runs AS (
     SELECT * FROM taken_over UNION ALL SELECT * FROM claimed
 )
@@ -179,6 +180,9 @@ class ClaimedRun:
     definition: AgentDefinition | None
     """The definition the run executes, read by the claim; None when the run names none or
     it was deleted (the loop reads it by name, or reports it missing)."""
+    never_started: bool = False
+    """Queued and never executed before this claim (no started_at): nothing persisted to
+    continue from, so its execution reads no position."""
 
 
 async def claim_queued(
@@ -199,6 +203,7 @@ async def claim_any(
             run=RunRecord.from_row(r),
             previous_owner=r["previous_owner"],
             definition=claimed_definition(r),
+            never_started=r["never_started"],
         )
         for r in rows
     ]

@@ -120,19 +120,20 @@ async def overdue(conn: asyncpg.Connection, project_id: str, run_id: str) -> lis
     return _calls(rows)
 
 
+OVERDUE_RUNS = """
+SELECT DISTINCT r.project_id, r.id::text AS run_id
+FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
+WHERE t.status = 'awaiting_approval' AND t.approval_deadline <= now()
+  AND r.status = 'waiting'
+LIMIT $1
+"""
+"""The approval deadline sweep's search, which every worker runs each tick."""
+
+
 async def overdue_runs(db: Db, limit: int) -> list[tuple[str, str]]:
     """(project_id, run_id) of waiting runs with an overdue call, each once: the deadline
     sweep serves every project."""
-    rows = await db.fetch(
-        """
-        SELECT DISTINCT r.project_id, r.id::text AS run_id
-        FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
-        WHERE t.status = 'awaiting_approval' AND t.approval_deadline <= now()
-          AND r.status = 'waiting'
-        LIMIT $1
-        """,
-        limit,
-    )
+    rows = await db.fetch(OVERDUE_RUNS, limit)
     return [(r["project_id"], r["run_id"]) for r in rows]
 
 
