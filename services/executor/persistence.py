@@ -1,13 +1,14 @@
 """Everything a run records while it executes, one transaction per moment (DESIGN §4):
 
-- start: the system and user messages, STATUS_CHANGED and RUN_STARTED;
+- start: the system and user messages (a thread's earlier turns between), the trace id,
+  STATUS_CHANGED and RUN_STARTED;
 - a model reply: the model message, the run's counters, every tool call row ``started``,
   MODEL_TEXT and one TOOL_REQUEST per call -- all before any tool runs;
 - the tool results: every call row finished, the tool message, one TOOL_RESPONSE per call;
 - the end: the conditional status change, STATUS_CHANGED and RUN_FINISHED.
 
-A step's two writes (the reply, the results) are one statement each: one round trip and
-one implicit transaction. Events are appended in the same transaction as the rows they
+The start and a step's two writes (the reply, the results) are one statement each
+(``events/run_events.sql``): one round trip and one implicit transaction. Events are appended in the same transaction as the rows they
 describe. Messages hold the exact ``types.Content`` JSON, so
 :func:`~services.executor.recovery.load_conversation` rebuilds the conversation exactly.
 
@@ -138,7 +139,6 @@ class RunRecorder:
         """The opening messages and STATUS_CHANGED(queued -> running) + RUN_STARTED.
         ``history``: (role, content) of a thread's earlier turns, stored before the input."""
         run = self.run
-        first_seq = self._writes.next_seq
         opening: list[events.RunEvent] = [
             events.StatusChanged(
                 agent_name=run.agent_name,
@@ -153,24 +153,13 @@ class RunRecorder:
                 worker=self._owner,
             ),
         ]
-
-        async def write() -> list[events.PersistedEvent]:
-            self._writes.next_seq = first_seq  # an attempt cut short numbered nothing
-            async with self._pool.acquire() as conn, conn.transaction():
-                if trace_id is not None and run.trace_id is None:
-                    # Otherwise the statement changes nothing: the row keeps its first trace.
-                    await runs.set_trace_id(conn, run.project_id, run.id, trace_id)
-                if system_prompt:
-                    system = types.Content(parts=[types.Part(text=system_prompt)])
-                    await self._writes.insert_message(conn, 0, "system", system)
-                for role, content in history:
-                    await self._writes.insert_message(conn, 0, role, content)
-                await self._writes.insert_message(conn, 0, "user", user_input)
-                return await self._writes.append(conn, opening)
-
-        await self._writes.with_messages(
-            write, first_seq=first_seq, messages=(2 if system_prompt else 1) + len(history)
-        )
+        messages: list[tuple[str, types.Content]] = []
+        if system_prompt:
+            messages.append(("system", types.Content(parts=[types.Part(text=system_prompt)])))
+        messages += [*history, ("user", user_input)]
+        stored = await self._writes.start(opening, messages=messages, trace_id=trace_id)
+        if stored is None:
+            raise NotFound(f"run {run.id} not found in project {run.project_id!r}")
         self.started = True
         if trace_id is not None and run.trace_id is None:
             run.trace_id = trace_id

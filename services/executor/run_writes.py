@@ -98,11 +98,48 @@ class RunWriter:
         tokens: int,
         rows: dict[str, Any],
     ) -> list[asyncpg.Record] | None:
-        """Runs the step statement ``name`` of :data:`agentfleet.events.STATEMENTS` outside
-        any transaction block: a single statement commits on its own, so this is one round
-        trip. ``rows``: the statement's own parameters (the call rows). The rows of the
-        stored events (one row of nulls when there is none), or None when the run row did
-        not qualify (nothing was written)."""
+        """Runs the step statement ``name`` of :data:`agentfleet.events.STATEMENTS` (one
+        message). ``rows``: the statement's own parameters (the call rows). As
+        :meth:`_statement`."""
+        return await self._statement(
+            name,
+            batch,
+            messages=1,
+            parameters=rows | {"step": step, "content": content_to_json(content), "tokens": tokens},
+        )
+
+    async def start(
+        self,
+        batch: Sequence[events.RunEvent],
+        *,
+        messages: Sequence[tuple[str, types.Content]],
+        trace_id: str | None,
+    ) -> list[asyncpg.Record] | None:
+        """The ``record_start`` statement: the opening ``messages`` (role, content), the trace
+        id if the run has none, and ``batch``. As :meth:`_statement`."""
+        return await self._statement(
+            "record_start",
+            batch,
+            messages=len(messages),
+            parameters={
+                "message_roles": [role for role, _ in messages],
+                "message_contents": [content_to_json(content) for _, content in messages],
+                "trace_id": trace_id,
+            },
+        )
+
+    async def _statement(
+        self,
+        name: str,
+        batch: Sequence[events.RunEvent],
+        *,
+        messages: int,
+        parameters: dict[str, Any],
+    ) -> list[asyncpg.Record] | None:
+        """Runs ``name`` outside any transaction block: a single statement commits on its
+        own, so this is one round trip. Its ``messages`` messages are numbered from
+        :attr:`next_seq`. The rows of the stored events (one row of nulls when there is
+        none), or None when the run row did not qualify (nothing was written)."""
         run = self.run
         seq = self.next_seq
         statement = events.STATEMENTS[name]
@@ -110,15 +147,7 @@ class RunWriter:
             project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
         )
         arguments = statement.arguments(
-            columns
-            | rows
-            | {
-                "message_seq": seq,
-                "step": step,
-                "agent_name": run.agent_name,
-                "content": content_to_json(content),
-                "tokens": tokens,
-            }
+            columns | parameters | {"message_seq": seq, "agent_name": run.agent_name}
         )
         # A cut attempt that had committed wrote the message at ``seq`` (a retried one
         # would fail on its unique seq anyway, writing nothing).
@@ -138,7 +167,7 @@ class RunWriter:
         )
         if not stored_rows and not earlier:
             return None
-        self.next_seq = seq + 1
+        self.next_seq = seq + messages
         return stored_rows
 
     async def with_messages(

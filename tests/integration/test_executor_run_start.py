@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
-from opentelemetry import trace
 
 from agentfleet.db import Listener
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
@@ -74,15 +73,12 @@ async def _run_across_replicas(
             )
             work = asyncio.create_task(runner.run(stopping))
             try:
-                # A caller's trace, as a traced client sends one (none without a tracer
-                # provider): the run keeps it, so its execution has no trace to record.
-                with trace.get_tracer(__name__).start_as_current_span("caller"):
-                    run = await servicer.TriggerRun(
-                        executor_pb2.StartRunRequest(
-                            project_id=PROJECT, agent_name="helper", input="go"
-                        ),
-                        None,  # type: ignore[arg-type]  # TriggerRun does not use its context
-                    )
+                run = await servicer.TriggerRun(
+                    executor_pb2.StartRunRequest(
+                        project_id=PROJECT, agent_name="helper", input="go"
+                    ),
+                    None,  # type: ignore[arg-type]  # TriggerRun does not use its context
+                )
                 await wait_for_query(
                     db_pool,
                     "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1::uuid",
@@ -144,20 +140,19 @@ async def test_the_claim_brings_the_definition_the_repository_reads(db_pool: asy
     }
 
 
-async def test_a_run_never_started_before_reads_no_position_and_writes_no_trace_id(
+async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_statement(
     db_pool: asyncpg.Pool, database_url: str, gemini_stub: GeminiStub
 ) -> None:
     """A run the claim takes from the queue for its first execution has nothing persisted to
     continue from: the loop does not read its messages and calls (a recovered or resumed run
-    does), and a run queued with its caller's trace records none. Its
-    statements: the start (one transaction), the reply, the finish (one transaction)."""
+    does). Its statements: the start (messages, trace and events in one statement), the
+    reply (one statement), the finish (one transaction: BEGIN, finish, events, COMMIT)."""
     _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
     run_statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
     assert not [s for s in run_statements if "FROM kb.agent_run_messages" in s], run_statements
-    assert not [s for s in run_statements if "SET trace_id" in s], run_statements
-    # BEGIN, system and user messages, events, COMMIT; the reply; BEGIN, finish, events, COMMIT
-    assert len(run_statements) == 10, run_statements
+    assert [s for s in run_statements if "BEGIN" in s] == ["BEGIN;"], run_statements
+    assert len(run_statements) == 6, run_statements
 
 
 _POLLS = {CLAIM_ANY, OVERDUE_RUNS}

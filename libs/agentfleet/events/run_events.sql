@@ -67,6 +67,30 @@ msg AS (
     RETURNING id
 )
 
+-- name: record_start
+-- A run's opening (one round trip): its first messages numbered from message_seq (a system
+-- prompt, a thread's earlier turns, the user input, as role/content pairs), its trace when it
+-- has none yet, and the events STATUS_CHANGED and RUN_STARTED.
+WITH numbered AS (
+    UPDATE kb.agent_runs
+    SET trace_id = coalesce(trace_id, :trace_id::text),
+        last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE project_id = :project_id AND id = :run_id::uuid
+    RETURNING id, last_event_seq
+), opening AS (
+    INSERT INTO kb.agent_run_messages (
+        run_id, seq, step_number, role, agent_name, content, tokens)
+    SELECT numbered.id, :message_seq::integer + m.ord::integer - 1, 0, m.role, :agent_name,
+           m.content, 0
+    FROM numbered, unnest(:message_roles::text[], :message_contents::jsonb[])
+         WITH ORDINALITY AS m(role, content, ord)
+),
+-- include: insert_events
+SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
+       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
+        HAVING count(*) > 0) END AS notified
+FROM numbered LEFT JOIN ev ON true
+
 -- name: record_model_reply
 -- The model message, the run's counters (count_steps 0 or 1), every tool call row started.
 WITH numbered AS (

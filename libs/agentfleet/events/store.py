@@ -24,8 +24,8 @@ CHANNEL = "agentfleet_run_events"
 """NOTIFY channel; payload ``"<run_id>:<last seq>"``."""
 
 STATEMENTS: Mapping[str, Statement] = load_statements(Path(__file__).with_name("run_events.sql"))
-"""Every statement that appends run events (``append_events``, ``record_model_reply``,
-``record_tool_results``) and ``read_events``, by name."""
+"""Every statement that appends run events (``append_events``, ``record_start``,
+``record_model_reply``, ``record_tool_results``) and ``read_events``, by name."""
 
 Connection: TypeAlias = asyncpg.Connection | asyncpg.Pool
 

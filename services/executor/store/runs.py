@@ -279,17 +279,6 @@ async def resume(
     )
 
 
-async def set_trace_id(db: Db, project_id: str, run_id: str, trace_id: str | None) -> None:
-    """The trace of the run's first execution (a later one keeps it)."""
-    await db.execute(
-        "UPDATE kb.agent_runs SET trace_id = coalesce(trace_id, $3) "
-        "WHERE project_id = $1 AND id = $2::uuid",
-        project_id,
-        run_id,
-        trace_id,
-    )
-
-
 async def refresh_tree_tokens(db: Db, project_id: str, run_id: str) -> int:
     """Recomputes the run's tokens_total_tree from its own tokens and its children's tree
     totals (idempotent, so a re-attached or resumed child is never counted twice)."""
