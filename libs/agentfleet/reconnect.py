@@ -17,7 +17,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 import structlog
@@ -34,6 +34,7 @@ __all__ = [
     "OutageLog",
     "database_outage",
     "is_disconnect",
+    "quiet_expired_closes",
     "quiet_pool_reconnects",
     "retry_on_disconnect",
 ]
@@ -191,5 +192,29 @@ _POOL_FLOOR_FILTER = _PoolFloorFilter()
 
 
 def quiet_pool_reconnects() -> None:
-    """Routes asyncpg's pool reconnection failures to :data:`database_outage` (idempotent)."""
+    """Routes asyncpg's pool reconnection failures to :data:`database_outage`, and its failed
+    closes of expired connections (idempotent; called inside the running loop)."""
     logging.getLogger("asyncpg.pool").addFilter(_POOL_FLOOR_FILTER)
+    loop = asyncio.get_running_loop()
+    if loop.get_exception_handler() is None:
+        loop.set_exception_handler(quiet_expired_closes)
+
+
+def quiet_expired_closes(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: asyncpg's pool closes a connection that
+    ``expire_connections`` retired (:func:`retry_on_disconnect`, at a disconnect) in a task
+    nobody awaits; when the server is gone that close fails on the dead socket, and asyncio
+    would print "Task exception was never retrieved" with a traceback. Nothing is lost (the
+    holder already has a new connection): the outage log counts it. Anything else goes to
+    the default handler."""
+    exc = context.get("exception")
+    future = context.get("future")
+    coro = future.get_coro() if isinstance(future, asyncio.Task) else None
+    if (
+        exc is not None
+        and is_disconnect(exc)
+        and getattr(coro, "cr_code", None) is asyncpg.Connection.close.__code__
+    ):
+        database_outage.lost(exc, what="closing an expired connection")
+        return
+    loop.default_exception_handler(context)
