@@ -25,6 +25,12 @@ from agentfleet import db
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.migrate import migrate_up
 
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started from a shell's background job (`make bench &`), a process inherits Ctrl-C
+    # ignored: the SIGINT that stops a benchmark (run_all's time limit, or the user's) would
+    # then do nothing, and the kill after the grace would leave its folders behind.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @asynccontextmanager
 async def bench_database(name: str = "bench") -> AsyncIterator[str]:

@@ -23,7 +23,9 @@ sys.path.insert(0, str(BENCH))
 from _common import interrupt, temporary_folder  # noqa: E402
 
 CHILD = f"""
-import asyncio, sys
+import asyncio, os, signal, sys
+if os.environ.get("CTRL_C_IGNORED"):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell's background job inherits it
 sys.path.insert(0, {str(BENCH)!r})
 from _common import scratch_folder, temporary_folder
 
@@ -35,7 +37,6 @@ if mode == "fails":
     raise RuntimeError("the benchmark failed")
 if mode in ("interrupted", "ignores-ctrl-c"):
     if mode == "ignores-ctrl-c":
-        import signal
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def main():
@@ -48,12 +49,18 @@ if mode in ("interrupted", "ignores-ctrl-c"):
 """
 
 
-def _start(mode: str, tmp_path: Path) -> subprocess.Popen[str]:
+def _start(mode: str, tmp_path: Path, *, ctrl_c_ignored: bool = False) -> subprocess.Popen[str]:
+    """``ctrl_c_ignored``: start the child with SIGINT ignored, as a shell's background job
+    (``make bench &``) is."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, mode],
-        env={**os.environ, "TMPDIR": str(scratch)},
+        env={
+            **os.environ,
+            "TMPDIR": str(scratch),
+            **({"CTRL_C_IGNORED": "1"} if ctrl_c_ignored else {}),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -76,8 +83,11 @@ def test_scratch_folders_are_gone_when_the_process_ends_or_fails(mode: str, tmp_
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-def test_ctrl_c_removes_every_folder_the_benchmark_made(tmp_path: Path) -> None:
-    process = _start("interrupted", tmp_path)
+@pytest.mark.parametrize("ctrl_c_ignored", [False, True], ids=["foreground", "background-job"])
+def test_ctrl_c_removes_every_folder_the_benchmark_made(
+    tmp_path: Path, ctrl_c_ignored: bool
+) -> None:
+    process = _start("interrupted", tmp_path, ctrl_c_ignored=ctrl_c_ignored)
     logs, inner = _made(process, 2)
     assert logs.is_dir()
     assert inner.is_dir()
