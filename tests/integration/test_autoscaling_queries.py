@@ -77,9 +77,8 @@ async def _fill(conn: asyncpg.Connection) -> None:
         "INSERT INTO kb.graph_objects (project_id, type, properties) "
         "SELECT 'alpha', 'Session', '{\"status\": \"in_progress\"}' FROM generate_series(1, 50)"
     )
-    # VACUUM too: an index-only scan's cost depends on the visibility map, which autovacuum
-    # may or may not have set by the time of EXPLAIN (the plan flipped once); settled, as a
-    # production table is.
+    # VACUUM too: index-only scans' costs depend on the visibility map, which autovacuum may
+    # or may not have set by the time of EXPLAIN; settled, as a production table is.
     await conn.execute("VACUUM ANALYZE")
 
 
