@@ -19,14 +19,11 @@ import pytest_asyncio
 from agentfleet.testing import factories as f
 from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for, wait_for_query
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import RunRequest
 from services.dispatcher.selector import Selector
 from services.dispatcher.timing import LoopTiming
-from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
-from services.executor.registry.model_config import ModelConfig
+from tests.integration.one_task_graph import one_task
 
 PROJECT = "run-wake"
 AN_HOUR_S = 3600.0
@@ -72,25 +69,7 @@ class SettleReads(StatementCounter):
 
 @pytest_asyncio.fixture
 async def task_id(db_pool: asyncpg.Pool) -> str:
-    await DefinitionRepository(db_pool).upsert(
-        PROJECT,
-        AgentDefinition(name="w", system_prompt="w", model=ModelConfig(name="m"), is_default=True),
-    )
-    await GraphStore(db_pool).create_graph(
-        PROJECT,
-        title="one",
-        tasks=[NewTask(key="only", title="the only task")],
-        edges=[],
-        max_parallel=0,
-        labels={},
-        request_id="",
-        validate_only=False,
-    )
-    return str(
-        await db_pool.fetchval(
-            "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = 'SpecTask'", PROJECT
-        )
-    )
+    return await one_task(db_pool, PROJECT)
 
 
 @pytest_asyncio.fixture

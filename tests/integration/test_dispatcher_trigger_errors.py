@@ -24,14 +24,11 @@ import structlog
 
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import GrpcRunControl
 from services.dispatcher.selector import Selector
 from services.dispatcher.timing import CredentialPauseTiming, LoopTiming, TriggerRetry
-from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
-from services.executor.registry.model_config import ModelConfig
+from tests.integration.one_task_graph import one_task
 
 PROJECT = "trigger-errors"
 
@@ -58,28 +55,6 @@ class Setup:
     task_id: str
 
 
-async def one_task(pool: asyncpg.Pool) -> str:
-    await DefinitionRepository(pool).upsert(
-        PROJECT,
-        AgentDefinition(name="w", system_prompt="w", model=ModelConfig(name="m"), is_default=True),
-    )
-    graph_id = await GraphStore(pool).create_graph(
-        PROJECT,
-        title="one",
-        tasks=[NewTask(key="only", title="the only task")],
-        edges=[],
-        max_parallel=0,
-        labels={},
-        request_id="",
-        validate_only=False,
-    )
-    return await pool.fetchval(
-        "SELECT id::text FROM kb.graph_objects WHERE type = 'SpecTask' "
-        "AND properties ->> 'graph_id' = $1",
-        graph_id,
-    )
-
-
 @contextlib.asynccontextmanager
 async def failing_executor(pool: asyncpg.Pool, code: grpc.StatusCode) -> AsyncIterator[Setup]:
     """The stand-in on a loopback port, the dispatcher's channel to it, and one task."""
@@ -90,7 +65,7 @@ async def failing_executor(pool: asyncpg.Pool, code: grpc.StatusCode) -> AsyncIt
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            task_id = await one_task(pool)
+            task_id = await one_task(pool, PROJECT)
             yield Setup(executor=executor, runs=GrpcRunControl(channel), task_id=task_id)
     finally:
         await server.stop(None)

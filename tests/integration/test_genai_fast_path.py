@@ -17,6 +17,16 @@ from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, TextDelta
 from agentfleet.llm import genai_client as genai_client_module
 from agentfleet.testing.gemini import stub_settings
 
+def echo_answered() -> types.Content:
+    """What the conversation gets after each echo call (a new object each time, as a loop
+    makes it)."""
+    return types.Content(
+        role="user",
+        parts=[
+            types.Part(function_response=types.FunctionResponse(name="echo", response={"ok": 1}))
+        ],
+    )
+
 TOOLS = [
     types.Tool(
         function_declarations=[
@@ -62,16 +72,7 @@ async def _two_steps(client: GenaiModelClient) -> list[str]:
         )
         texts.append(reply.text)
         contents.append(reply.content)
-        contents.append(
-            types.Content(
-                role="user",
-                parts=[
-                    types.Part(
-                        function_response=types.FunctionResponse(name="echo", response={"ok": 1})
-                    )
-                ],
-            )
-        )
+        contents.append(echo_answered())
     return texts
 
 
@@ -166,16 +167,7 @@ async def _streamed_steps(client: GenaiModelClient) -> tuple[list[TextDelta], li
         )
         replies.append(reply)
         contents.append(reply.content)
-        contents.append(
-            types.Content(
-                role="user",
-                parts=[
-                    types.Part(
-                        function_response=types.FunctionResponse(name="echo", response={"ok": 1})
-                    )
-                ],
-            )
-        )
+        contents.append(echo_answered())
     return pieces, replies
 
 
