@@ -17,6 +17,7 @@ from agentfleet.llm import GenaiModelClient, ModelReply, RetryPolicy, TextDelta
 from agentfleet.llm import genai_client as genai_client_module
 from agentfleet.testing.gemini import stub_settings
 
+
 def echo_answered() -> types.Content:
     """What the conversation gets after each echo call (a new object each time, as a loop
     makes it)."""
@@ -26,6 +27,7 @@ def echo_answered() -> types.Content:
             types.Part(function_response=types.FunctionResponse(name="echo", response={"ok": 1}))
         ],
     )
+
 
 TOOLS = [
     types.Tool(
