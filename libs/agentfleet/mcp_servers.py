@@ -26,7 +26,7 @@ import asyncpg
 
 from agentfleet import db
 from agentfleet.errors import AlreadyExists, NotFound
-from agentfleet.project_rows import delete_named, delete_product_rows, name_page
+from agentfleet.project_rows import delete_named, delete_product_rows, project_name_page
 from agentfleet.rows import from_row
 
 __all__ = [
@@ -229,18 +229,14 @@ class McpServerRepository:
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> tuple[builtins.list[McpServerConfig], str]:
         """One page of the project's servers by name, and the next page token ('' at the end)."""
-        page, token = await name_page(
-            lambda after, limit: self._pool.fetch(
-                f"""SELECT {_COLUMNS} FROM {_FROM}
-                    WHERE s.project_id = $1 AND ($2::text IS NULL OR s.name > $2)
-                    ORDER BY s.name LIMIT $3""",
-                project_id,
-                after,
-                limit,
-            ),
+        page, token = await project_name_page(
+            self._pool,
+            f"SELECT {_COLUMNS} FROM {_FROM}",
+            alias="s",
+            project_id=project_id,
             page_size=page_size,
             page_token=page_token,
-            filters={"project_id": project_id, "list": "mcp_servers"},
+            listing="mcp_servers",
         )
         return [_server(r) for r in page], token
 

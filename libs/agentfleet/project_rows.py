@@ -16,7 +16,7 @@ import asyncpg
 
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 
-__all__ = ["Db", "delete_named", "delete_product_rows", "name_page"]
+__all__ = ["Db", "delete_named", "delete_product_rows", "name_page", "project_name_page"]
 
 _NAMED_TABLES = frozenset({"kb.agent_definitions", "kb.mcp_servers", "kb.project_secrets"})
 _PRODUCT_TABLES = frozenset({"kb.agent_definitions", "kb.mcp_servers"})
@@ -71,6 +71,34 @@ async def name_page(
     rows = await fetch(position[0] if position else None, size + 1)
     page, more = page_of(rows, size)
     return page, encode_page_token([page[-1]["name"]], filters) if more else ""
+
+
+async def project_name_page(
+    db: Db,
+    select: str,
+    *,
+    alias: str,
+    project_id: str,
+    page_size: int,
+    page_token: str,
+    listing: str,
+) -> tuple[Rows, str]:
+    """One page of the project's rows by name: ``select`` is a ``SELECT ... FROM ...`` (no
+    WHERE) whose listed table has the alias ``alias``; ``listing`` names the list, so a token of
+    one list is refused by another."""
+    return await name_page(
+        lambda after, limit: db.fetch(
+            f"""{select}
+                WHERE {alias}.project_id = $1 AND ($2::text IS NULL OR {alias}.name > $2::text)
+                ORDER BY {alias}.name LIMIT $3""",
+            project_id,
+            after,
+            limit,
+        ),
+        page_size=page_size,
+        page_token=page_token,
+        filters={"project_id": project_id, "list": listing},
+    )
 
 
 def _check(table: str, allowed: frozenset[str]) -> None:

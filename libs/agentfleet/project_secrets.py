@@ -25,7 +25,7 @@ import asyncpg
 from agentfleet import db
 from agentfleet.errors import NotFound
 from agentfleet.mcp_servers import CHANGES_CHANNEL
-from agentfleet.project_rows import Rows, delete_named, name_page
+from agentfleet.project_rows import Rows, delete_named, project_name_page
 from agentfleet.rows import from_row
 from agentfleet.secrets_crypto import SealedSecret
 
@@ -109,18 +109,14 @@ class ProjectSecretRepository:
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> tuple[Rows, str]:
         """One page of ``name, created_at, updated_at`` by name, and the next page token."""
-        return await name_page(
-            lambda after, limit: self._pool.fetch(
-                """SELECT name, created_at, updated_at FROM kb.project_secrets
-                   WHERE project_id = $1 AND ($2::text IS NULL OR name > $2)
-                   ORDER BY name LIMIT $3""",
-                project_id,
-                after,
-                limit,
-            ),
+        return await project_name_page(
+            self._pool,
+            "SELECT s.name, s.created_at, s.updated_at FROM kb.project_secrets s",
+            alias="s",
+            project_id=project_id,
             page_size=page_size,
             page_token=page_token,
-            filters={"project_id": project_id, "list": "secrets"},
+            listing="secrets",
         )
 
     async def delete(self, project_id: str, name: str) -> None:

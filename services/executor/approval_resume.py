@@ -116,25 +116,15 @@ async def hold_step(
         parked = await runs.park_waiting(conn, run.project_id, run.id, owner)
         if parked is None:
             raise LeaseLost(f"run {run.id}: lease lost by worker {owner}")
-        await tool_calls.finish_started(
-            conn,
-            run.project_id,
-            run.id,
-            call_ids=[r.planned.tool_call_id for r in answered],
-            statuses=[r.status for r in answered],
-            outputs=[r.response for r in answered],
-            errors=[r.error for r in answered],
-            durations_ms=[r.duration_ms for r in answered],
-        )
-        await tool_calls.hold(
-            conn,
-            run.project_id,
-            run.id,
-            call_ids=[h.planned.tool_call_id for h in held],
-            parameters=[h.parameters for h in held],
-            on_deadline=[h.rule.on_deadline for h in held],
-            deadlines_s=[h.rule.deadline_s for h in held],
-        )
+        answers = [
+            (r.planned.tool_call_id, r.status, r.response, r.error, r.duration_ms) for r in answered
+        ]
+        await tool_calls.finish_started(conn, run.project_id, run.id, answers)
+        holds = [
+            (h.planned.tool_call_id, h.parameters, h.rule.on_deadline, h.rule.deadline_s)
+            for h in held
+        ]
+        await tool_calls.hold(conn, run.project_id, run.id, holds)
         await append_run_events(conn, run, batch)
     recorder.open_calls = []
     log.info("run_waiting", step=step, held=[h.planned.tool_call_id for h in held])

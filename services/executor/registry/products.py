@@ -28,7 +28,7 @@ from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
 from agentfleet.mcp_config import LiteralRefusal
 from agentfleet.mcp_servers import McpServerConfig, McpServerRepository
 from agentfleet.mcp_stdio import StdioAllowlist
-from agentfleet.project_rows import name_page
+from agentfleet.project_rows import project_name_page
 from agentfleet.request_ids import checked_request_id
 from agentfleet.rows import from_row
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -269,28 +269,22 @@ class ProductRegistry:
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Product], str]:
         """One page of the installed products by name, and the next page token ('' at the end)."""
-        page, token = await name_page(
-            lambda after, limit: self._pool.fetch(
-                f"""
-                SELECT {PRODUCT_COLUMNS},
-                    ARRAY(SELECT d.name FROM kb.agent_definitions d
-                          WHERE d.project_id = p.project_id AND d.product_id = p.id
-                          ORDER BY d.name) AS agent_names,
-                    ARRAY(SELECT s.name FROM kb.mcp_servers s
-                          WHERE s.project_id = p.project_id AND s.product_id = p.id
-                          ORDER BY s.name) AS mcp_server_names
-                FROM kb.products p
-                WHERE p.project_id = $1 AND ($2::text IS NULL OR p.name > $2::text)
-                ORDER BY p.name
-                LIMIT $3
-                """,
-                project_id,
-                after,
-                limit,
-            ),
+        page, token = await project_name_page(
+            self._pool,
+            f"""
+            SELECT {PRODUCT_COLUMNS},
+                ARRAY(SELECT d.name FROM kb.agent_definitions d
+                      WHERE d.project_id = p.project_id AND d.product_id = p.id
+                      ORDER BY d.name) AS agent_names,
+                ARRAY(SELECT s.name FROM kb.mcp_servers s
+                      WHERE s.project_id = p.project_id AND s.product_id = p.id
+                      ORDER BY s.name) AS mcp_server_names
+            FROM kb.products p""",
+            alias="p",
+            project_id=project_id,
             page_size=page_size,
             page_token=page_token,
-            filters={"project_id": project_id},
+            listing="products",
         )
         return [
             from_row(

@@ -200,67 +200,56 @@ async def reject_held(
     return _calls(rows)
 
 
+def _update_started(set_clause: str, columns: Sequence[tuple[str, str]]) -> str:
+    """The statement that updates the run's ``started`` calls ``$3`` from per-call arrays
+    ``$4...``: ``columns`` are their (name, type), ``c.<name>`` in ``set_clause``."""
+    arrays = ", ".join(f"${n}::{kind}[]" for n, (_, kind) in enumerate(columns, start=4))
+    names = ", ".join(name for name, _ in columns)
+    return f"""
+        UPDATE kb.agent_run_tool_calls t SET {set_clause}
+        FROM unnest($3::text[], {arrays}) AS c(id, {names})
+        WHERE {_IN_PROJECT} AND t.run_id = $2::uuid AND t.tool_call_id = c.id
+          AND t.status = 'started'
+        """
+
+
+_FINISH_STARTED = _update_started(
+    "status = c.status, output = c.output, error = nullif(c.error, ''), "
+    "duration_ms = c.duration_ms, completed_at = now()",
+    [("status", "text"), ("output", "jsonb"), ("error", "text"), ("duration_ms", "bigint")],
+)
+_HOLD = _update_started(
+    "status = 'awaiting_approval', tool_parameters = c.parameters, "
+    "approval_on_deadline = c.on_deadline, "
+    "approval_deadline = now() + make_interval(secs => c.deadline_s)",
+    [("parameters", "jsonb"), ("on_deadline", "text"), ("deadline_s", "double precision")],
+)
+
+
 async def finish_started(
     conn: asyncpg.Connection,
     project_id: str,
     run_id: str,
-    *,
-    call_ids: Sequence[str],
-    statuses: Sequence[str],
-    outputs: Sequence[Any],
-    errors: Sequence[str],
-    durations_ms: Sequence[int | None],
+    results: Sequence[tuple[str, str, Any, str, int | None]],
 ) -> None:
-    """Records the results of ``started`` calls (one array entry per call)."""
-    await conn.execute(
-        f"""
-        UPDATE kb.agent_run_tool_calls t
-        SET status = c.status, output = c.output, error = nullif(c.error, ''),
-            duration_ms = c.duration_ms, completed_at = now()
-        FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::text[], $7::bigint[])
-             AS c(id, status, output, error, duration_ms)
-        WHERE {_IN_PROJECT} AND t.run_id = $2::uuid AND t.tool_call_id = c.id
-          AND t.status = 'started'
-        """,
-        project_id,
-        run_id,
-        list(call_ids),
-        list(statuses),
-        list(outputs),
-        list(errors),
-        list(durations_ms),
-    )
+    """Records the results of ``started`` calls: (tool_call_id, status, output, error,
+    duration_ms) each."""
+    await conn.execute(_FINISH_STARTED, project_id, run_id, *_columns(results, 5))
 
 
 async def hold(
     conn: asyncpg.Connection,
     project_id: str,
     run_id: str,
-    *,
-    call_ids: Sequence[str],
-    parameters: Sequence[dict[str, Any]],
-    on_deadline: Sequence[str],
-    deadlines_s: Sequence[float],
+    held: Sequence[tuple[str, dict[str, Any], str, float]],
 ) -> None:
-    """``started -> awaiting_approval`` with each call's schema, deadline rule and deadline."""
-    await conn.execute(
-        f"""
-        UPDATE kb.agent_run_tool_calls t
-        SET status = 'awaiting_approval', tool_parameters = c.parameters,
-            approval_on_deadline = c.on_deadline,
-            approval_deadline = now() + make_interval(secs => c.deadline_s)
-        FROM unnest($3::text[], $4::jsonb[], $5::text[], $6::double precision[])
-             AS c(id, parameters, on_deadline, deadline_s)
-        WHERE {_IN_PROJECT} AND t.run_id = $2::uuid AND t.tool_call_id = c.id
-          AND t.status = 'started'
-        """,
-        project_id,
-        run_id,
-        list(call_ids),
-        list(parameters),
-        list(on_deadline),
-        list(deadlines_s),
-    )
+    """``started -> awaiting_approval``: (tool_call_id, parameter schema, deadline rule,
+    deadline in seconds) each."""
+    await conn.execute(_HOLD, project_id, run_id, *_columns(held, 4))
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
 async def start_approved(
