@@ -1,4 +1,5 @@
-"""What CallTool needs to know about a run: its project, depth, status and whitelist."""
+"""What the toolpool knows of a calling run: its project, depth, status, whitelist and the
+agents its tasks may run with. The toolpool's one read of ``kb.agent_runs``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,36 @@ class RunScope:
     status: str
     tool_patterns: tuple[str, ...]
     """The run's definition's whitelist; empty when the definition is gone."""
+    subtask_agents: tuple[str, ...] = ()
+    """The definition's ``config.subtask_agents``: agents (names or globs) its tasks may run
+    with; empty when it names none (the run may not create tasks)."""
+
+
+SUBTASK_AGENTS = "subtask_agents"
+"""Key of an agent definition's ``config``: the agent names and globs its tasks may run with
+(empty or absent: the agent cannot create tasks)."""
+
+
+async def read_scope(
+    db: asyncpg.Pool | asyncpg.Connection, project_id: str, run_id: str
+) -> RunScope | None:
+    """The scope of run ``run_id`` (a UUID) of ``project_id``; None when there is none."""
+    row = await db.fetchrow(
+        """SELECT r.id::text AS run_id, r.project_id, r.agent_name, r.depth, r.status,
+                  coalesce(d.tools, '{}') AS tools, d.config -> $3::text AS subtask_agents
+           FROM kb.agent_runs r
+           LEFT JOIN kb.agent_definitions d
+             ON d.id = r.agent_definition_id AND d.project_id = r.project_id
+           WHERE r.id = $1::uuid AND r.project_id = $2""",
+        run_id,
+        project_id,
+        SUBTASK_AGENTS,
+    )
+    if row is None:
+        return None
+    value = row["subtask_agents"]
+    agents = [a for a in value if isinstance(a, str) and a] if isinstance(value, list) else []
+    return from_row(RunScope, row, tool_patterns=tuple(row["tools"]), subtask_agents=tuple(agents))
 
 
 def parse_run_id(raw: str, *, field: str = "run_id") -> str:
@@ -62,19 +93,10 @@ class RunScopes:
 
     async def get(self, project_id: str, run_id: str) -> RunScope:
         """The run's scope; NotFound when it is not a run of ``project_id``."""
-        row = await self._pool.fetchrow(
-            """SELECT r.id::text AS run_id, r.project_id, r.agent_name, r.depth, r.status,
-                      coalesce(d.tools, '{}') AS tools
-               FROM kb.agent_runs r
-               LEFT JOIN kb.agent_definitions d
-                 ON d.id = r.agent_definition_id AND d.project_id = r.project_id
-               WHERE r.id = $1::uuid AND r.project_id = $2""",
-            parse_run_id(run_id),
-            project_id,
-        )
-        if row is None:
+        scope = await read_scope(self._pool, project_id, parse_run_id(run_id))
+        if scope is None:
             raise NotFound(f"run {run_id} not found")
-        return from_row(RunScope, row, tool_patterns=tuple(row["tools"]))
+        return scope
 
     async def get_running(self, project_id: str, run_id: str) -> RunScope:
         """As :meth:`get`, refusing runs that are not executing: they may not call tools."""
