@@ -239,6 +239,27 @@ def run_areas(
             ctx["sections"] += area_section(script, parsed, status, took)
 
 
+def source_revision() -> str:
+    """The commit measured, marked when the working tree had changes (or 'unknown' outside a
+    git checkout): figures are only comparable with the code they were measured on."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        )
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + (" with uncommitted changes" if changed.stdout.strip() else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -346,7 +367,7 @@ def write_results(
         "# Benchmark results",
         "",
         f"Written by `make bench` (`bench/run_all.py{' --quick' if args.quick else ''}`) on "
-        f"{time.strftime('%Y-%m-%d %H:%M %Z')}.",
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}, at commit {source_revision()}.",
         "",
         f"- machine: {machine()}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions_found.items()),

@@ -3,6 +3,7 @@ block written from a full run, and the targets of issue #16 flagged when missed.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from _targets import (  # noqa: E402
     peer_checks,
     step_cpu_checks,
 )
-from run_all import README_END, README_START, update_readme  # noqa: E402
+from run_all import README_END, README_START, source_revision, update_readme  # noqa: E402
 
 
 def test_context_lines_are_notes_and_figures_are_figures() -> None:
@@ -137,3 +138,14 @@ def test_the_step_cpu_target_reads_the_in_memory_part_only() -> None:
     assert "1.62 ms" in checks[1].measured
     assert step_cpu_checks([], expected=True)[0].status == "NOT MEASURED"
     assert step_cpu_checks([]) == []
+
+
+def test_results_name_the_commit_they_measured() -> None:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, capture_output=True, text=True
+    ).stdout.strip()
+
+    revision = source_revision()
+
+    assert head
+    assert revision.startswith(head), (head, revision)
