@@ -59,8 +59,12 @@ class ProcessCpu:
         self._executor = time.process_time()
         self._toolpool = cpu_seconds(toolpool_pid) if toolpool_pid else 0.0
 
+    def executor_ms(self, steps: int) -> float:
+        """The executor's CPU per step so far, in ms."""
+        return (time.process_time() - self._executor) / steps * MS
+
     def per_step(self, steps: int) -> str:
-        executor = (time.process_time() - self._executor) / steps * MS
+        executor = self.executor_ms(steps)
         text = f"{executor:.2f} ms per step (process time)"
         if self._pid:
             toolpool = (cpu_seconds(self._pid) - self._toolpool) / steps * MS

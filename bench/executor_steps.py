@@ -8,15 +8,18 @@ it; ``inprocess``, the same tool run inside the executor by the toolpool's own c
 (AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess). The get_entity parts alternate ``--rounds``
 times. Measured:
 
-- one run of 200 steps: p50/p99 of the whole step, and of the step minus the model call
-  (the stub's HTTP round trip), which is what the executor itself costs;
+- ``--repeats`` runs of 200 steps (5 by default), their steps pooled: p50/p99 of the whole
+  step, and of the step minus the model call (the stub's HTTP round trip), which is what the
+  executor itself costs;
 - 50 concurrent runs of 20 steps on one executor: steps per second;
 - database round trips per step (every statement a pooled connection sends, counted by an
   asyncpg query logger, so BEGIN and COMMIT count too; the pool releases connections as
   ``db.create_pool``'s does, without a reset query): a figure machine noise cannot move;
 - the executor process's CPU time per step (``time.process_time``): less sensitive than
-  wall time to what else the machine runs; with get_entity also the toolpool process's
-  (from /proc), which the in-process part leaves idle.
+  wall time to what else the machine runs, yet a busy neighbour on a shared 2-core machine
+  moves one run's figure by +-30%, so the 200-step runs print their median and range; with
+  get_entity also the toolpool process's (from /proc), which the in-process part leaves
+  idle.
 
 Each part first runs a 3-step warm-up (the model client's first call builds its HTTP
 session and SSL contexts, a gRPC channel connects: once per process, not per step), then
@@ -34,7 +37,7 @@ CPU of their own; the figures of that run then include the profiler's own cost.
 Runs on a fresh database (embedded PostgreSQL in a temporary folder, or a new database on the
 server of DATABASE_URL, dropped at the end).
 ``python bench/executor_steps.py [--parts memory,toolpool,inprocess] [--rounds N]
-[--stub-in-process] [--profile FILE]``
+[--repeats N] [--stub-in-process] [--profile FILE]``
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ async def measure(
     profile: Path | None = None,
     parts: frozenset[str] = PARTS,
     rounds: int = 1,
+    repeats: int = 1,
 ) -> None:
     statements = StatementCounter()
     pool = await statements.pool(url, min_size=4, max_size=20)
@@ -168,7 +172,12 @@ async def measure(
             ),
         )
         part = Part(
-            pool=pool, statements=statements, model=model, stub_where=where, profile=profile
+            pool=pool,
+            statements=statements,
+            model=model,
+            stub_where=where,
+            profile=profile,
+            repeats=repeats,
         )
         if "memory" in parts:
             await part.run(
@@ -249,6 +258,9 @@ class Part:
     stub_where: str
     profile: Path | None = None
     """Where to write the cProfile statistics of the next 200-step run (then None)."""
+    repeats: int = 1
+    """How many 200-step runs are measured: their steps pooled, their CPU per step the
+    median."""
 
     async def one_run(
         self, gateway: ToolGateway, agent: str, steps: int, extra: str, clock: StepClock | None
@@ -286,20 +298,30 @@ class Part:
     ) -> None:
         await self.one_run(gateway, agent, 3, extra, None)  # warm-up: sessions, channels
         settle_heap()
-        clock = StepClock()
-        self.model.model_s.clear()
-        sent_before = self.statements.count
-        cpu = ProcessCpu(toolpool_pid)
-        with self._profiled():
-            await self.one_run(gateway, agent, 200, extra, clock)
-        run_cpu = cpu.per_step(200)
-        run_statements = self.statements.count - sent_before
-        # Boundaries mark the start of steps 1..200; a step with a tool is the gap between
-        # two marks (the last step, the final answer, has no following mark).
-        step_s = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
-        model_s = self.model.model_s[5 : 5 + len(step_s)]
+        step_s: list[float] = []
+        model_s: list[float] = []
+        cpu_ms: list[float] = []
+        cpu_text = ""
+        for _ in range(self.repeats):
+            clock = StepClock()
+            self.model.model_s.clear()
+            sent_before = self.statements.count
+            cpu = ProcessCpu(toolpool_pid)
+            with self._profiled():
+                await self.one_run(gateway, agent, 200, extra, clock)
+            cpu_ms.append(cpu.executor_ms(200))
+            cpu_text = cpu.per_step(200)
+            run_statements = self.statements.count - sent_before
+            # Boundaries mark the start of steps 1..200; a step with a tool is the gap
+            # between two marks (the last step, the final answer, has no following mark).
+            run_steps = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
+            step_s += run_steps
+            model_s += self.model.model_s[5 : 5 + len(run_steps)]
         overhead = [s - m for s, m in zip(step_s, model_s, strict=True)]
-        print(f"{title}, {len(step_s)} steps measured (first 5 skipped as warm-up):")
+        print(
+            f"{title}, {len(step_s)} steps measured ({self.repeats} runs of 200 steps, the "
+            "first 5 of each skipped as warm-up):"
+        )
         print(f"  whole step   p50 {pct(step_s, 0.5):.2f} ms   p99 {pct(step_s, 0.99):.2f} ms")
         print(
             f"  model call   p50 {pct(model_s, 0.5):.2f} ms   p99 {pct(model_s, 0.99):.2f} ms   "
@@ -313,7 +335,15 @@ class Part:
             f"  database round trips: {run_statements} for the run of 200 steps = "
             f"{run_statements / 200:.2f} per step (claim, start, finish included)"
         )
-        print(f"  executor CPU {run_cpu}")
+        if self.repeats == 1:
+            print(f"  executor CPU {cpu_text}")
+        else:
+            # The median: a busy neighbour on a shared machine moves single runs by +-30%.
+            print(
+                f"  executor CPU {statistics.median(cpu_ms):.2f} ms per step (process time; "
+                f"median of {self.repeats} runs, {min(cpu_ms):.2f}-{max(cpu_ms):.2f}); last "
+                f"run: {cpu_text}"
+            )
         runs, steps = 50, 20
         began = time.perf_counter()
         cpu = ProcessCpu(toolpool_pid)
@@ -359,6 +389,7 @@ async def main(args: argparse.Namespace) -> None:
             profile=args.profile,
             parts=args.parts,
             rounds=args.rounds,
+            repeats=args.repeats,
         )
 
 
@@ -375,6 +406,12 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--rounds", type=int, default=1, help="how often the get_entity parts alternate"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="200-step runs measured per part (steps pooled, CPU per step their median)",
     )
     parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
