@@ -239,16 +239,21 @@ def run_areas(
             ctx["sections"] += area_section(script, parsed, status, took)
 
 
-def source_revision() -> str:
-    """The commit measured, marked when the working tree had changes (or 'unknown' outside a
-    git checkout): figures are only comparable with the code they were measured on."""
-    root = Path(__file__).resolve().parents[1]
+BENCH_OUTPUTS = ("bench/RESULTS.md", "bench/plots", "README.md")
+"""What a full run writes in the tree itself (README: its Performance block)."""
+
+
+def source_revision(root: Path = ROOT) -> str:
+    """The commit of the checkout ``root`` measured, marked when the tree had other changes
+    than the bench's own outputs (or 'unknown' outside a git checkout): figures compare only
+    with the code they ran."""
+    outputs = [f":(exclude){path}" for path in BENCH_OUTPUTS]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
         )
         changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *outputs],
             cwd=root,
             capture_output=True,
             text=True,

@@ -151,3 +151,28 @@ def test_results_name_the_commit_they_measured() -> None:
 
     assert head
     assert revision.startswith(head), (head, revision)
+
+
+def test_the_bench_outputs_do_not_mark_the_tree_changed(tmp_path: Path) -> None:
+    """A full run writes RESULTS.md, the plots and the README block before it names the
+    commit: those alone leave the commit unmarked; any other change marks it."""
+    (tmp_path / "bench" / "plots").mkdir(parents=True)
+    outputs = ("README.md", "bench/RESULTS.md", "bench/plots/a.png")
+    for name in (*outputs, "bench/run_all.py"):
+        (tmp_path / name).write_text("first\n")
+    for args in (("init", "-q"), ("add", "."), ("commit", "-qm", "files")):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+        )
+    for name in outputs:
+        (tmp_path / name).write_text("written by the bench\n")
+    unmarked = source_revision(tmp_path)
+    (tmp_path / "bench" / "run_all.py").write_text("changed\n")
+    marked = source_revision(tmp_path)
+
+    assert unmarked != "unknown"
+    assert not unmarked.endswith("with uncommitted changes"), unmarked
+    assert marked == f"{unmarked} with uncommitted changes"
