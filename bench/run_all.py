@@ -78,6 +78,20 @@ def loadavg() -> str:
         return "unknown"
 
 
+def python_speed_ms() -> float:
+    """A fixed pure-Python loop's time, the least of 3 runs: the machine's speed for the
+    executor's kind of work at that moment. On a shared machine it moves from hour to hour,
+    and every CPU figure of this report moves with it."""
+    times = []
+    for _ in range(3):
+        began = time.process_time()
+        total = 0
+        for i in range(2_000_000):
+            total += i & 7
+        times.append((time.process_time() - began) * 1000)
+    return min(times)
+
+
 def run(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str, float]:
     began = time.perf_counter()
     process = subprocess.Popen(
@@ -286,8 +300,12 @@ def main() -> None:
     args.fanout_sizes = [2, 10] if quick else [1, 4, 16]
     args.watchers, args.events = (50, 20) if quick else (500, 100)
 
-    start_load, began_all = loadavg(), time.perf_counter()
-    print(f"load average at start: {start_load}; machine: {machine()}", flush=True)
+    start_load, start_speed, began_all = loadavg(), python_speed_ms(), time.perf_counter()
+    print(
+        f"load average at start: {start_load}; machine: {machine()}; reference loop "
+        f"{start_speed:.0f} ms",
+        flush=True,
+    )
     ctx: dict[str, Any] = {"timings": [], "parsed": {}, "sections": [], "log": []}
     servers: list[dict[str, Any]] = []
     with temporary_folder("agentfleet-bench-all-") as folder, stub_process() as stub:
@@ -302,7 +320,8 @@ def main() -> None:
         if full_run(args):  # a partial run leaves the committed plots alone
             plots(ctx.get("fan", {}), dag, ctx["out_dir"])
     end_load, total = loadavg(), time.perf_counter() - began_all
-    write_results(args, servers, ctx, latency, dag, (start_load, end_load, total))
+    speeds = (start_speed, python_speed_ms())
+    write_results(args, servers, ctx, latency, dag, (start_load, end_load, total), speeds)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -351,6 +370,7 @@ def write_results(
     latency: dict[str, Any],
     dag: list[list[float]],
     load: tuple[str, str, float],
+    speeds: tuple[float, float],
 ) -> None:
     start_load, end_load, total = load
     checks = [
@@ -378,6 +398,9 @@ def write_results(
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions_found.items()),
         f"- load average (1, 5, 15 min) at start {start_load}, at end {end_load} "
         "(other work on the machine slows every system; the rounds are interleaved for that)",
+        f"- reference loop (a fixed pure-Python loop, the least of 3 runs) {speeds[0]:.0f} ms "
+        f"at start, {speeds[1]:.0f} ms at end: the machine's speed for Python work; every CPU "
+        "figure below moves with it between runs on different days",
         "- two embedded PostgreSQL servers, one after the other: "
         + "; ".join(f"**{s['label']}**: {s.get('settings', 'did not start')}" for s in servers)
         + ". The area scripts run on the fast one.",
