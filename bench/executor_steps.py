@@ -8,7 +8,7 @@ it; ``inprocess``, the same tool run inside the executor by the toolpool's own c
 (AGENTFLEET_EXECUTOR_BUILTIN_TOOLS=inprocess). The get_entity parts alternate ``--rounds``
 times. Measured:
 
-- ``--repeats`` runs of 200 steps (5 by default), their steps pooled: p50/p99 of the whole
+- ``--repeats`` runs of 200 steps (3 by default), their steps pooled: p50/p99 of the whole
   step, and of the step minus the model call (the stub's HTTP round trip), which is what the
   executor itself costs;
 - 50 concurrent runs of 20 steps on one executor: steps per second;
@@ -410,7 +410,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--repeats",
         type=int,
-        default=5,
+        default=3,
         help="200-step runs measured per part (steps pooled, CPU per step their median)",
     )
     parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)

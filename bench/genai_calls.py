@@ -19,7 +19,7 @@ of this process, all threads), so the stub's work and machine noise move it litt
   parse of every chunk and the hand-over of every text piece (to a sink that keeps them).
 
 Paths alternate run by run, ``--runs`` runs each; the figure is the median over runs.
-``python bench/genai_calls.py [--steps 100] [--runs 5]``
+``python bench/genai_calls.py [--steps 100] [--runs 3]``
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ async def main(steps: int, runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     asyncio.run(serve(bench_stub()) if args.serve_stub else main(args.steps, args.runs))
