@@ -85,7 +85,8 @@ async def project_name_page(
 ) -> tuple[Rows, str]:
     """One page of the project's rows by name: ``select`` is a ``SELECT ... FROM ...`` (no
     WHERE) whose listed table has the alias ``alias``; ``listing`` names the list, so a token of
-    one list is refused by another."""
+    one list is refused by another. ``select`` and ``alias`` are formatted into the SQL: the
+    code's own constants, never a caller's string (the project and the position are bound)."""
     return await name_page(
         lambda after, limit: db.fetch(
             f"""{select}
