@@ -11,6 +11,7 @@ import pytest
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
 from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.project_secrets import ProjectSecretRepository
 from agentfleet.secrets_crypto import SecretsKeyring
 from services.toolpool.mcp import CHANGES_CHANNEL, McpServerStore, SecretStore
 
@@ -95,6 +96,19 @@ async def test_list_pages_by_name_and_list_all_filters_disabled(db_pool: asyncpg
     assert len(await store.list_all("proj-a", enabled_only=False)) == 4
     with pytest.raises(InvalidArgument):
         await store.list("proj-other", page_token=token)
+
+
+async def test_a_page_token_of_one_list_is_refused_by_another(db_pool: asyncpg.Pool) -> None:
+    """Same project, same keyset (names): the token still names its list, so a caller cannot
+    page the project's secrets from where its MCP servers' listing stopped."""
+    store = McpServerStore(db_pool)
+    for name in ("a", "b"):
+        await store.upsert(dataclasses.replace(STDIO, name=name))
+    _, token = await store.list("proj-a", page_size=1)
+    assert token
+
+    with pytest.raises(InvalidArgument):
+        await ProjectSecretRepository(db_pool).list_names("proj-a", page_token=token)
 
 
 async def test_product_must_belong_to_the_project(db_pool: asyncpg.Pool) -> None:
