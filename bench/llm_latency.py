@@ -90,6 +90,7 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
     began = time.perf_counter()
     async with sampled_backends(ctx["url"]) as backends:
         sent_at = await trigger_all([api], AGENT, args.runs, in_flight=args.in_flight)
+        triggered_s = time.perf_counter() - began
         ids = list(sent_at)
         await wait_finished(pool, ids)
     elapsed = time.perf_counter() - began
@@ -116,6 +117,7 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
         "model_delay_s": delay,
         "statuses": await statuses(pool, ids),
         "wall_s": elapsed,
+        "triggered_s": triggered_s,
         "steps_per_s": steps / elapsed,
         "overhead_p50_ms": percentile(overheads, 50) * 1000 if overheads else None,
         "overhead_p99_ms": percentile(overheads, 99) * 1000 if overheads else None,
@@ -140,6 +142,10 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
 def print_figures(f: dict[str, Any]) -> None:
     label = f"{f['runs']} runs x {f['steps_each']} steps, model {f['model_delay_s']:g} s"
     print(f"{label}: {f['steps_per_s']:.1f} steps/s (wall {f['wall_s']:.2f} s), {f['statuses']}")
+    print(
+        f"  every TriggerRun answered {f['triggered_s']:.2f} s after the first was sent "
+        f"({f['runs'] / f['triggered_s']:.0f} runs/s queued)"
+    )
     print(
         f"  executor concurrency {f['concurrency']}, pool {f['pool_size']}; TriggerRun "
         f"{f['in_flight']} in flight; span: first TriggerRun to last run ended"

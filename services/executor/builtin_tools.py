@@ -10,7 +10,11 @@ tool's span and metrics), and its reply read as the gateway reads it
 (:func:`~services.executor.tool_gateway.tool_outcome`). A refusal reads as over gRPC:
 ``CODE: message``. Only the hop is gone: serialisation, HTTP/2 and the toolpool process.
 
-Resolution and every other tool (MCP servers) still go to the toolpool over gRPC.
+A definition whose tools are all named exactly among the built-in and coordination tools
+is resolved here too, by the toolpool's code (:func:`~services.toolpool.toolpool.resolve_static`)
+and read as the gateway reads a ResolveTools reply: those names mean the same tools in every
+project, so no catalog is read and no RPC made at a run's start. Any other resolution (a
+glob, an MCP tool) and every other tool go to the toolpool over gRPC.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from services.executor.tool_gateway import (
     ToolOutcome,
     call_tool_request,
     failure,
+    resolved_tools,
     tool_outcome,
 )
 from services.toolpool.builtin import BUILTIN_TOOLS
 from services.toolpool.mcp import McpClientPool, McpServerStore, SecretStore
-from services.toolpool.server import ToolPoolServicer
-from services.toolpool.toolpool import ToolPool
+from services.toolpool.server import ToolPoolServicer, tool_definition
+from services.toolpool.toolpool import ToolPool, resolve_static
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +65,13 @@ class InProcessBuiltinTools:
     async def resolve(
         self, *, project_id: str, patterns: Sequence[str], depth: int
     ) -> list[ResolvedTool]:
-        return await self._toolpool.resolve(project_id=project_id, patterns=patterns, depth=depth)
+        static = resolve_static(patterns, depth) if depth >= 0 else None
+        if static is None:
+            return await self._toolpool.resolve(
+                project_id=project_id, patterns=patterns, depth=depth
+            )
+        # Through the reply's form, so the tools read exactly as over gRPC.
+        return resolved_tools(tool_definition(spec) for spec in static)
 
     async def call(self, request: ToolCallRequest) -> ToolOutcome:
         if request.tool_name not in BUILTIN_TOOLS:

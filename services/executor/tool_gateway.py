@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import fnmatch
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -129,16 +129,7 @@ class GrpcToolGateway:
             raise ToolResolutionError(
                 f"cannot resolve tools {list(patterns)}: {exc.details() or exc.code().name}"
             ) from exc
-        return [
-            ResolvedTool(
-                name=tool.name,
-                description=tool.description,
-                parameters=json_format.MessageToDict(tool.parameters),
-                source=tool_source_name(tool.source) or "builtin",
-                executed_by_executor=tool.executed_by == toolpool_pb2.TOOL_EXECUTOR_EXECUTOR,
-            )
-            for tool in reply.tools
-        ]
+        return resolved_tools(reply.tools)
 
     async def call(self, request: ToolCallRequest) -> ToolOutcome:
         started = time.perf_counter()
@@ -151,6 +142,20 @@ class GrpcToolGateway:
         except grpc.aio.AioRpcError as exc:
             return failure(f"{exc.code().name}: {exc.details()}", started)
         return tool_outcome(reply)
+
+
+def resolved_tools(tools: Iterable[toolpool_pb2.ToolDefinition]) -> list[ResolvedTool]:
+    """The tools of a ResolveTools reply as the executor uses them."""
+    return [
+        ResolvedTool(
+            name=tool.name,
+            description=tool.description,
+            parameters=json_format.MessageToDict(tool.parameters),
+            source=tool_source_name(tool.source) or "builtin",
+            executed_by_executor=tool.executed_by == toolpool_pb2.TOOL_EXECUTOR_EXECUTOR,
+        )
+        for tool in tools
+    ]
 
 
 def call_tool_request(request: ToolCallRequest) -> toolpool_pb2.CallToolRequest | str:

@@ -70,6 +70,17 @@ class ToolOutcome:
     spec: ToolSpec
 
 
+def resolve_static(patterns: Sequence[str], depth: int) -> list[ToolSpec] | None:
+    """What :meth:`ToolPool.resolve` selects for ``patterns`` that are all exact names of
+    tools every catalog holds (built-in and coordination tools), without reading the
+    project's catalog: an MCP tool never takes such a name (:meth:`ToolPool.catalog` drops
+    a clash), so the project's servers cannot change the answer. None for other patterns
+    (a glob, an MCP tool's name), which need the catalog."""
+    if not patterns or not all(pattern in _STATIC for pattern in patterns):
+        return None
+    return resolve(_STATIC.values(), patterns, depth)
+
+
 def mcp_tool_spec(config: McpServerConfig, tool: McpToolInfo) -> ToolSpec:
     """``tool`` of the MCP server ``config`` as the catalog shows it."""
     return ToolSpec(

@@ -2,7 +2,8 @@
 against the toolpool over gRPC: the same agent run records the same tool results, events
 and call rows either way, and a call is refused alike (a built-in tool outside the run's
 whitelist, a run that is not running, another project); the project always comes from the
-run, never from the arguments. Other tools still go to the toolpool."""
+run, never from the arguments. Other tools still go to the toolpool. A definition naming
+only built-in tools exactly is resolved in the executor, to the same tools."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import grpc
+import pytest
 import pytest_asyncio
 
 from agentfleet import events
@@ -19,7 +22,7 @@ from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.gemini import model_client_for
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack, free_port, start_stack
 from services.executor.builtin_tools import InProcessBuiltinTools
 from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RunQueue
@@ -27,7 +30,12 @@ from services.executor.registry.definitions import AgentDefinition, DefinitionRe
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_server import tool_gateway
 from services.executor.runs import RunRecord, StartRunParams
-from services.executor.tool_gateway import GrpcToolGateway, ToolCallRequest, ToolGateway
+from services.executor.tool_gateway import (
+    GrpcToolGateway,
+    ToolCallRequest,
+    ToolGateway,
+    ToolResolutionError,
+)
 
 PROJECT = "inproc"
 OTHER = "inproc-other"
@@ -215,3 +223,39 @@ async def test_refusals_read_the_same_either_way(db_pool: asyncpg.Pool, gateways
     assert await db_pool.fetchval(
         "SELECT count(*) FROM kb.graph_objects WHERE id = $1", gateways.entity
     )
+
+
+EXACT_NAMES = [
+    TOOLS,
+    ["spawn_agents", "list_available_agents", "get_entity"],
+    ["create_subtasks", "delete_entity"],
+]
+
+
+async def test_exact_built_in_names_resolve_here_to_what_the_toolpool_resolves(
+    db_pool: asyncpg.Pool, gateways: Gateways
+) -> None:
+    for patterns in EXACT_NAMES:
+        for depth in (0, 1, 2, 3):
+            here = await gateways.inprocess.resolve(
+                project_id=PROJECT, patterns=patterns, depth=depth
+            )
+            there = await gateways.toolpool.resolve(
+                project_id=PROJECT, patterns=patterns, depth=depth
+            )
+            assert here == there, (patterns, depth)
+    # The coordination tools leave a child's list as the toolpool says (DESIGN §6).
+    deep = await gateways.inprocess.resolve(project_id=PROJECT, patterns=EXACT_NAMES[1], depth=2)
+    assert "spawn_agents" not in {t.name for t in deep}
+
+
+async def test_only_exact_built_in_names_skip_the_toolpool(db_pool: asyncpg.Pool) -> None:
+    # A toolpool nothing listens for: what still resolves was resolved without it.
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{free_port()}") as channel:
+        gateway = InProcessBuiltinTools(db_pool, GrpcToolGateway(channel, connect_wait_s=0.1))
+        resolved = await gateway.resolve(project_id=PROJECT, patterns=TOOLS, depth=0)
+        assert [t.name for t in resolved] == sorted(TOOLS)
+        assert all(t.source == "builtin" and t.parameters for t in resolved)
+        for needs_catalog in (["get_*"], ["get_entity", "docs__search"]):
+            with pytest.raises(ToolResolutionError, match="cannot resolve tools"):
+                await gateway.resolve(project_id=PROJECT, patterns=needs_catalog, depth=0)
