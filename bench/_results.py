@@ -111,6 +111,9 @@ def peer_section(
         "Timed span of a step: from one tool response reaching the client to the next.",
         "",
         f"Same for every system (pool size, runs at once): {same}.",
+        "Event loops, each system's default: agentfleet's executor runs on uvloop "
+        "(AGENTFLEET_EVENT_LOOP), its toolpool on asyncio's; adk, langgraph and every "
+        "client on asyncio's.",
         "",
         "| system | step p50 ms | p90 | p99 | 1 agent steps/s | "
         f"{sizes['agents']} agents steps/s | step p50 vs agentfleet "

@@ -58,6 +58,12 @@ class Settings:
     db_pool_max: int
     shutdown_grace_s: float
     """AGENTFLEET_SHUTDOWN_GRACE_S: how long SIGTERM waits for in-flight work."""
+    event_loop: str = "uvloop"
+    """AGENTFLEET_EVENT_LOOP=uvloop|asyncio: the event loop of the executor, dispatcher and
+    history processes (uvloop, the default: libuv's loop, about 10% less executor CPU per
+    step with 1,000 runs in flight -- bench/RESULTS.md; asyncio: the standard library's).
+    The toolpool always runs asyncio's: it starts stdio MCP servers
+    (:func:`~agentfleet.service_runtime.run_service`)."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
     executor_builtin_tools: str = "inprocess"
@@ -202,6 +208,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         db_pool_min=pool_min,
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, parsers.positive_float),
+        event_loop=env.get("AGENTFLEET_EVENT_LOOP", "uvloop", parsers.choice("uvloop", "asyncio")),
         # 256: LLM agents wait on the model almost all the time; at ~1 s per model call
         # that is about one core's worth of steps (README, Performance).
         executor_concurrency=env.get(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import asyncpg
 import grpc
 import structlog
+import uvloop
 
 from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenStore
 from agentfleet.clients import open_channel
@@ -193,7 +194,12 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
         service = await start_service(
             name, build, settings=settings, pool=pool, database_url=database_url
         )
-        log.info("serving", address=f"{settings.listen_host}:{service.port}")
+        log.info(
+            "serving",
+            address=f"{settings.listen_host}:{service.port}",
+            # uvloop.Loop or asyncio's: which one AGENTFLEET_EVENT_LOOP gave.
+            event_loop=type(asyncio.get_running_loop()).__module__.partition(".")[0],
+        )
         exported = await start_metrics(name, settings, pool)  # /metrics, OTLP, queue gauges
         stop = stop_event()
         await stop.wait()
@@ -204,8 +210,19 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
         await pool.close()
 
 
-def run_service(name: str, build: BuildService) -> None:
-    """A service's ``__main__``: exits 2 on bad configuration, 1 on a startup failure."""
+def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop a service runs on (AGENTFLEET_EVENT_LOOP): uvloop's, or None for the
+    standard library's (what ``asyncio.run`` makes)."""
+    return uvloop.new_event_loop if name == "uvloop" else None
+
+
+def run_service(name: str, build: BuildService, *, starts_processes: bool = False) -> None:
+    """A service's ``__main__``: exits 2 on bad configuration, 1 on a startup failure.
+
+    A service that ``starts_processes`` (the toolpool's stdio MCP servers) runs on asyncio's
+    loop whatever AGENTFLEET_EVENT_LOOP says: uvloop starts a child with libuv's fork, which
+    runs gRPC's fork handlers, and in a process with gRPC's threads the child was seen killed
+    by SIGSEGV before its exec (asyncio's vfork runs no handler)."""
     prefix = f"agentfleet-{name}"
     make_non_dumpable()  # before any secret is used: same-user processes cannot read ours
     try:
@@ -216,7 +233,9 @@ def run_service(name: str, build: BuildService) -> None:
     configure_logging(settings, service=name)
     configure_tracing(settings, service=f"agentfleet-{name}")
     try:
-        asyncio.run(_serve(name, build, settings))
+        loop = "asyncio" if starts_processes else settings.event_loop
+        with asyncio.Runner(loop_factory=event_loop_factory(loop)) as runner:
+            runner.run(_serve(name, build, settings))
     except AgentFleetError as exc:
         print(f"{prefix}: cannot start: {exc.message}", file=sys.stderr)
         raise SystemExit(1) from None

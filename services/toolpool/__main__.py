@@ -3,4 +3,5 @@
 from agentfleet.service_runtime import run_service
 from services.toolpool.server import build
 
-run_service("toolpool", build)
+# It starts stdio MCP servers: asyncio's loop (see run_service).
+run_service("toolpool", build, starts_processes=True)

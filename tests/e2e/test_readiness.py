@@ -27,6 +27,7 @@ from agentfleet.testing.waiting import wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+LOOPS = {"toolpool": "asyncio", "history": "uvloop"}
 API = {"toolpool": "agentfleet.v1.ToolPoolService", "history": "agentfleet.v1.HistoryService"}
 ENVIRON = {
     "AGENTFLEET_AUTH": "off",
@@ -84,6 +85,10 @@ async def test_readiness_follows_postgresql_while_liveness_stays_up(
     try:
         for name in names:
             await wait_health(stack.addresses[name], READINESS, SERVING, timeout_s=10)
+            # uvloop, the default (AGENTFLEET_EVENT_LOOP), but for the toolpool, which
+            # starts stdio MCP servers: asyncio's always (run_service).
+            (serving,) = logged(stack, name, "serving")
+            assert serving["event_loop"] == LOOPS[name], serving
 
         await asyncio.to_thread(server.stop)
         for name in names:
@@ -134,11 +139,14 @@ async def test_executor_is_not_ready_while_its_toolpool_is_down(
         database_url=database_url,
         log_dir=tmp_path,
         names=("toolpool", "executor"),
-        environ=ENVIRON,
+        # The standard library's loop, the other AGENTFLEET_EVENT_LOOP choice.
+        environ={**ENVIRON, "AGENTFLEET_EVENT_LOOP": "asyncio"},
     )
     executor = stack.addresses["executor"]
     try:
         await wait_health(executor, READINESS, SERVING, timeout_s=10)
+        (serving,) = logged(stack, "executor", "serving")
+        assert serving["event_loop"] == "asyncio", serving
 
         toolpool = stack.processes["toolpool"]
         toolpool.kill()

@@ -13,6 +13,7 @@ def test_defaults_need_no_environment() -> None:
     assert settings.auth_enabled is True
     assert settings.data_dir == Path(".data").absolute()
     assert not settings.uses_real_gemini
+    assert settings.event_loop == "uvloop"
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,7 @@ def test_defaults_need_no_environment() -> None:
         ("AGENTFLEET_TOOLPOOL_ADDR", "toolpool", "must be host:port"),
         ("AGENTFLEET_LOG_FORMAT", "xml", "must be one of"),
         ("AGENTFLEET_SHUTDOWN_GRACE_S", "-1", "greater than 0"),
+        ("AGENTFLEET_EVENT_LOOP", "trio", "must be one of"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "http"),
     ],
 )
