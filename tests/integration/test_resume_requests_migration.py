@@ -11,18 +11,21 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.migrate import migrate_down, migrate_up
 from services.executor.queue import RunQueue
 from services.executor.resume import ResumeParams, resume_run
-from services.executor.runs import StartRunParams
+from services.executor.runs import RunRecord, StartRunParams
 
 PROJECT = "proj"
 RESUME_REQUESTS = 16
 
 
-async def _run_with_changes(
-    pool: asyncpg.Pool, *changes: tuple[str, str, str]
-) -> tuple[str, list[int]]:
+async def _queued(pool: asyncpg.Pool) -> RunRecord:
+    """A run, queued by this code: before the schema goes back, whose statements it may need."""
     run, _ = await RunQueue(pool).enqueue(
         StartRunParams(project_id=PROJECT, agent_name="agent", agent_definition_id=None, input="go")
     )
+    return run
+
+
+async def _changes(pool: asyncpg.Pool, run: RunRecord, *changes: tuple[str, str, str]) -> list[int]:
     async with pool.acquire() as conn, conn.transaction():
         stored = await events.append_events(
             conn,
@@ -39,22 +42,23 @@ async def _run_with_changes(
                 for before, after, reason in changes
             ],
         )
-    return run.id, [e.seq for e in stored]
+    return [e.seq for e in stored]
 
 
 async def test_earlier_resumes_are_keyed_by_their_request_id(
     database_url: str, db_pool: asyncpg.Pool
 ) -> None:
+    first, second = await _queued(db_pool), await _queued(db_pool)
+    resumed, forged = first.id, second.id
     await migrate_down(database_url, target=RESUME_REQUESTS - 1)
-    resumed, (_, _, again) = await _run_with_changes(
+    _, _, again = await _changes(
         db_pool,
+        first,
         ("paused", "running", "resumed (request_id old-1)"),
         ("running", "paused", "step_limit: summary given"),
         ("paused", "running", "resumed (request_id old-1)"),
     )
-    forged, _ = await _run_with_changes(
-        db_pool, ("paused", "cancelled", "resumed (request_id old-2)")
-    )
+    await _changes(db_pool, second, ("paused", "cancelled", "resumed (request_id old-2)"))
     await db_pool.execute(
         "UPDATE kb.agent_runs SET status = 'cancelled', completed_at = now() WHERE id = $1", forged
     )
