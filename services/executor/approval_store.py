@@ -6,8 +6,9 @@ transaction per decision.
   a rejected call is answered at once (row output + TOOL_RESPONSE with the reason) and is
   never executed. When no call of the run waits any more, the run goes ``waiting ->
   queued`` (its waiting time added to ``waited_ms``) and the workers are woken.
-- :func:`expire_overdue_approvals`: the deadline sweep, run on every worker's claim tick:
-  overdue calls are rejected, or their run fails, as their rule says.
+- :func:`expire_overdue_approvals`: the deadline sweep, run by every worker's claims (at
+  most once a second, :data:`~services.executor.queue.APPROVAL_SWEEP_INTERVAL_S`): overdue
+  calls are rejected, or their run fails, as their rule says.
 - :func:`answer_held_calls`: CancelRun of a waiting run answers its held calls.
 
 The run row is locked first in every transaction (``FOR UPDATE``), which also orders the

@@ -18,6 +18,7 @@ a running one gets ``cancel_requested_at`` and a NOTIFY on ``agentfleet_run_canc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,6 +63,10 @@ class HeartbeatResult:
     """Held runs with a cancel request (the fallback for a missed NOTIFY)."""
 
 
+APPROVAL_SWEEP_INTERVAL_S = 1.0
+"""How often a worker's claims also apply overdue approval deadlines: a deadline takes
+effect within about this long of passing (or the claim poll, if longer)."""
+
 DEFAULT_MAX_RUNNING_PER_PROJECT = 64
 DEFAULT_MAX_QUEUED_PER_PROJECT = 1000
 MAX_QUEUED_SETTING = "AGENTFLEET_MAX_QUEUED_PER_PROJECT"
@@ -82,6 +87,8 @@ class RunQueue:
         self._pool = pool
         self._max_running_per_project = max_running_per_project
         self._max_queued_per_project = max_queued_per_project
+        self._next_sweep = 0.0
+        """When (``time.monotonic``) a claim next applies overdue approval deadlines."""
 
     async def enqueue(self, params: StartRunParams) -> tuple[RunRecord, bool]:
         """Inserts a ``queued`` run with its RUN_QUEUED event and NOTIFYs the workers.
@@ -146,8 +153,13 @@ class RunQueue:
         whose lease expired, each with the lease owner it had (:data:`RESUME_LEASE_OWNER`
         for a resumed run), then queued ones in the slots left (as :meth:`claim_next`, owner
         None); each with its definition. Spans projects."""
-        # Approval deadlines are enforced on the workers' claim tick (any executor).
-        await expire_overdue_approvals(self._pool)
+        # Approval deadlines are enforced on the workers' claims (any executor), at most once
+        # per APPROVAL_SWEEP_INTERVAL_S: a claim follows every queued run, so sweeping on each
+        # one cost a statement per run under load.
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + APPROVAL_SWEEP_INTERVAL_S
+            await expire_overdue_approvals(self._pool)
         return await claim_any(self._pool, owner, lease_s, limit, self._max_running_per_project)
 
     async def heartbeat(

@@ -162,3 +162,18 @@ _POLLS = {CLAIM_ANY, OVERDUE_RUNS}
 def _setup(statement: str) -> bool:
     # asyncpg's one-time type introspection of a new connection (jit off, typeinfo, jit back)
     return "typeinfo_tree" in statement or "set_config('jit'" in statement
+
+
+async def test_claims_apply_approval_deadlines_at_most_once_a_second(database_url: str) -> None:
+    """A worker claims after every run queued; the deadline sweep rides on the first claim
+    of each APPROVAL_SWEEP_INTERVAL_S, not on every one (a statement per run under load)."""
+    counter = StatementCounter()
+    pool = await counter.pool(database_url)
+    try:
+        queue = RunQueue(pool)
+        for _ in range(5):
+            await queue.claim(OWNER, 30.0, limit=1)
+        assert counter.statements.count(OVERDUE_RUNS) == 1, counter.statements
+        assert counter.statements.count(CLAIM_ANY) == 5
+    finally:
+        await pool.close()
