@@ -98,9 +98,14 @@ class RunQueue:
         has ``max_queued_per_project`` top-level runs queued; nothing is written then.
         """
         top_level = params.parent_run_id is None
-        # The insert itself serialises the count per project (kb.run_queue_has_room), so
-        # concurrent enqueues never pass the cap.
         async with self._pool.acquire() as conn, conn.transaction():
+            if top_level:
+                # Serialises the count and the insert per project, so concurrent enqueues
+                # never pass the cap: the insert's snapshot is taken after the lock.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    f"agentfleet.run-queue:{params.project_id}",
+                )
             run, created, _ = await self.enqueue_in(
                 conn, params, max_queued=self._max_queued_per_project if top_level else None
             )

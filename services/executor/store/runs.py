@@ -31,8 +31,11 @@ SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
        $18::boolean
-WHERE CASE WHEN $16::integer IS NULL THEN true
-           ELSE kb.run_queue_has_room($1::text, $16::integer) END
+WHERE $16::integer IS NULL
+   OR (SELECT count(*) FROM (
+           SELECT 1 FROM kb.agent_runs
+           WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+           LIMIT $16::integer) queued) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
