@@ -184,14 +184,15 @@ async def answer_held_calls(
     return [_rejection(run.agent_name, call, why) for call in answered]
 
 
-async def expire_overdue_approvals(pool: asyncpg.Pool) -> list[events.PersistedEvent]:
+async def expire_overdue_approvals(pool: asyncpg.Pool) -> int:
     """Applies the deadline of every overdue waiting call (at most :data:`SWEEP_BATCH` runs
     per tick): ``reject`` answers the call like a person's rejection; ``fail`` answers all
-    held calls of the run and fails it. Returns the events to publish."""
-    stored: list[events.PersistedEvent] = []
-    for project_id, run_id in await tool_calls.overdue_runs(pool, SWEEP_BATCH):
-        stored += await _expire_run(pool, project_id, run_id)
-    return stored
+    held calls of the run and fails it. Returns how many runs it found overdue:
+    :data:`SWEEP_BATCH` means more may be waiting."""
+    overdue = await tool_calls.overdue_runs(pool, SWEEP_BATCH)
+    for project_id, run_id in overdue:
+        await _expire_run(pool, project_id, run_id)
+    return len(overdue)
 
 
 async def _expire_run(

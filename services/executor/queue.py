@@ -27,7 +27,11 @@ import asyncpg
 from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import ResourceExhausted
-from services.executor.approval_store import answer_held_calls, expire_overdue_approvals
+from services.executor.approval_store import (
+    SWEEP_BATCH,
+    answer_held_calls,
+    expire_overdue_approvals,
+)
 from services.executor.runs import RunRecord, StartRunParams, append_run_events
 from services.executor.store import run_reads, runs
 from services.executor.store.claim_sql import ClaimedRun, claim_any, claim_queued
@@ -160,11 +164,12 @@ class RunQueue:
         None); each with its definition. Spans projects."""
         # Approval deadlines are enforced on the workers' claims (any executor), at most once
         # per APPROVAL_SWEEP_INTERVAL_S: a claim follows every queued run, so sweeping on each
-        # one cost a statement per run under load.
+        # one cost a statement per run under load. A full batch sweeps again on the next
+        # claim: a project with a flood of overdue calls does not hold back others' deadlines.
         now = time.monotonic()
         if now >= self._next_sweep:
-            self._next_sweep = now + APPROVAL_SWEEP_INTERVAL_S
-            await expire_overdue_approvals(self._pool)
+            full = await expire_overdue_approvals(self._pool) >= SWEEP_BATCH
+            self._next_sweep = now if full else now + APPROVAL_SWEEP_INTERVAL_S
         return await claim_any(self._pool, owner, lease_s, limit, self._max_running_per_project)
 
     async def heartbeat(

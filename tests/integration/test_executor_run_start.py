@@ -16,6 +16,7 @@ from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2
+from services.executor.approval_store import SWEEP_BATCH
 from services.executor.loop import AgentLoop
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -177,3 +178,38 @@ async def test_claims_apply_approval_deadlines_at_most_once_a_second(database_ur
         assert counter.statements.count(CLAIM_ANY) == 5
     finally:
         await pool.close()
+
+
+async def test_a_full_sweep_sweeps_again_on_the_next_claim(
+    db_pool: asyncpg.Pool, database_url: str
+) -> None:
+    """A flood of overdue calls (one project's, say) does not wait a second per batch: a
+    sweep that found a full batch runs again on the next claim, until one finds fewer."""
+    runs = await db_pool.fetch(
+        "INSERT INTO kb.agent_runs (project_id, agent_name, input, status, waiting_since) "
+        "SELECT $1, 'agent', 'go', 'waiting', now() FROM generate_series(1, $2) "
+        "RETURNING id",
+        PROJECT,
+        SWEEP_BATCH + 1,
+    )
+    await db_pool.executemany(
+        "INSERT INTO kb.agent_run_tool_calls (run_id, tool_call_id, tool_name, "
+        "step_number, status, source, input, approval_on_deadline, approval_deadline) "
+        "VALUES ($1, 'c1', 'create_entity', 1, 'awaiting_approval', 'builtin', '{}', "
+        "'reject', now() - interval '1 second')",
+        [(r["id"],) for r in runs],
+    )
+    counter = StatementCounter()
+    pool = await counter.pool(database_url)
+    try:
+        queue = RunQueue(pool)
+        for _ in range(3):
+            await queue.claim(OWNER, 30.0, limit=1)
+        # Full batch, then the one left (fewer: the interval starts), then none.
+        assert counter.statements.count(OVERDUE_RUNS) == 2, counter.statements
+    finally:
+        await pool.close()
+    left = await db_pool.fetchval(
+        "SELECT count(*) FROM kb.agent_run_tool_calls WHERE status = 'awaiting_approval'"
+    )
+    assert left == 0
