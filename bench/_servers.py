@@ -29,7 +29,9 @@ def stub_process() -> Iterator[StubProcess]:
     """``python -m agentfleet.gemini_stub`` on a free loopback port, stopped (SIGINT, then
     kill) when the block ends."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentfleet.gemini_stub", "--port", "0"],
+        # Recording every request would keep each conversation alive in the stub: its
+        # garbage collections then pause its replies, read here as slow model calls.
+        [sys.executable, "-m", "agentfleet.gemini_stub", "--port", "0", "--no-record-requests"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -253,7 +253,12 @@ async def test_control_api_from_another_client(
     assert gemini_stub.scripts() == []
 
 
-async def test_standalone_process_with_a_scripts_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flags", "recorded"), [((), 1), (("--no-record-requests",), 0)])
+async def test_standalone_process_with_a_scripts_file(
+    tmp_path: Path, flags: tuple[str, ...], recorded: int
+) -> None:
+    """The stub alone, as the benchmarks run it (``--no-record-requests``: a long benchmark's
+    recorded bodies would make the stub's garbage collections pause its replies)."""
     scripts = tmp_path / "scripts.json"
     scripts.write_text(json.dumps({"scripts": [{"name": "cli", "replies": [{"text": "hi"}]}]}))
     process = await asyncio.create_subprocess_exec(
@@ -264,6 +269,7 @@ async def test_standalone_process_with_a_scripts_file(tmp_path: Path) -> None:
         "0",
         "--scripts",
         str(scripts),
+        *flags,
         stdout=asyncio.subprocess.PIPE,
     )
     try:
@@ -277,6 +283,11 @@ async def test_standalone_process_with_a_scripts_file(tmp_path: Path) -> None:
         finally:
             await client.aio.aclose()
         assert response.text == "hi"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{base_url}/_stub/requests") as resp,
+        ):
+            assert len((await resp.json())["requests"]) == recorded
     finally:
         process.terminate()
         assert await process.wait() == 0

@@ -22,11 +22,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--scripts", type=Path, help="JSON file of reply-sequence scripts")
+    parser.add_argument(
+        "--no-record-requests",
+        action="store_true",
+        help="keep no request once answered (GET /_stub/requests stays empty): for long "
+        "benchmarks, whose recorded conversations would slow the stub's replies",
+    )
     return parser.parse_args(argv)
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    stub = GeminiStub()
+    stub = GeminiStub(record_requests=not args.no_record_requests)
     if args.scripts is not None:
         for script in scripts_from_json(json.loads(args.scripts.read_text())):
             stub.add_script(script)
