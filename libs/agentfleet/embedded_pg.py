@@ -313,13 +313,13 @@ class EmbeddedPostgres:
         # Output goes to a temporary file, not a pipe: a server started by pg_ctl could
         # inherit the pipe and keep it open, and reading it would never end.
         with tempfile.TemporaryFile("w+") as output:
-            result = subprocess.run(
+            result = embedded_pg_root.run_as(
+                self._run_as,
                 [str(self._installation() / "bin" / program), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 text=True,
-                user=self._run_as,
                 env=plain_environment(),
                 cwd="/",
                 timeout=START_TIMEOUT_S + 30,

@@ -1,7 +1,8 @@
 """Where the embedded PostgreSQL lives when this process is root, without loosening anything.
 
-PostgreSQL refuses to run as root, so the server runs as an unprivileged system user. That
-user must reach the server binaries and the cluster folder. A checkout or data folder under
+PostgreSQL refuses to run as root, so the server runs as an unprivileged system user, in
+that user's groups (:func:`run_as`). That user must reach the server binaries and the
+cluster folder. A checkout or data folder under
 a private (0700) folder is out of its reach, and making it reachable would mean opening the
 user's folders to everyone: this module never changes the permissions of a folder it did
 not create. Instead:
@@ -28,8 +29,9 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from agentfleet.errors import Unavailable
 
@@ -61,12 +63,37 @@ def ensure_system_user(name: str) -> pwd.struct_passwd:
         raise Unavailable(f"cannot create the system user {name}: {exc}; {_WHAT_TO_DO}") from exc
 
 
+def run_as(
+    user: str | None, argv: Sequence[str], **options: Any
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(argv, **options)`` as ``user`` (None: as this process's user), with
+    the user's own group and supplementary groups.
+
+    The switch is util-linux's ``setpriv``, run by the child, not subprocess's ``user=``: that
+    makes CPython start the child with ``fork()`` instead of ``vfork()``, and in a process
+    with gRPC's threads (a test, ``agentfleet up``) gRPC's fork handlers then killed the child
+    (SIGSEGV or SIGABRT, 4 starts in 10 under RPC traffic) before it ran: a cluster check
+    read "cannot reach", a server "did not start". ``user=`` also left the child in root's
+    group (gid 0) and root's groups, which the server has no use for."""
+    if user is None:
+        return subprocess.run(list(argv), **options)
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise Unavailable(
+            f"running PostgreSQL as {user} needs util-linux's setpriv, not found on PATH; "
+            f"install util-linux, or {_WHAT_TO_DO}"
+        )
+    entry = pwd.getpwnam(user)
+    switch = [setpriv, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
+    return subprocess.run([*switch, "--", *argv], **options)
+
+
 def user_can(user: str, *test_args: str) -> bool:
     """Whether ``test <test_args>`` succeeds as ``user``: asks the kernel itself, so ACLs and
     every parent folder's search permission count, not just the mode bits of one path."""
-    result = subprocess.run(
+    result = run_as(
+        user,
         ["test", *test_args],
-        user=user,
         cwd="/",
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -207,9 +234,9 @@ def _root_base(user: str) -> Path:
 def _pginstall_usable(pginstall: Path, user: str) -> bool:
     # Running the server binary checks its folders, the binary and its shared libraries.
     try:
-        version = subprocess.run(
+        version = run_as(
+            user,
             [str(pginstall / "bin" / "postgres"), "--version"],
-            user=user,
             cwd="/",
             stdin=subprocess.DEVNULL,
             capture_output=True,

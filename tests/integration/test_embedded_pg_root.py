@@ -9,13 +9,15 @@ follow to it crosses that folder.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
+import grpc
 import pytest
 
 from agentfleet import db, embedded_pg_root
-from agentfleet.embedded_pg import EmbeddedPostgres, _package_pginstall
+from agentfleet.embedded_pg import SYSTEM_USER, EmbeddedPostgres, _package_pginstall
 from agentfleet.testing.database import TEST_DATABASE_URL_ENV
 
 pytestmark = pytest.mark.skipif(
@@ -118,3 +120,70 @@ async def test_the_test_suites_own_server_lives_outside_its_private_folder(
     finally:
         await conn.close()
     assert embedded_pg_root.user_can("embedded_postgres", "-w", data_directory)
+
+
+async def test_the_server_runs_in_its_users_groups_not_roots(tmp_path: Path) -> None:
+    user = embedded_pg_root.ensure_system_user(SYSTEM_USER)
+    ids = {
+        flag: embedded_pg_root.run_as(
+            SYSTEM_USER, ["id", flag], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for flag in ("-u", "-g", "-G")
+    }
+    assert ids == {"-u": [str(user.pw_uid)], "-g": [str(user.pw_gid)], "-G": [str(user.pw_gid)]}
+    # And the server itself: a backend's ids as the kernel has them.
+    server = EmbeddedPostgres(tmp_path / "pg", durable=False)
+    try:
+        conn = await db.connect(await server.start())
+        try:
+            backend = await conn.fetchval("SELECT pg_backend_pid()")
+            status = Path(f"/proc/{backend}/status").read_text().splitlines()
+        finally:
+            await conn.close()
+    finally:
+        server.remove()
+    fields = {line.split(":")[0]: line.split()[1:] for line in status}
+    assert set(fields["Uid"]) == {str(user.pw_uid)}
+    assert set(fields["Gid"]) == {str(user.pw_gid)}
+    assert "0" not in fields["Groups"]
+
+
+async def test_server_user_checks_hold_while_grpc_threads_are_busy() -> None:
+    """A check as the server user starts a child; with subprocess's ``user=`` that child was
+    forked (not vforked), and gRPC's fork handlers killed it in about 4 of 10 starts while
+    this process's gRPC threads carried RPCs: the check then read "cannot reach"."""
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "test.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(_echo)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    busy = asyncio.Event()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            echo = channel.unary_unary("/test.Echo/Echo")
+
+            async def traffic() -> None:
+                while not busy.is_set():
+                    await echo(b"ping")
+
+            senders = [asyncio.create_task(traffic()) for _ in range(4)]
+            try:
+                answers = [
+                    await asyncio.to_thread(embedded_pg_root.user_can, SYSTEM_USER, "-r", "/")
+                    for _ in range(40)
+                ]
+            finally:
+                busy.set()
+                await asyncio.gather(*senders)
+    finally:
+        await server.stop(None)
+    assert answers == [True] * 40
+
+
+async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    return request
