@@ -165,19 +165,25 @@ def _setup(statement: str) -> bool:
     return "typeinfo_tree" in statement or "set_config('jit'" in statement
 
 
-async def test_claims_apply_approval_deadlines_at_most_once_a_second(database_url: str) -> None:
-    """A worker claims after every run queued; the deadline sweep rides on the first claim
-    of each APPROVAL_SWEEP_INTERVAL_S, not on every one (a statement per run under load)."""
+async def _statements_of_claims(database_url: str, claims: int) -> list[str]:
+    """The statements one worker's queue sends for ``claims`` claims in a row."""
     counter = StatementCounter()
     pool = await counter.pool(database_url)
     try:
         queue = RunQueue(pool)
-        for _ in range(5):
+        for _ in range(claims):
             await queue.claim(OWNER, 30.0, limit=1)
-        assert counter.statements.count(OVERDUE_RUNS) == 1, counter.statements
-        assert counter.statements.count(CLAIM_ANY) == 5
+        return counter.statements
     finally:
         await pool.close()
+
+
+async def test_claims_apply_approval_deadlines_at_most_once_a_second(database_url: str) -> None:
+    """A worker claims after every run queued; the deadline sweep rides on the first claim
+    of each APPROVAL_SWEEP_INTERVAL_S, not on every one (a statement per run under load)."""
+    statements = await _statements_of_claims(database_url, 5)
+    assert statements.count(OVERDUE_RUNS) == 1, statements
+    assert statements.count(CLAIM_ANY) == 5
 
 
 async def test_a_full_sweep_sweeps_again_on_the_next_claim(
@@ -199,16 +205,9 @@ async def test_a_full_sweep_sweeps_again_on_the_next_claim(
         "'reject', now() - interval '1 second')",
         [(r["id"],) for r in runs],
     )
-    counter = StatementCounter()
-    pool = await counter.pool(database_url)
-    try:
-        queue = RunQueue(pool)
-        for _ in range(3):
-            await queue.claim(OWNER, 30.0, limit=1)
-        # Full batch, then the one left (fewer: the interval starts), then none.
-        assert counter.statements.count(OVERDUE_RUNS) == 2, counter.statements
-    finally:
-        await pool.close()
+    statements = await _statements_of_claims(database_url, 3)
+    # Full batch, then the one left (fewer: the interval starts), then none.
+    assert statements.count(OVERDUE_RUNS) == 2, statements
     left = await db_pool.fetchval(
         "SELECT count(*) FROM kb.agent_run_tool_calls WHERE status = 'awaiting_approval'"
     )
