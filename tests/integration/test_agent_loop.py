@@ -4,6 +4,7 @@ in-memory ToolGateway (the gRPC ToolPool path is covered end to end in tests/e2e
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,12 +18,14 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.llm import RetryPolicy, content_to_json
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.waiting import wait_for
 from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RunQueue
 from services.executor.recovery import load_conversation
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import RunRecord, StartRunParams
+from services.executor.store.tool_calls import OVERDUE_RUNS
 from services.executor.tool_gateway import InMemoryToolGateway
 
 PROJECT = "proj"
@@ -400,3 +403,46 @@ async def test_the_loop_reads_the_definition_the_run_carries_once(
     assert finished is not None
     assert finished.status == "completed"
     assert reads == [(PROJECT, uuid.UUID(run.agent_definition_id))]
+
+
+async def test_call_results_are_hot_updates(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    """A call's result (started -> completed) changes no column that an index of
+    kb.agent_run_tool_calls names, so PostgreSQL updates the row in place (HOT) instead of
+    adding an entry to each index for every call of every step."""
+    gemini_stub.add_script(
+        Script(
+            name="helper",
+            replies=[
+                Reply(calls=[Call("add", {"a": 1, "b": 2}), Call("echo", {"text": "hi"})]),
+                Reply(calls=[Call("echo", {"text": "again"})]),
+                Reply(text="done"),
+            ],
+        )
+    )
+    own = await db.create_pool(database_url, min_size=1, max_size=4)
+    try:
+        run = await claimed_run(own, tools=["add", "echo"])
+        finished = await make_loop(own, gemini_stub, gateway()).execute(run, RunControl())
+    finally:
+        await own.close()  # its backends exit, which flushes their table statistics
+    assert finished is not None
+    assert finished.status == "completed"
+    counts = await wait_for(
+        lambda: db_pool.fetchrow(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+            "WHERE relid = 'kb.agent_run_tool_calls'::regclass AND n_tup_upd >= 3"
+        ),
+        "the three results counted in pg_stat_user_tables",
+    )
+    assert (counts["n_tup_upd"], counts["n_tup_hot_upd"]) == (3, 3)
+
+
+async def test_the_deadline_sweep_reads_the_awaiting_index(db_pool: asyncpg.Pool) -> None:
+    """The sweep every worker runs each second finds overdue calls through the partial index
+    of undecided calls with a deadline, not by reading every call of every project."""
+    async with db_pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {OVERDUE_RUNS}", 100)
+    assert "agent_run_tool_calls_awaiting_idx" in json.dumps(plan)

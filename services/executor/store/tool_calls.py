@@ -123,11 +123,13 @@ async def overdue(conn: asyncpg.Connection, project_id: str, run_id: str) -> lis
 OVERDUE_RUNS = """
 SELECT DISTINCT r.project_id, r.id::text AS run_id
 FROM kb.agent_run_tool_calls t JOIN kb.agent_runs r ON r.id = t.run_id
-WHERE t.status = 'awaiting_approval' AND t.approval_deadline <= now()
+WHERE t.status = 'awaiting_approval' AND t.approval_deadline <= now() AND t.decided_at IS NULL
   AND r.status = 'waiting'
 LIMIT $1
 """
-"""The approval deadline sweep's search, which every worker runs each tick."""
+"""The approval deadline sweep's search, which every worker runs each tick. ``decided_at IS
+NULL`` (true of every awaiting call) lets it read agent_run_tool_calls_awaiting_idx, whose
+predicate leaves out status so that a call's result can be a HOT update (migration 0017)."""
 
 
 async def overdue_runs(db: Db, limit: int) -> list[tuple[str, str]]:
