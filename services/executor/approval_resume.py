@@ -29,7 +29,7 @@ import structlog
 from google.genai import types
 
 from agentfleet import events
-from services.executor.approvals import ApprovalPolicy, ApprovalRule, parse_approval_policy
+from services.executor.approvals import ApprovalPolicy, ApprovalRule
 from services.executor.calls import CallResult, PlannedCall, tool_responses
 from services.executor.model_request import interrupted_call_result
 from services.executor.persistence import LeaseLost, RunRecorder
@@ -134,16 +134,6 @@ def not_held(calls: Sequence[PlannedCall], held: Sequence[HeldCall]) -> list[Pla
     """The calls of the step that run at once."""
     held_ids = {h.planned.tool_call_id for h in held}
     return [c for c in calls if c.tool_call_id not in held_ids]
-
-
-def timeout_after_waiting(
-    timeout_s: float | None, run: RunRecord, config: Mapping[str, Any]
-) -> float | None:
-    """The execution's timeout: waiting time is not counted unless the definition's
-    ``config.approvals.count_waiting_in_timeout`` says so."""
-    if timeout_s is None or not parse_approval_policy(config).count_waiting_in_timeout:
-        return timeout_s
-    return max(0.001, timeout_s - run.waited_ms / 1000)
 
 
 async def begin_held_continuation(

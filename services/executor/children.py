@@ -35,6 +35,7 @@ from services.executor.runs import (
     StartRunParams,
     append_run_events,
 )
+from services.executor.safety import effective_timeout_s
 from services.executor.store import event_reads, run_reads, runs, tool_calls
 
 log = structlog.get_logger(__name__)
@@ -56,6 +57,9 @@ class ChildTask:
     input: str = ""
     """The child's prompt (for a resumed child: extra input, "" = a plain "continue")."""
     timeout_s: float | None = None
+    timeout_cap_s: float | None = None
+    """At most this (a flow's time left): the child gets the lesser of it and its own
+    timeout (``timeout_s``, else its definition's)."""
     resume_run_id: str | None = None
     """Continue this paused child of the parent instead of starting a new run."""
 
@@ -176,12 +180,18 @@ class ChildRuns:
         return StartedBatch(children=refs, failures=failures, reattached=reattached)
 
     async def wait(
-        self, parent: RunRecord, children: Sequence[ChildRef], *, tool_call_id: str = ""
+        self,
+        parent: RunRecord,
+        children: Sequence[ChildRef],
+        *,
+        tool_call_id: str = "",
+        done: dict[str, RunRecord] | None = None,
     ) -> dict[str, RunRecord]:
         """Waits until every child has stopped (terminal or paused); their final rows by id.
-        Cancelling the wait leaves the children as they are (the caller decides)."""
+        Cancelling the wait leaves the children as they are (the caller decides); ``done``,
+        if given, is filled as each child stops, so such a caller keeps what had ended."""
         pending = {c.run_id: c for c in children}
-        done: dict[str, RunRecord] = {}
+        done = {} if done is None else done
         changes = (
             self.watch.changes(list(pending))
             if self.watch is not None
@@ -237,7 +247,7 @@ class ChildRuns:
             agent_name=definition.name,
             agent_definition_id=str(definition.id),
             input=task.input,
-            timeout_s=task.timeout_s,
+            timeout_s=_timeout_s(task, definition.default_timeout_s),
             request_id=child_request_id(parent.id, batch.key, index),
             trace_id=parent.trace_id,
             trace_parent=batch.trace_parent,
@@ -262,18 +272,31 @@ class ChildRuns:
             raise _NotYourChild(
                 f"run {child.id} is agent {child.agent_name!r}, not {task.agent_name!r}"
             )
+        timeout_s = task.timeout_s
+        if task.timeout_cap_s is not None:
+            definition = await self.definitions.get(parent.project_id, task.agent_name)
+            timeout_s = _timeout_s(task, definition.default_timeout_s)
         resumed = await resume_run(
             self.pool,
             ResumeParams(
                 project_id=parent.project_id,
                 run_id=child.id,
                 input=task.input,
-                timeout_s=task.timeout_s,
+                timeout_s=timeout_s,
                 max_tokens=batch.max_tokens,
                 request_id=child_request_id(parent.id, batch.key, index),
             ),
         )
         return resumed.run
+
+
+def _timeout_s(task: ChildTask, definition_timeout_s: float | None) -> float | None:
+    """The child's timeout: ``task.timeout_s`` (None: its definition's, applied when it
+    runs), never past ``task.timeout_cap_s``."""
+    if task.timeout_cap_s is None:
+        return task.timeout_s
+    own = effective_timeout_s(requested=task.timeout_s, definition=definition_timeout_s)
+    return task.timeout_cap_s if own is None else min(own, task.timeout_cap_s)
 
 
 class _NotYourChild(FailedPrecondition):

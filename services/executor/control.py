@@ -9,6 +9,7 @@ from typing import Protocol
 
 from google.genai import types
 
+from agentfleet import events
 from agentfleet.errors import NotFound
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import RunRecord, RunStatus
@@ -85,6 +86,8 @@ class StopRun:
     reason: str
     summary: str | None = None
     error_message: str | None = None
+    safety: events.Safety | None = None
+    """Recorded with the end (a flow that reached its timeout)."""
 
 
 class StepHook(Protocol):

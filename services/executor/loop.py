@@ -35,7 +35,6 @@ from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.llm import ModelClient
 from agentfleet.run_limits import may_spawn
 from agentfleet.telemetry import current_trace_id
-from services.executor.approval_resume import timeout_after_waiting
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (
     DefinitionSource,
@@ -46,7 +45,7 @@ from services.executor.control import (
     run_definition,
 )
 from services.executor.coordination import Coordinator
-from services.executor.flows import FlowRunner
+from services.executor.flows import FlowDeadline, FlowRunner
 from services.executor.loop_state import Progress, Turn, run_span_context
 from services.executor.model_request import (
     function_tools,
@@ -71,7 +70,7 @@ from services.executor.safety import (
     TIMEOUT_MESSAGE,
     StepBudget,
     effective_max_steps,
-    effective_timeout_s,
+    execution_timeout_s,
 )
 from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
 from services.executor.step import StepRunner
@@ -245,11 +244,7 @@ class AgentLoop:
             total_steps_at_start=run.total_steps,
             steps_at_start=run.step_count,
         )
-        timeout_s = effective_timeout_s(
-            requested=run.timeout.total_seconds() if run.timeout is not None else None,
-            definition=definition.default_timeout_s,
-        )
-        timeout_s = timeout_after_waiting(timeout_s, run, definition.config)
+        timeout_s = execution_timeout_s(run, definition)
         # The clock starts when this worker begins executing (fresh, resumed or recovered).
         deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
         log.info("run_started", agent=run.agent_name, tools=len(callable_tools))
@@ -313,12 +308,15 @@ class AgentLoop:
             resumed=control.resumed,
             worker=self.owner,
         )
-        outcome = await self.flows.run(recorder.run, definition)
+        timeout_s = execution_timeout_s(run, definition)
+        deadline = None if timeout_s is None else FlowDeadline.after(timeout_s)
+        outcome = await self.flows.run(recorder.run, definition, progress, deadline)
         return await recorder.record_finish(
             status=outcome.status,
             reason=outcome.reason,
             summary=outcome.summary,
             error_message=outcome.error_message,
+            extra_events=[outcome.safety] if outcome.safety is not None else (),
         )
 
     async def _wrap_up(

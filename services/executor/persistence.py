@@ -284,10 +284,12 @@ class RunRecorder:
         summary: str | None = None,
         error_message: str | None = None,
         output: dict[str, Any] | None = None,
+        extra_events: Sequence[events.RunEvent] = (),
     ) -> RunRecord | None:
         """Ends the execution if the run is still ``running``: the status with completed_at
         and duration, STATUS_CHANGED and RUN_FINISHED. None when it had already moved on.
-        ``output``: the structured final answer (definitions with an output_schema)."""
+        ``output``: the structured final answer (definitions with an output_schema);
+        ``extra_events`` (a flow's SAFETY) come before STATUS_CHANGED, in the same commit."""
         run = self.run
 
         async def write() -> tuple[RunRecord | None, list[events.PersistedEvent]]:
@@ -315,6 +317,7 @@ class RunRecorder:
                         )
                     )
                 batch += [
+                    *extra_events,
                     events.StatusChanged(
                         agent_name=run.agent_name,
                         from_status="running",

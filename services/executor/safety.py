@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 from agentfleet import events
 from agentfleet.run_limits import MAX_TOTAL_STEPS
+from services.executor.approvals import parse_approval_policy
 from services.executor.calls import PlannedCall
+from services.executor.registry.definitions import AgentDefinition
+from services.executor.runs import RunRecord
 
 SUB_AGENT_DEFAULT_MAX_STEPS = 50
 """Step limit of a spawned run (depth > 0) whose request and definition name none."""
@@ -48,6 +51,19 @@ def effective_timeout_s(*, requested: float | None, definition: float | None) ->
     """The run's wall-clock budget: the request's (or spawn's) value, else the definition's
     default_timeout; None means no deadline."""
     return requested if requested is not None else definition
+
+
+def execution_timeout_s(run: RunRecord, definition: AgentDefinition) -> float | None:
+    """This execution's wall-clock budget, single and flow runs alike: the request's (or
+    spawn's) timeout, else the definition's; time spent waiting for approvals is not counted
+    unless the definition's ``config.approvals.count_waiting_in_timeout`` says so."""
+    timeout_s = effective_timeout_s(
+        requested=run.timeout.total_seconds() if run.timeout is not None else None,
+        definition=definition.default_timeout_s,
+    )
+    if timeout_s is None or not parse_approval_policy(definition.config).count_waiting_in_timeout:
+        return timeout_s
+    return max(0.001, timeout_s - run.waited_ms / 1000)
 
 
 BudgetLimit = Literal["step_limit", "total_step_cap"]
