@@ -49,6 +49,11 @@ SERVICE_METHODS: Mapping[str, frozenset[str]] = {
 }
 assert sorted(SERVICE_METHODS) == sorted(SERVICE_NAMES)
 
+# RPCs that act inside a run on the run loop's behalf: a project token (member or admin)
+# calling them would run a tool outside the run's loop, with no approval rule, doom-loop
+# check or tool-call row. Only a service identity whose row lists them may call them.
+SERVICE_ONLY_METHODS: frozenset[str] = frozenset({"/agentfleet.v1.ToolPoolService/CallTool"})
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Principal:
@@ -76,6 +81,11 @@ class Principal:
         if self.role == "service":
             if method not in SERVICE_METHODS.get(self.service or "", frozenset()):
                 raise PermissionDenied(f"the {self.service} service's token may not call {short}")
+        elif method in SERVICE_ONLY_METHODS and self is not UNRESTRICTED:
+            raise PermissionDenied(
+                f"{short} is called by the executor for a run's tool calls; a project token "
+                "may not call it (start a run instead)"
+            )
         elif admin_only and self.role != "admin":
             raise PermissionDenied(f"{short} needs an admin token")
 

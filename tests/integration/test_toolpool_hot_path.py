@@ -88,8 +88,9 @@ async def test_a_steady_call_sends_only_the_tools_own_statement(
         "VALUES ($1, 'Note', '{}') RETURNING id::text",
         PROJECT,
     )
-    token = await stack.create_token(PROJECT, role="member")
-    stub = toolpool_pb2_grpc.ToolPoolServiceStub(stack.channel("toolpool", token=token))
+    stub = toolpool_pb2_grpc.ToolPoolServiceStub(
+        stack.channel("toolpool", token=stack.service_tokens["executor"])
+    )
     arguments = struct_pb2.Struct()
     arguments.update({"id": entity})
 

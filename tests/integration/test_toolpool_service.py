@@ -31,6 +31,13 @@ async def _client(stack: Stack, project: str, role: str = "admin"):  # type: ign
     return toolpool_pb2_grpc.ToolPoolServiceStub(stack.channel("toolpool", token=token))
 
 
+def _executor(stack: Stack):  # type: ignore[no-untyped-def]
+    """The toolpool as the executor calls it: CallTool takes only the executor's identity."""
+    return toolpool_pb2_grpc.ToolPoolServiceStub(
+        stack.channel("toolpool", token=stack.service_tokens["executor"])
+    )
+
+
 async def make_run(
     pool: asyncpg.Pool, project: str, tools: list[str], *, depth: int = 0, status: str = "running"
 ) -> str:
@@ -138,7 +145,7 @@ async def test_resolution_applies_globs_and_depth_rules(toolpool_stack: Stack) -
 async def test_calltool_runs_builtin_tools_in_the_runs_project(
     toolpool_stack: Stack, spans: InMemorySpanExporter
 ) -> None:
-    stub = await _client(toolpool_stack, "alpha")
+    stub = _executor(toolpool_stack)
     run_id = await make_run(toolpool_stack.pool, "alpha", ["create_entity", "get_*"])
     created = await _call(
         stub,
@@ -166,21 +173,29 @@ async def test_calltool_runs_builtin_tools_in_the_runs_project(
 
 
 async def test_calltool_refuses_tools_outside_the_whitelist(toolpool_stack: Stack) -> None:
-    stub = await _client(toolpool_stack, "alpha")
     run_id = await make_run(toolpool_stack.pool, "alpha", ["get_*"])
-    call = _call(stub, "alpha", run_id, "create_entity", type="Note", properties={})
+    # The executor's identity may call any project's tools, but not widen a run's whitelist.
+    call = _call(_executor(toolpool_stack), "alpha", run_id, "create_entity", type="Note")
     assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
     assert await toolpool_stack.pool.fetchval("SELECT count(*) FROM kb.graph_objects") == 0
-    # Even a service token (the executor's) cannot widen a run's whitelist.
-    service = toolpool_pb2_grpc.ToolPoolServiceStub(
-        toolpool_stack.channel("toolpool", token=toolpool_stack.service_tokens["executor"])
-    )
-    call = _call(service, "alpha", run_id, "create_entity", type="Note", properties={})
-    assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
+
+
+@pytest.mark.parametrize("role", ["admin", "member"])
+async def test_a_project_token_cannot_call_tools(toolpool_stack: Stack, role: str) -> None:
+    """CallTool runs a tool inside a run, for the run's loop: a tenant calling it directly
+    would skip the run's approvals, doom-loop check and tool-call record."""
+    stub = await _client(toolpool_stack, "alpha", role=role)
+    run_id = await make_run(toolpool_stack.pool, "alpha", ["*"])
+    call = _call(stub, "alpha", run_id, "create_entity", type="Note", properties={})
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "CallTool is called by the executor" in (caught.value.details() or "")
+    assert await toolpool_stack.pool.fetchval("SELECT count(*) FROM kb.graph_objects") == 0
 
 
 async def test_spawn_tools_follow_the_depth_rules_at_call_time(toolpool_stack: Stack) -> None:
-    stub = await _client(toolpool_stack, "alpha")
+    stub = _executor(toolpool_stack)
     at_one = await make_run(toolpool_stack.pool, "alpha", ["*"], depth=1)
     assert await _code(_call(stub, "alpha", at_one, "spawn_agents", tasks=[])) == (
         grpc.StatusCode.PERMISSION_DENIED
@@ -193,7 +208,7 @@ async def test_spawn_tools_follow_the_depth_rules_at_call_time(toolpool_stack: S
 
 
 async def test_calltool_bad_input(toolpool_stack: Stack) -> None:
-    stub = await _client(toolpool_stack, "alpha")
+    stub = _executor(toolpool_stack)
     run_id = await make_run(toolpool_stack.pool, "alpha", ["*"])
     assert await _code(_call(stub, "alpha", run_id, "no_such_tool")) == grpc.StatusCode.NOT_FOUND
     bad = await _call(stub, "alpha", run_id, "create_entity", properties={"title": "x"})
@@ -212,11 +227,9 @@ async def test_calltool_bad_input(toolpool_stack: Stack) -> None:
 
 async def test_another_projects_run_is_not_found(toolpool_stack: Stack) -> None:
     beta_run = await make_run(toolpool_stack.pool, "beta", ["*"])
-    stub = await _client(toolpool_stack, "alpha")
-    call = _call(stub, "alpha", beta_run, "create_entity", type="Note", properties={})
+    call = _call(_executor(toolpool_stack), "alpha", beta_run, "create_entity", type="Note")
     assert await _code(call) == grpc.StatusCode.NOT_FOUND
-    call = _call(stub, "beta", beta_run, "create_entity", type="Note", properties={})
-    assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
+    assert await toolpool_stack.pool.fetchval("SELECT count(*) FROM kb.graph_objects") == 0
 
 
 def _stdio_server(name: str, **extra: object) -> toolpool_pb2.McpServer:
@@ -248,12 +261,13 @@ async def test_mcp_servers_join_the_catalog_and_calls(toolpool_stack: Stack) -> 
     assert all(t.source.mcp_server == "test" for t in tools.tools)
 
     run_id = await make_run(toolpool_stack.pool, "alpha", ["test__*"])
-    echoed = await _call(stub, "alpha", run_id, "test__echo", text="hi")
+    executor = _executor(toolpool_stack)
+    echoed = await _call(executor, "alpha", run_id, "test__echo", text="hi")
     assert not echoed.is_error, echoed.error_message
     assert "hi" in json_format.MessageToJson(echoed.result)
-    env = await _call(stub, "alpha", run_id, "test__env", name="GREETING")
+    env = await _call(executor, "alpha", run_id, "test__env", name="GREETING")
     assert "s3cr3t" in json_format.MessageToJson(env.result)
-    failed = await _call(stub, "alpha", run_id, "test__fail")
+    failed = await _call(executor, "alpha", run_id, "test__fail")
     assert failed.is_error
 
     secrets = await stub.ListSecrets(toolpool_pb2.ListSecretsRequest(project_id="alpha"))

@@ -59,7 +59,9 @@ async def test_a_stdio_mcp_server_finds_no_platform_secret(
             {v for k, v in environ_of_toolpool.items() if SECRET_NAME.search(k) and len(v) >= 8}
         )
         assert {gemini_key, database_url, service_tokens["toolpool"]} <= set(needles)
-        report = await _spy_report(stack.addresses["toolpool"], db_pool, needles)
+        report = await _spy_report(
+            stack.addresses["toolpool"], db_pool, needles, service_tokens["executor"]
+        )
     finally:
         await stack.stop(grace_s=5.0)
 
@@ -93,10 +95,16 @@ def _environ_given(stack: Any, database_url: str, environ: dict[str, str]) -> di
     return given
 
 
-async def _spy_report(address: str, db_pool: asyncpg.Pool, needles: list[str]) -> dict[str, Any]:
+async def _spy_report(
+    address: str, db_pool: asyncpg.Pool, needles: list[str], executor_token: str
+) -> dict[str, Any]:
+    """The tenant admin configures the spy; the executor calls it (CallTool is its RPC)."""
     admin = await TokenStore(db_pool).create(project_id=PROJECT, role="admin", name="spy-test")
     run_id = await make_run(db_pool, PROJECT, ["spy__look"])
-    async with open_channel(address, token=admin.token) as channel:
+    async with (
+        open_channel(address, token=admin.token) as channel,
+        open_channel(address, token=executor_token) as executor_channel,
+    ):
         toolpool = toolpool_pb2_grpc.ToolPoolServiceStub(channel)
         await toolpool.UpsertMcpServer(
             toolpool_pb2.UpsertMcpServerRequest(
@@ -110,7 +118,7 @@ async def _spy_report(address: str, db_pool: asyncpg.Pool, needles: list[str]) -
             )
         )
         arguments = json_format.ParseDict({"needles": needles}, struct_pb2.Struct())
-        reply = await toolpool.CallTool(
+        reply = await toolpool_pb2_grpc.ToolPoolServiceStub(executor_channel).CallTool(
             toolpool_pb2.CallToolRequest(
                 project_id=PROJECT,
                 run_id=run_id,
