@@ -19,17 +19,21 @@ from services.executor.tool_gateway import ResolvedTool, ToolOutcome
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 EXTRA_SCHEMA = "#/$defs/model_extra"
 """The one allowlist of ``model.extra`` (generation settings only), in manifest.schema.json."""
+NAME_SCHEMA = "#/$defs/model_name"
+"""What a model name may be (an id, never a resource path), in manifest.schema.json."""
 
 
 def generation_config(model: ModelConfig) -> types.GenerateContentConfig:
     """The definition's generation settings.
 
-    ``extra`` is checked again here against the allowlist (``$defs/model_extra`` of the
-    manifest schema), since a row written before the rule, or straight into the database,
-    never went through UpsertAgentDefinition: :class:`FailedPrecondition` naming the first
-    bad field, before anything is sent.
+    ``name`` and ``extra`` are checked again here against the manifest schema
+    (``$defs/model_name``, ``$defs/model_extra``), since a row written before the rule, or
+    straight into the database, never went through UpsertAgentDefinition:
+    :class:`FailedPrecondition` naming the first bad field, before anything is sent.
     """
-    violations = schema_violations(model.extra, "model.extra", definition=EXTRA_SCHEMA)
+    violations = schema_violations(
+        model.name, "model.name", definition=NAME_SCHEMA
+    ) + schema_violations(model.extra, "model.extra", definition=EXTRA_SCHEMA)
     if violations:
         first = violations[0]
         raise FailedPrecondition(
