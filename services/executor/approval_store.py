@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
+from agentfleet.tenant_regex import SchemaValidator
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
 from services.executor.store.runs import QUEUED_CHANNEL
@@ -160,11 +160,12 @@ def _status_changed(run: RunRecord, before: str, after: str, why: str) -> events
 
 
 def _check_arguments(arguments: dict[str, Any], schema: Any) -> None:
-    """Edited arguments must fit the parameter schema the model saw for the tool."""
+    """Edited arguments must fit the parameter schema the model saw for the tool (an MCP
+    server's: its patterns run on RE2)."""
     if not isinstance(schema, dict):
         return
     try:
-        Draft202012Validator(schema).validate(arguments)
+        SchemaValidator(schema).validate(arguments)
     except ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         raise InvalidArgument.for_field(

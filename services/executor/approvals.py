@@ -9,8 +9,10 @@ A definition asks for approval in its ``config.approvals``::
      "count_waiting_in_timeout": false}
 
 A call needs approval when a rule's glob matches its tool name and, if the rule has a
-``when``, the argument at that JSON pointer (RFC 6901) exists and ``re.search`` finds the
-regex in it (strings as they are, other values as compact JSON). The first matching rule
+``when``, the argument at that JSON pointer (RFC 6901) exists and the regex is found in it
+(strings as they are, other values as compact JSON) by RE2
+(:func:`agentfleet.tenant_regex.compile_regex`: linear time, so no backreferences or
+lookarounds). The first matching rule
 decides. Without ``deadline_s`` a call waits until someone decides or the run is cancelled;
 with one, the sweep on the workers' claim tick rejects the call (``reject``, the default)
 or fails the run (``fail``) once it passes. Waiting time does not count against the run's
@@ -24,12 +26,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.tenant_regex import Regex, UnsupportedRegex, compile_regex
 from services.executor.threads import parse_thread_policy
 
 OnDeadline = Literal["reject", "fail"]
@@ -45,7 +47,7 @@ class ApprovalRule:
     """Tool names and fnmatch globs."""
     pointer: str | None = None
     """JSON pointer into the arguments; None = every call of the tools."""
-    pattern: re.Pattern[str] | None = None
+    pattern: Regex | None = None
     """Searched in the value at ``pointer``."""
     deadline_s: float | None = None
     """None = no deadline."""
@@ -134,7 +136,7 @@ def _parse_rule(raw: Any, field: str, problems: list[FieldViolation]) -> Approva
         problems.append(FieldViolation(f"{field}.tools", "must be a non-empty list of names"))
         return None
     pointer: str | None = None
-    pattern: re.Pattern[str] | None = None
+    pattern: Regex | None = None
     when = raw.get("when")
     if when is not None:
         pointer, pattern = _parse_when(when, f"{field}.when", problems)
@@ -165,7 +167,7 @@ def _parse_rule(raw: Any, field: str, problems: list[FieldViolation]) -> Approva
 
 def _parse_when(
     when: Any, field: str, problems: list[FieldViolation]
-) -> tuple[str | None, re.Pattern[str] | None]:
+) -> tuple[str | None, Regex | None]:
     if not isinstance(when, Mapping):
         problems.append(FieldViolation(field, "must be an object with pointer and matches"))
         return None, None
@@ -178,8 +180,8 @@ def _parse_when(
         problems.append(FieldViolation(f"{field}.matches", "must be a regular expression"))
         return None, None
     try:
-        return pointer, re.compile(matches)
-    except re.error as exc:
+        return pointer, compile_regex(matches)
+    except UnsupportedRegex as exc:
         problems.append(FieldViolation(f"{field}.matches", f"is not a valid regex: {exc}"))
         return None, None
 

@@ -3,7 +3,8 @@ answer, and to check it. Pure: no I/O (see :mod:`services.executor.structured_ou
 
 Schemas are checked when written (:func:`output_schema_violations`): a JSON object, at most
 :data:`MAX_OUTPUT_SCHEMA_BYTES` serialized and :data:`MAX_SCHEMA_DEPTH` deep, a valid draft
-2020-12 schema of an object, and not a ``$ref`` loop that never reaches a constraint.
+2020-12 schema of an object whose patterns RE2 compiles (they are matched by RE2, see
+:mod:`agentfleet.tenant_regex`), and not a ``$ref`` loop that never reaches a constraint.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from google.genai import types
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from agentfleet.errors import FieldViolation
+from agentfleet.tenant_regex import SchemaValidator, check_schema
 
 MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
 """Largest output_schema, serialized as compact JSON."""
@@ -45,7 +46,7 @@ def output_schema_violations(schema: Any, field: str) -> list[FieldViolation]:
             )
         ]
     try:
-        Draft202012Validator.check_schema(schema)
+        check_schema(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         return [FieldViolation(field, f"is not a valid JSON Schema at '{where}': {exc.message}")]
@@ -53,7 +54,7 @@ def output_schema_violations(schema: Any, field: str) -> list[FieldViolation]:
         return [FieldViolation(field, 'must describe a JSON object ("type": "object")')]
     try:
         # A $ref loop with no constraint on the way ({"$ref": "#"}) recurses forever.
-        Draft202012Validator(schema).is_valid({})
+        SchemaValidator(schema).is_valid({})
     except RecursionError:
         return [FieldViolation(field, "refers to itself ($ref) without end")]
     return []
@@ -94,7 +95,7 @@ def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] |
         # Stored as a protobuf Struct, whose decoders stop at 100 nested messages.
         return None, f"output is nested deeper than {MAX_OUTPUT_DEPTH} levels"
     try:
-        error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+        error = next(iter(SchemaValidator(schema).iter_errors(value)), None)
     except RecursionError:
         return None, "output_schema refers to itself without end"
     if error is None:
