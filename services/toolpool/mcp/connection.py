@@ -29,7 +29,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import structlog
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate
@@ -39,6 +39,7 @@ from agentfleet.mcp_jail import launcher_argv
 from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
+from .session import Re2ClientSession
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +88,7 @@ class McpConnection:
         """Removes secret values from a text (error messages)."""
         self._egress = egress if egress is not None else EgressPolicy()
         """Where the HTTP transports may connect (default: public addresses only)."""
-        self._ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._ready: asyncio.Future[Re2ClientSession] = asyncio.get_running_loop().create_future()
         # Nobody may be waiting when connecting fails (e.g. closed meanwhile): consume it.
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._finish = asyncio.Event()
@@ -96,7 +97,7 @@ class McpConnection:
         self._closing = False
         self._retired = False
         self._users = 0
-        self.session: ClientSession | None = None
+        self.session: Re2ClientSession | None = None
         self.server_info: types.Implementation | None = None
         self.end_error: BaseException | None = None
         """Why the transport ended, when it ended with an error (innermost exception)."""
@@ -132,7 +133,7 @@ class McpConnection:
         """The transport ended because a connection was refused: nothing reached the server."""
         return isinstance(self.end_error, httpx2.ConnectError | ConnectionRefusedError)
 
-    async def wait_ready(self) -> ClientSession:
+    async def wait_ready(self) -> Re2ClientSession:
         """The initialized session; :class:`McpUnavailableError` or :class:`McpTimeoutError`."""
         return await asyncio.shield(self._ready)
 
@@ -160,7 +161,7 @@ class McpConnection:
                 async with AsyncExitStack() as stack:
                     read, write = await stack.enter_async_context(self._transport())
                     session = await stack.enter_async_context(
-                        ClientSession(
+                        Re2ClientSession(
                             _WatchedReadStream(read, self._finish.set),
                             _MarkingWriteStream(write),
                             client_info=CLIENT_INFO,
