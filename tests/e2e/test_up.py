@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet import embedded_pg_root
+from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
+from agentfleet.testing.certificates import CertificateAuthority
 from agentfleet.testing.services import free_port
+from agentfleet.tls import ClientTls
 
 SERVICES = {
     "executor": ["agentfleet.v1.ExecutorService", "agentfleet.v1.AgentRegistryService"],
@@ -99,3 +103,56 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     assert process.returncode == 0, rest.decode()
     assert "stopped" in rest.decode()
     assert {folder: folder.stat().st_mode for folder in modes_before} == modes_before
+
+
+@pytest.mark.timeout(180)
+async def test_up_with_tls_checks_the_services_over_tls(tmp_path: Path, database_url: str) -> None:
+    """With the AGENTFLEET_TLS_* files set the services serve only TLS, so up must check
+    their health over TLS too (it used plain text and gave up after its startup timeout)."""
+    ca = CertificateAuthority("up")
+    ca_file = ca.write(tmp_path)
+    cert_file, key_file = ca.issue("service").write(tmp_path, "service")
+    client_cert, client_key = ca.issue("operator").write(tmp_path, "operator")
+    ports = {name: free_port() for name in SERVICES}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENTFLEET_", "GEMINI")) and k != "GOOGLE_API_KEY"
+    }
+    env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
+    env.update({f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in ports})
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "AGENTFLEET_DATA_DIR": str(tmp_path / "data"),
+            "AGENTFLEET_TLS_CERT_FILE": str(cert_file),
+            "AGENTFLEET_TLS_KEY_FILE": str(key_file),
+            "AGENTFLEET_TLS_CLIENT_CA_FILE": str(ca_file),
+            "AGENTFLEET_TLS_CA_FILE": str(ca_file),
+            "AGENTFLEET_TLS_CLIENT_CERT_FILE": str(client_cert),
+            "AGENTFLEET_TLS_CLIENT_KEY_FILE": str(client_key),
+        }
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfleet.cli.main",
+        "up",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        await _read_until(process.stdout, "ready", timeout_s=120)  # type: ignore[arg-type]
+        tls = ClientTls(ca_file=ca_file, cert_file=client_cert, key_file=client_key)
+        for port in ports.values():
+            async with open_channel(f"127.0.0.1:{port}", tls=tls) as channel:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=10
+                )
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, rest.decode()

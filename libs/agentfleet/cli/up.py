@@ -24,6 +24,7 @@ from rich.table import Table
 from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.supervise import supervise
+from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, Settings, child_environment
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
@@ -32,6 +33,7 @@ from agentfleet.hardening import make_non_dumpable
 from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
 from agentfleet.stop_signals import stop_event
+from agentfleet.tls import ClientTls, client_tls
 
 console = Console(stderr=False, highlight=False)
 
@@ -115,7 +117,9 @@ async def run_up(
             children.append(
                 await _spawn(name, settings, _with_token(overrides, service_tokens, name), log_dir)
             )
-        await _wait_healthy(children, timeout_s=startup_timeout_s, stop=stop)
+        await _wait_healthy(
+            children, tls=client_tls(settings), timeout_s=startup_timeout_s, stop=stop
+        )
         _print_ready(children, log_dir)
         if demo:
             if settings.auth_enabled:
@@ -206,11 +210,17 @@ async def _spawn(
 
 
 async def _wait_healthy(
-    children: list[ServiceProcess], *, timeout_s: float, stop: asyncio.Event
+    children: list[ServiceProcess],
+    *,
+    tls: ClientTls | None,
+    timeout_s: float,
+    stop: asyncio.Event,
 ) -> None:
+    """Until every child answers SERVING, over TLS when the services serve it (the same
+    AGENTFLEET_TLS_* files every client of theirs uses)."""
     deadline = time.monotonic() + timeout_s
     for child in children:
-        async with grpc.aio.insecure_channel(child.address) as channel:
+        async with open_channel(child.address, tls=tls) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 if child.process.returncode is not None:
