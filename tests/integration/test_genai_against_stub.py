@@ -412,9 +412,15 @@ async def test_a_deadline_interrupts_a_delayed_reply(
     gemini_stub: GeminiStub, gemini_model_client: GenaiModelClient
 ) -> None:
     gemini_stub.add_script(Script(name="r", replies=[Reply(text="late", delay_s=30)]))
+    pending = asyncio.create_task(call(gemini_model_client))
+    # The deadline starts once the stub holds the request: on a loaded machine a deadline
+    # from before the send could expire before the request left.
+    async with asyncio.timeout(10):
+        await gemini_stub.wait_for_requests(1, script="r")
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.2):
-            await call(gemini_model_client)
+            await pending
+    assert pending.cancelled()
     assert gemini_stub.used("r") == 1
 
 
