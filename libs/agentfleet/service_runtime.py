@@ -183,10 +183,28 @@ async def _run_loops(parts: ServiceParts, stopping: asyncio.Event) -> None:
 
 
 async def _serve(name: str, build: BuildService, settings: Settings) -> None:
-    from agentfleet.db import create_pool
     from agentfleet.embedded_pg import resolve_database_url
 
-    database_url, _embedded = await resolve_database_url(settings)
+    # Without DATABASE_URL: the embedded server under the data folder, started here or
+    # attached to (another process's); one started here stops when this service does.
+    database_url, embedded = await resolve_database_url(settings)
+    if embedded is not None:
+        log.info(
+            "embedded_postgres",
+            detail="no DATABASE_URL: using the embedded PostgreSQL under the data folder",
+            data_dir=str(settings.data_dir),
+            started_here=embedded.started,
+        )
+    try:
+        await _serve_on(name, build, settings, database_url)
+    finally:
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+
+
+async def _serve_on(name: str, build: BuildService, settings: Settings, database_url: str) -> None:
+    from agentfleet.db import create_pool
+
     pool = await create_pool(
         database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max
     )

@@ -4,9 +4,12 @@ import asyncio
 import os
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 
+from agentfleet import embedded_pg_root
+from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.services import free_port, wait_serving
 
 
@@ -102,3 +105,33 @@ async def test_auth_off_warns_at_start_and_sigterm_stops_cleanly(database_url: s
     code, lines = await _finish(process)
     assert code == 0
     assert any("authentication is OFF" in line and '"warning"' in line for line in lines), lines
+
+
+@pytest.mark.timeout(180)
+async def test_a_service_stops_the_embedded_postgres_it_started(tmp_path: Path) -> None:
+    """Without DATABASE_URL a service starts the embedded PostgreSQL under its data folder;
+    it stops it again when it stops (the server was left running before)."""
+    port = free_port()
+    data = tmp_path / "data"
+    process = await _start(
+        "history",
+        {
+            "AGENTFLEET_DATA_DIR": str(data),
+            "AGENTFLEET_HISTORY_PORT": str(port),
+            "AGENTFLEET_HISTORY_METRICS_PORT": "0",
+        },
+    )
+    try:
+        await wait_serving(f"127.0.0.1:{port}", timeout_s=150, process=process)
+        home = embedded_pg_root.home_of(data / "postgres")
+        cluster = home / "data" if home else data / "postgres"
+        assert (cluster / "postmaster.pid").exists()
+        process.terminate()
+        code, lines = await _finish(process)
+        assert code == 0, lines
+        assert (cluster / "PG_VERSION").exists()  # the data stays for the next start
+        assert not (cluster / "postmaster.pid").exists(), "the embedded server still runs"
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await asyncio.to_thread(EmbeddedPostgres(data / "postgres").remove)
