@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -165,3 +166,26 @@ async def test_the_fallback_answers_only_what_no_script_nor_default_matches() ->
 async def test_without_a_fallback_an_unmatched_request_still_fails_loudly() -> None:
     with pytest.raises(ScriptExhausted, match="no script matches"):
         await ScriptBook().next_reply(_request([_user("anything")]))
+
+
+def test_a_call_asking_for_json_gets_an_object_that_fits_its_schema() -> None:
+    """An agent with an output_schema completes offline: the answer validates."""
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "score": {"type": "integer", "minimum": 0, "maximum": 10},
+        },
+        "required": ["title", "score"],
+    }
+    request = _request([_user("Rate WebAssembly for servers.")])
+    request.body["generationConfig"] = {
+        "responseMimeType": "application/json",
+        "responseJsonSchema": schema,
+    }
+    reply = offline_reply(request)
+    answer = json.loads(reply.text or "")
+    jsonschema.validate(answer, schema)
+    assert answer == {"title": "Rate WebAssembly for servers.", "score": 0}

@@ -7,6 +7,8 @@ offline instead of failing on "no script matches":
   declared name, as a word, any case), one call of that tool, with arguments made from its
   schema: the required fields only, each the simplest valid value (the task itself for a
   free-form string).
+- A call that asks for JSON with a schema (an agent with an ``output_schema``): an object
+  made from that schema the same way, so the run's structured output validates.
 - Otherwise a text that says it comes from the offline stub, echoes the task and, after a
   tool call, includes what the tool returned.
 
@@ -45,6 +47,9 @@ def offline_reply(request: StubRequest) -> Reply:
             return Reply(
                 calls=[Call(declaration["name"], arguments_for(_schema(declaration), task))]
             )
+    schema = _response_schema(request.generation_config)
+    if schema is not None:
+        return Reply(text=json.dumps(arguments_for(schema, _clip(task)), ensure_ascii=False))
     text = f"{NOTICE} No script covers this agent, so this is a placeholder answer. "
     text += f"Task: {_clip(task) or '(no text)'}"
     if responses:
@@ -108,6 +113,16 @@ def _schema(declaration: Mapping[str, Any]) -> Mapping[str, Any]:
         if isinstance(declaration.get(key), Mapping):
             return declaration[key]
     return {}
+
+
+def _response_schema(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema the call asks its answer to follow, if it asks for JSON."""
+    if config.get("responseMimeType", config.get("response_mime_type")) != "application/json":
+        return None
+    for key in ("responseJsonSchema", "response_json_schema", "responseSchema", "response_schema"):
+        if isinstance(config.get(key), Mapping):
+            return config[key]
+    return None
 
 
 def _named_tool(task: str, declarations: list[dict[str, Any]]) -> dict[str, Any] | None:
