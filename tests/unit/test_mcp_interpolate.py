@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
+import time
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -170,3 +172,42 @@ def test_redaction_leaves_short_values_and_other_text_alone() -> None:
         "content": [{"type": "text", "text": "echo: ***"}],
         "n": 1,
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "form"),
+    [
+        # A JSON error quoting a URL an HTTP client encoded: two layers.
+        (NASTY, json.dumps(NASTY.replace(" ", "%20").replace('"', "%22"))[1:-1]),
+        (NASTY, json.dumps(quote(NASTY, safe=""))[1:-1]),
+        # A value that looks encoded itself, with its other characters encoded around it.
+        ("a%41b c-x", "a%41b%20c-x"),
+        ("%0a\\n-x", quote("%0a\\n-x", safe="")),
+        # Characters beyond the BMP: JSON writes a surrogate pair; percent, 4 bytes.
+        ("k\U0001f600y\u2603", json.dumps("k\U0001f600y\u2603")[1:-1]),
+        ("k\U0001f600y\u2603", quote("k\U0001f600y\u2603").lower()),
+        # Percent bytes that are no UTF-8 character stay as written.
+        ('"%c0-x', "%22%c0-x"),
+    ],
+)
+def test_redaction_removes_mixed_and_layered_forms(value: str, form: str) -> None:
+    text = redactor({"V": value})(f"GET https://api.test/?a=%20&p={form}&b=c+d: refused")
+    assert text == "GET https://api.test/?a=%20&p=***&b=c+d: refused"
+
+
+def test_redaction_masks_each_occurrence_and_keeps_the_text_between() -> None:
+    redact = redactor({"A": "alpha-1", "B": "bravo 2"})
+    assert redact("alpha-1 bravo%202 alpha-1alpha-1 \\u0061lpha-1 x") == "*** *** ****** *** x"
+    # Overlapping values are masked as one.
+    assert redactor({"A": "abcdef", "B": "defghi"})("<abcdefghi>") == "<***>"
+
+
+def test_building_and_using_a_redactor_costs_no_pattern_per_value() -> None:
+    """8 values of 16 KiB took 18.6 s to build (one regex, ~8 alternatives per character)."""
+    values = [secrets.token_urlsafe(12288)[:16384] for _ in range(8)]
+    started = time.perf_counter()
+    redact = redactor(values)
+    text = redact(f"error: {quote(values[3])} and {json.dumps(values[5])}")
+    elapsed = time.perf_counter() - started
+    assert text == 'error: *** and "***"'
+    assert elapsed < 0.5, f"{elapsed:.2f} s"

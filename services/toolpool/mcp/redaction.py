@@ -3,9 +3,18 @@
 A secret filled into a URL or a header can come back in an error in many forms: as it is,
 percent-encoded by the HTTP client (``quote``, ``quote_plus``, upper or lower hex, only
 some characters encoded, encoded twice), JSON-escaped (``\\"``, ``\\u00e9``), Python-repr
-escaped, or base64 (a ``Basic`` credential). :func:`redactor` builds, per value, one pattern
-in which each character may appear in any of those encodings, so mixed forms match too;
-base64 forms of the whole value are matched as they are.
+escaped, or base64 (a ``Basic`` credential).
+
+Rather than one pattern per value that spells every encoding of every character (which
+``re`` compiled in seconds for a few 16 KiB values, on the toolpool's event loop), the text
+is decoded: each *view* of it undoes one combination of the encodings (backslash escapes,
+percent-encoding once or twice, ``+`` for a space) wherever they occur, so mixed forms
+decode to the value too, and the values are then found in each view with ``str.find``.
+Building a redactor costs one pass over each value; redacting costs, per view the text
+needs, one pass over the text plus one ``str.find`` per value form: linear in text size and
+secret bytes, with no pattern compiled per value. A value that itself looks encoded (``%41``,
+``\\n``, ``+``) is also looked for in its decoded form, so it matches when the rest of it
+was encoded around it.
 
 Values shorter than :data:`MIN_REDACTED_CHARS` are not redacted: replacing every "ab" in a
 message would garble it and protect nothing a guess would not find.
@@ -14,26 +23,124 @@ message would garble it and protect nothing a guess would not find.
 from __future__ import annotations
 
 import base64
+import bisect
 import functools
-import json
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 MIN_REDACTED_CHARS = 4
 MASK = "***"
 
+_HEX = "[0-9A-Fa-f]"
+# One backslash escape of JSON or Python repr; surrogate pairs (JSON's form of characters
+# beyond the BMP) first, so a pair decodes to its one character.
+_ESCAPE = (
+    rf"\\u[dD][89abAB]{_HEX}{{2}}\\u[dD][c-fC-F]{_HEX}{{2}}"
+    rf"|\\u{_HEX}{{4}}|\\U{_HEX}{{8}}|\\x{_HEX}{{2}}|\\[\\\"'/bfnrt]"
+)
+_SIMPLE_ESCAPES = {
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+# What precedes a percent-encoded byte's two hex digits: "%", or also "%25" for a byte
+# encoded twice ("%2541" for "A"; "%25" not followed by hex digits is "%").
+_PERCENT_ONCE = "%"
+_PERCENT_TWICE = "%(?:25)?"
+
+
+@dataclass(frozen=True)
+class _View:
+    """One combination of encodings undone together: its units, as one capturing group."""
+
+    units: re.Pattern[str]
+    percent_byte: re.Pattern[str] | None  # one byte of a run, its hex digits in group 1
+    plus_is_space: bool
+    marks: tuple[str, ...]  # all in a text, or the view reads it like a view without them
+
+
+def _views() -> tuple[_View, ...]:
+    views = []
+    for escapes in (False, True):
+        for percent in (None, _PERCENT_ONCE, _PERCENT_TWICE):
+            for plus in (False, True) if percent else (False,):
+                parts = [_ESCAPE] if escapes else []
+                # A run of bytes is one unit, so a multi-byte UTF-8 character decodes.
+                parts += [f"(?:{percent}{_HEX}{{2}})+"] if percent else []
+                parts += [r"\+"] if plus else []
+                byte = re.compile(f"{percent}({_HEX}{{2}})") if percent else None
+                marks = ("\\",) * escapes + ("%",) * bool(percent) + ("+",) * plus
+                marks += ("%25",) * (percent == _PERCENT_TWICE)
+                if parts:
+                    unit = re.compile(f"({'|'.join(parts)})")
+                    views.append(_View(unit, byte, plus, marks))
+    return tuple(views)
+
+
+_VIEWS = _views()
+# Every view's units at once. A text is cut into these tokens once; each view then reads
+# each distinct token once (its own units inside it), so the per-view work on a long text
+# is a C-level map over the tokens, not a Python step per unit.
+_TOKENS = re.compile(f"({_ESCAPE}|(?:{_PERCENT_TWICE}{_HEX}{{2}})+|\\+)")
+# A text (or value) without these characters reads the same in every view.
+_ENCODING_MARKS = re.compile(r"[%\\+]")
+
+
+class _Readings(dict[str, str]):
+    """Tokens as one view reads them, each decoded on first use."""
+
+    def __init__(self, view: _View) -> None:
+        super().__init__()
+        self.view = view
+
+    def __missing__(self, token: str) -> str:
+        units = self.view.units.split(token)
+        units[1::2] = [_decode_unit(unit, self.view) for unit in units[1::2]]
+        reading = self[token] = "".join(units)
+        return reading
+
 
 def redactor(secrets: Mapping[str, str] | Iterable[str]) -> Callable[[str], str]:
     """A function replacing every form of every value of ``secrets`` by ``***``."""
     values = secrets.values() if isinstance(secrets, Mapping) else secrets
-    patterns = sorted({v for v in values if len(v) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
-    if not patterns:
+    kept = {v for v in values if len(v) >= MIN_REDACTED_CHARS}
+    if not kept:
         return _unchanged
-    combined = re.compile("|".join(_value_pattern(v) for v in patterns))
+    raw_needles = set(kept)
+    view_needles = set(kept)
+    for value in kept:
+        raw_needles.update(_base64_forms(value))
+        if _ENCODING_MARKS.search(value):
+            # A value that looks encoded itself ("%41", "\\n", "+") reads differently in a
+            # view; with its other characters encoded around it, only that reading matches.
+            # Every view's reading is looked for in every view: a JSON-escaped URL is
+            # decoded by the view undoing both, but the value's "\\n" was never escaped.
+            for view in _VIEWS:
+                reading = _Readings(view)[value]
+                if len(reading) >= MIN_REDACTED_CHARS:
+                    view_needles.add(reading)
 
     def redact(text: str) -> str:
-        return combined.sub(MASK, text)
+        spans = _find_all(text, raw_needles)
+        if _ENCODING_MARKS.search(text):
+            parts = _TOKENS.split(text)  # raw, token, raw, token, ..., raw
+            # Where part k starts in the text, for the rare text a view finds a value in.
+            offsets = functools.cache(lambda: list(itertools.accumulate(map(len, parts))))
+            seen = {text}
+            for view in _VIEWS:
+                if all(mark in text for mark in view.marks):
+                    readings = _Readings(view)
+                    spans += _find_in_view(parts, offsets, readings, view_needles, seen)
+        return _mask(text, spans)
 
     return redact
 
@@ -53,30 +160,105 @@ def _unchanged(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=1024)
-def _value_pattern(value: str) -> str:
-    """A regex matching ``value`` in every supported encoding (see the module docstring)."""
-    per_char = "".join(_char_pattern(c) for c in value)
-    whole = sorted(_base64_forms(value), key=len, reverse=True)
-    return "|".join([f"(?:{per_char})", *(re.escape(form) for form in whole)])
+def _find_in_view(
+    parts: list[str],
+    offsets: Callable[[], list[int]],
+    readings: _Readings,
+    needles: Iterable[str],
+    seen: set[str],
+) -> list[tuple[int, int]]:
+    """Spans of the text cut into ``parts`` whose reading contains a needle, widened to
+    whole tokens; nothing for a reading already searched (``seen``: views often agree)."""
+    read = parts[:]
+    read[1::2] = map(readings.__getitem__, parts[1::2])
+    text = "".join(read)
+    if text in seen:
+        return []
+    seen.add(text)
+    found = _find_all(text, needles)
+    if not found:
+        return []
+    # Only now the offsets: part k starts at original[k] in the text, at position[k] in
+    # its reading.
+    original = [0, *offsets()]
+    position = list(itertools.accumulate(map(len, read), initial=0))
+
+    def to_original(index: int, end: bool) -> int:
+        k = bisect.bisect_right(position, index) - 1
+        if k % 2:  # inside a decoded token: all of it
+            return original[k + 1] if end else original[k]
+        return original[k] + index - position[k] + end
+
+    return [(to_original(start, False), to_original(stop - 1, True)) for start, stop in found]
 
 
-@functools.lru_cache(maxsize=4096)
-def _char_pattern(char: str) -> str:
-    forms = {char, json.dumps(char)[1:-1], json.dumps(char, ensure_ascii=False)[1:-1]}
-    forms.add(repr(char)[1:-1])
-    if char == " ":
-        forms.add("+")
-    alternatives = [re.escape(f) for f in sorted(forms, key=len, reverse=True)]
-    encoded = char.encode("utf-8")
-    # Percent-encoded (any hex case), and encoded twice ("%" itself as "%25").
-    alternatives.append("".join(f"%{_hex_byte(b)}" for b in encoded))
-    alternatives.append("".join(f"%25{_hex_byte(b)}" for b in encoded))
-    return "(?:" + "|".join(alternatives) + ")"
+def _decode_unit(unit: str, view: _View) -> str:
+    if unit == "+":
+        return " " if view.plus_is_space else unit
+    if unit[0] == "%" and view.percent_byte:
+        return _decode_percent(unit, view.percent_byte)
+    kind = unit[1]
+    if kind in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[kind]
+    if kind == "u" and len(unit) == 12:  # a surrogate pair
+        high, low = int(unit[2:6], 16), int(unit[8:12], 16)
+        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+    code = int(unit[2:], 16)
+    return chr(code) if code <= 0x10FFFF else unit
 
 
-def _hex_byte(byte: int) -> str:
-    return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02x}")
+def _decode_percent(run: str, percent_byte: re.Pattern[str]) -> str:
+    """A run of percent-encoded bytes as UTF-8; a byte that is not part of a character
+    stays as it was written ("%c0" alone is not a character: a value may hold it raw)."""
+    raw = bytes.fromhex("".join(percent_byte.findall(run)))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    written = [match.group() for match in percent_byte.finditer(run)]
+    out = []
+    i = 0
+    while i < len(raw):
+        lead = raw[i]
+        size = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4
+        try:
+            out.append(raw[i : i + size].decode("utf-8"))
+            i += size
+        except UnicodeDecodeError:
+            out.append(written[i])
+            i += 1
+    return "".join(out)
+
+
+def _find_all(text: str, needles: Iterable[str]) -> list[tuple[int, int]]:
+    """Every ``[start, end)`` of every needle in ``text`` (overlaps included)."""
+    spans = []
+    for needle in needles:
+        start = text.find(needle)
+        while start >= 0:
+            spans.append((start, start + len(needle)))
+            # Past this occurrence: one overlapping it is masked with it anyway.
+            start = text.find(needle, start + len(needle))
+    return spans
+
+
+def _mask(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each group of overlapping spans replaced by one :data:`MASK`."""
+    if not spans:
+        return text
+    pieces = []
+    kept_from = 0  # where the text after the last mask starts
+    start, end = -1, -1  # the group being masked
+    for span_start, span_end in sorted(spans):
+        if span_start < end:  # overlaps the group: widen it
+            end = max(end, span_end)
+            continue
+        if end >= 0:
+            pieces += [text[kept_from:start], MASK]
+            kept_from = end
+        start, end = span_start, span_end
+    pieces += [text[kept_from:start], MASK, text[end:]]
+    return "".join(pieces)
 
 
 def _base64_forms(value: str) -> set[str]:
