@@ -125,6 +125,10 @@ class Settings:
     """AGENTFLEET_MCP_ALLOWED_NETWORKS: CIDRs MCP URLs may reach despite being non-public."""
     secrets_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     """AGENTFLEET_SECRETS_KEYS: ``id:base64key`` AES-256 keys for secrets; the first is current."""
+    max_secrets_per_project: int = 100
+    """AGENTFLEET_MAX_SECRETS_PER_PROJECT: secrets one project may hold (SetSecret refuses a
+    new one past it). Every MCP connection and tool call reads and redacts them all."""
+    """AGENTFLEET_SECRETS_KEYS: ``id:base64key`` AES-256 keys for secrets; the first is current."""
     tls_cert_file: Path | None = None
     """AGENTFLEET_TLS_CERT_FILE: PEM certificate the gRPC server presents; unset = plain text."""
     tls_key_file: Path | None = None
@@ -267,6 +271,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), parsers.networks),
         secrets_keys=env.get(
             "AGENTFLEET_SECRETS_KEYS", (), parsers.parse_secrets_keys, secret=True
+        ),
+        max_secrets_per_project=env.get(
+            "AGENTFLEET_MAX_SECRETS_PER_PROJECT", 100, parsers.int_range(1, 100_000)
         ),
         **tls_files,
         readiness_interval_s=env.get(

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 import asyncpg
 
 from agentfleet import db
-from agentfleet.errors import NotFound
+from agentfleet.errors import NotFound, ResourceExhausted
 from agentfleet.mcp_servers import CHANGES_CHANNEL
 from agentfleet.project_rows import Rows, delete_named, project_name_page
 from agentfleet.rows import from_row
 from agentfleet.secrets_crypto import SealedSecret
 
-__all__ = ["ProjectSecretRepository", "StoredSecret"]
+__all__ = ["MAX_SECRETS_SETTING", "ProjectSecretRepository", "StoredSecret"]
+
+MAX_SECRETS_SETTING = "AGENTFLEET_MAX_SECRETS_PER_PROJECT"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,11 +89,16 @@ class ProjectSecretRepository:
         self._pool = pool
 
     async def upsert(
-        self, project_id: str, name: str, sealed: SealedSecret
+        self, project_id: str, name: str, sealed: SealedSecret, *, max_secrets: int | None = None
     ) -> tuple[asyncpg.Record, bool]:
         """Stores the sealed value of secret ``name``, replacing the project's secret of that
-        name. Returns its ``name, created_at, updated_at`` and whether it was created."""
+        name. Returns its ``name, created_at, updated_at`` and whether it was created.
+
+        ``max_secrets``: refuse (:class:`ResourceExhausted`, nothing written) a new name when
+        the project already holds that many; replacing a value is always allowed."""
         async with db.transaction(self._pool) as conn:
+            if max_secrets is not None:
+                await _check_room(conn, project_id, name, max_secrets)
             row = await conn.fetchrow(
                 _UPSERT,
                 project_id,
@@ -162,4 +169,26 @@ class ProjectSecretRepository:
             sealed.nonce,
             sealed.wrapped_key,
             sealed.key_id,
+        )
+
+
+async def _check_room(
+    conn: asyncpg.Connection, project_id: str, name: str, max_secrets: int
+) -> None:
+    # Serialises the count and the insert per project, so concurrent SetSecrets of new
+    # names never pass the cap: the insert's snapshot is taken after the lock.
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        f"agentfleet.project-secrets:{project_id}",
+    )
+    held, replacing = await conn.fetchrow(
+        "SELECT count(*), coalesce(bool_or(name = $2), false)"
+        " FROM kb.project_secrets WHERE project_id = $1",
+        project_id,
+        name,
+    )
+    if not replacing and held >= max_secrets:
+        raise ResourceExhausted(
+            f"project {project_id!r} already has {held} secrets, the limit set by "
+            f"{MAX_SECRETS_SETTING} ({max_secrets}); delete one or replace an existing one"
         )

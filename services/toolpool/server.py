@@ -306,7 +306,11 @@ def _required(field: str, value: str) -> None:
 
 async def build(context: ServiceContext) -> ServiceParts:
     servers = McpServerStore(context.pool)
-    secrets = SecretStore(context.pool, keyring_from(context.settings.secrets_keys))
+    secrets = SecretStore(
+        context.pool,
+        keyring_from(context.settings.secrets_keys),
+        max_secrets_per_project=context.settings.max_secrets_per_project,
+    )
     allowlist = context.settings.mcp_stdio_allowlist
     egress = EgressPolicy(
         allowed_networks=context.settings.mcp_allowed_networks,

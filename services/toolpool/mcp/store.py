@@ -50,9 +50,18 @@ class SecretStore:
     until ``agentfleet secrets rotate-key`` seals them) can be read.
     """
 
-    def __init__(self, pool: asyncpg.Pool, keyring: SecretsKeyring | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        keyring: SecretsKeyring | None = None,
+        *,
+        max_secrets_per_project: int | None = None,
+    ) -> None:
         self._rows = ProjectSecretRepository(pool)
         self._keyring = keyring
+        # Every connection and tool call of the project reads and redacts all its values:
+        # a bounded count bounds that work (docs/SECURITY.md, Redaction).
+        self._max_secrets = max_secrets_per_project
 
     async def set(self, project_id: str, name: str, value: str) -> tuple[SecretInfo, bool]:
         """Creates or replaces secret ``name``; returns it (no value) and whether it was created."""
@@ -76,7 +85,9 @@ class SecretStore:
         if self._keyring is None:
             raise SecretsKeyMissing()
         sealed = self._keyring.seal(project_id, name, value)
-        row, created = await self._rows.upsert(project_id, name, sealed)
+        row, created = await self._rows.upsert(
+            project_id, name, sealed, max_secrets=self._max_secrets
+        )
         return from_row(SecretInfo, row), created
 
     async def list(
