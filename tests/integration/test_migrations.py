@@ -96,7 +96,8 @@ EXPECTED_INDEXES = {
         "graph_objects_pkey", "graph_objects_type_status_idx", "graph_objects_type_created_idx",
         "graph_objects_key_uidx", "graph_objects_properties_idx", "graph_objects_search_idx",
         "graph_objects_search_trgm_idx", "graph_objects_pending_spectasks_idx",
-        "graph_objects_ready_spectasks_idx", "graph_objects_inprogress_spectasks_idx",
+        "graph_objects_ready_spectasks_idx", "graph_objects_ready_spectasks_project_idx",
+        "graph_objects_inprogress_spectasks_idx",
         "graph_objects_spectask_graph_idx",
     },
     "graph_relationships": {
