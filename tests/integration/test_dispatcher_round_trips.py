@@ -22,7 +22,7 @@ from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
-from services.dispatcher.store import claims
+from services.dispatcher.store import claim_sql, claims
 from services.dispatcher.store.common import CHANGES_CHANNEL
 from services.dispatcher.timing import LoopTiming
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -139,27 +139,42 @@ async def _plan(conn: asyncpg.Connection, sql: str, *args: object) -> str:
 
 
 async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) -> None:
-    # Many finished and blocked tasks, a few ready and a few in flight, analysed.
+    # 40 projects with many finished and blocked tasks, a few ready and a few in flight, and
+    # one project with a backlog of ready tasks in a graph at its limit, analysed.
+    graphs = [str(uuid.uuid4()) for _ in range(40)]
+    await pool.execute(
+        """
+        INSERT INTO kb.graph_objects (id, project_id, type, properties)
+        SELECT g::uuid, $2 || (i - 1), 'TaskGraph',
+               jsonb_build_object('max_parallel', CASE WHEN i = 1 THEN 1 ELSE 0 END)
+        FROM unnest($1::text[]) WITH ORDINALITY AS x (g, i)
+        """,
+        graphs,
+        PROJECT,
+    )
     await pool.execute(
         """
         INSERT INTO kb.graph_objects (project_id, type, properties)
-        SELECT $1, 'SpecTask', jsonb_build_object(
-                   'key', 't' || i, 'graph_id', $2::text,
-                   'status', CASE WHEN i % 500 = 0 THEN 'pending'
+        SELECT $2 || p, 'SpecTask', jsonb_build_object(
+                   'key', 't' || i, 'graph_id', ($1::text[])[p + 1],
+                   'priority', CASE WHEN p = 0 AND i <= 500 THEN 1000 ELSE i % 7 END,
+                   'status', CASE WHEN p = 0 AND i <= 500 THEN 'pending'
+                                  WHEN i % 500 = 0 THEN 'pending'
                                   WHEN i % 500 = 1 THEN 'in_progress'
                                   WHEN i % 3 = 0 THEN 'pending' ELSE 'completed' END,
-                   'ready', i % 500 = 0,
+                   'ready', (p = 0 AND i <= 500) OR i % 500 = 0,
                    'lease_expires', CASE WHEN i % 500 = 1 THEN 0 END)
-        FROM generate_series(1, 30000) AS i
+        FROM generate_series(0, 39) AS p, generate_series(1, 3000) AS i
         """,
+        graphs,
         PROJECT,
-        str(uuid.uuid4()),
     )
     await pool.execute("ANALYZE kb.graph_objects")
     async with pool.acquire() as conn:
-        claim = await _plan(conn, claims._CLAIM, 8, "owner", 30.0, "2026-01-01T00:00:00Z")
+        claim = await _plan(conn, claim_sql.CLAIM, 8, "owner", 30.0, "2026-01-01T00:00:00Z")
         adopt = await _plan(conn, claims._ADOPT, "owner", 30.0, 8, "2026-01-01T00:00:00Z")
-    assert "graph_objects_ready_spectasks_idx" in claim, claim
+    # Available tasks per project (the fair walk), tasks in progress (the graphs' limits).
+    assert "graph_objects_ready_spectasks_project_idx" in claim, claim
     assert "graph_objects_inprogress_spectasks_idx" in adopt, adopt
     for plan in (claim, adopt):
         assert "Seq Scan on graph_objects" not in plan, plan

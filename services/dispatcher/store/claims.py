@@ -5,7 +5,9 @@ properties) that they renew; a task whose lease expired is adopted by another di
 
 Availability is ``pending`` + ``ready`` (a hint kept by whoever changes a blocker, served by
 a partial index) re-checked against the blockers in the claim itself, so a stale hint can
-never dispatch a blocked task, and a retry's ``not_before`` (backoff) has passed.
+never dispatch a blocked task, and a retry's ``not_before`` (backoff) has passed. The claim
+shares the free slots fairly between projects, and a graph at its max_parallel never holds
+back other tasks (the SQL and why: :mod:`.claim_sql`).
 
 One claim statement serves every project, so no stored value may make it raise: every
 property it reads goes through the guarded casts of ``agentfleet.graph.task_properties``.
@@ -24,46 +26,27 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from agentfleet.graph import BLOCKS, SPEC_TASK, GraphObject
-from agentfleet.graph.task_properties import (
-    PRIORITY_MAX,
-    PRIORITY_MIN,
-    is_uuid,
-    sql_int,
-    sql_number,
-    sql_uuid,
-    task_problem_sql,
-)
+from agentfleet.graph import SPEC_TASK, GraphObject
+from agentfleet.graph.task_properties import is_uuid, sql_number, sql_uuid, task_problem_sql
 from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.prompt import BlockerResult
-from services.dispatcher.store.common import (
-    CHANGES_CHANNEL,
-    T_COLUMNS,
-    UNFINISHED_BLOCKER,
-    notify_changes,
+from services.dispatcher.store.claim_sql import (
+    AVAILABLE,
+    BAD_PRIORITY,
+    BLOCKERS,
+    CL_COLUMNS,
+    CLAIM,
+    CLAIM_SET,
+    MAX_PARALLEL,
+    unless_malformed,
 )
+from services.dispatcher.store.common import T_COLUMNS, UNFINISHED_BLOCKER, notify_changes
 
 __all__ = ["Claimed", "adopt_expired", "claim_available", "classify_new", "release", "renew"]
 
 log = structlog.get_logger(__name__)
 
-# jsonb orders objects, arrays and booleans above every number and strings and null below:
-# these bounds select exactly the priorities that are not numbers in range, on the claim
-# index's own expression (so the check is an index range, not a scan).
-_BAD_PRIORITY = f"""coalesce((t.properties -> 'priority') > '{PRIORITY_MAX}'::jsonb
-                 OR (t.properties -> 'priority') < '{PRIORITY_MIN}'::jsonb, false)"""
-_MAX_PARALLEL = "coalesce({}, 0)".format(sql_int("g.properties -> 'max_parallel'", 0, 2**31 - 1))
 _LEASE_EXPIRES = sql_number("properties -> 'lease_expires'", 0, 1e12)
-
-
-def _unless_malformed(problem: str, claim: str) -> str:
-    """SQL: the properties to merge into the task aliased t: ``claim`` when ``problem``
-    (a message or NULL) is NULL, else those that end the task failed with it ($4: now)."""
-    return f"""coalesce(
-        (SELECT jsonb_build_object('status', 'failed', 'ready', false, 'error_message',
-                                   'malformed task: ' || bad.m, 'complete_time', $4::text)
-         FROM (SELECT {problem} AS m) AS bad WHERE bad.m IS NOT NULL),
-        {claim})"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,7 +79,7 @@ async def classify_new(conn: asyncpg.Connection | asyncpg.Pool) -> int:
                     'priority', 0, 'malformed_priority', t.properties -> 'priority'),
                 version = t.version + 1, updated_at = now()
             WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
-              AND (t.properties ->> 'ready') = 'true' AND {_BAD_PRIORITY}
+              AND (t.properties ->> 'ready') = 'true' AND {BAD_PRIORITY}
             RETURNING 1
         )
         SELECT (SELECT count(*) FROM classified) + (SELECT count(*) FROM normalised) AS n
@@ -106,74 +89,13 @@ async def classify_new(conn: asyncpg.Connection | asyncpg.Pool) -> int:
     return int(row["n"])
 
 
-_CANDIDATES = f"""
-    SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
-    WHERE t.type = '{SPEC_TASK}' AND t.status = 'pending'
-      AND (t.properties ->> 'ready') = 'true' AND NOT {_BAD_PRIORITY}
-      AND coalesce({sql_number("t.properties -> 'not_before'", 0, 1e12)}, 0)
-          <= extract(epoch FROM now())
-      AND NOT {UNFINISHED_BLOCKER}"""
-_ORDER = "ORDER BY (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id"
-_CLAIMING = f"""jsonb_build_object(
-            'status', 'in_progress', 'ready', false, 'lease_owner', $2::text,
-            'lease_expires', extract(epoch FROM now()) + $3::float8,
-            'session_id', gen_random_uuid()::text,
-            'previous_session_id', t.properties -> 'session_id',
-            'attempts', coalesce({sql_int("t.properties -> 'attempts'", 0, 2**31 - 2)}, 0) + 1,
-            'start_time', coalesce(t.properties ->> 'start_time', $4::text))"""
-_CLAIM_SET = f"""
-    SET properties = t.properties
-          || {_unless_malformed(task_problem_sql("t", TASK_GRAPH), _CLAIMING)},
-        version = t.version + 1, updated_at = now()"""
-# The completed blockers of the claimed task aliased cl, as the prompt wants them.
-_BLOCKERS = f"""
-    (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                'key', b.properties ->> 'key', 'title', coalesce(b.properties ->> 'title', ''),
-                'summary', coalesce(b.properties ->> 'summary', ''),
-                'session_id', b.properties ->> 'session_id') ORDER BY b.properties ->> 'key'),
-            '[]'::jsonb)
-     FROM kb.graph_relationships r JOIN kb.graph_objects b ON b.id = r.src_id
-     WHERE r.project_id = cl.project_id AND r.dst_id = cl.id AND r.type = '{BLOCKS}'
-       AND b.status = 'completed') AS blockers"""
-_CL_COLUMNS = T_COLUMNS.replace("t.", "cl.")
-
-# One autocommit statement claims the candidates of graphs without max_parallel (the usual
-# case), with their blockers and the watchers' NOTIFY. Candidates of limited graphs are only
-# reported: counting a graph's running tasks needs a snapshot taken after its row is locked,
-# which one statement cannot give (see _claim_limited).
-_CLAIM = f"""
-    WITH candidates AS MATERIALIZED (
-        {_CANDIDATES}
-        {_ORDER}
-        LIMIT $1
-        FOR UPDATE OF t SKIP LOCKED
-    ), limited AS MATERIALIZED (
-        SELECT c.id FROM candidates c
-        JOIN kb.graph_objects g ON g.project_id = c.project_id AND g.id = {sql_uuid("c.graph_id")}
-        WHERE g.type = '{TASK_GRAPH}' AND {_MAX_PARALLEL} > 0
-    ), claimed AS (
-        UPDATE kb.graph_objects t {_CLAIM_SET}
-        FROM candidates c
-        WHERE t.id = c.id AND t.status = 'pending' AND c.id NOT IN (SELECT id FROM limited)
-        RETURNING {T_COLUMNS}
-    ), notified AS MATERIALIZED (
-        SELECT count(pg_notify('{CHANGES_CHANNEL}', g)) AS n
-        FROM (SELECT DISTINCT {sql_uuid("properties ->> 'graph_id'")}::text FROM claimed) AS x (g)
-        WHERE g IS NOT NULL
-    )
-    SELECT {_CL_COLUMNS}, {_BLOCKERS}, l.ids AS limited_ids
-    FROM (SELECT array_agg(id) AS ids FROM limited) AS l CROSS JOIN notified
-    LEFT JOIN claimed cl ON true
-    """
-
-
 async def claim_available(
     conn: asyncpg.Connection, *, owner: str, lease_s: float, limit: int
 ) -> list[Claimed]:
     """Claims up to ``limit`` available tasks, honouring each graph's max_parallel."""
     if limit <= 0:
         return []
-    rows = await conn.fetch(_CLAIM, limit, owner, lease_s, iso_now())
+    rows = await conn.fetch(CLAIM, limit, owner, lease_s, iso_now())
     claimed = _started([row for row in rows if row["id"] is not None])
     limited = rows[0]["limited_ids"] if rows else None
     if limited and limit > len(claimed):
@@ -222,8 +144,10 @@ async def _claim_limited(
     async with conn.transaction():
         rows = await conn.fetch(
             f"""
-            {_CANDIDATES} AND t.id = ANY($2::uuid[])
-            {_ORDER}
+            SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id
+            FROM kb.graph_objects t
+            WHERE {AVAILABLE} AND t.id = ANY($2::uuid[])
+            ORDER BY array_position($2::uuid[], t.id)
             LIMIT $1
             FOR UPDATE OF t SKIP LOCKED
             """,
@@ -238,11 +162,11 @@ async def _claim_limited(
         updated = await conn.fetch(
             f"""
             WITH claimed AS (
-                UPDATE kb.graph_objects t {_CLAIM_SET}
+                UPDATE kb.graph_objects t {CLAIM_SET}
                 WHERE t.id = ANY($1::uuid[]) AND t.status = 'pending'
                 RETURNING {T_COLUMNS}
             )
-            SELECT {_CL_COLUMNS}, {_BLOCKERS} FROM claimed cl
+            SELECT {CL_COLUMNS}, {BLOCKERS} FROM claimed cl
             """,
             allowed,
             owner,
@@ -265,9 +189,9 @@ async def _within_graph_limits(
     graph_ids = sorted({row["graph_id"] for row in rows})
     graphs = await conn.fetch(
         f"""
-        SELECT g.id::text AS id, {_MAX_PARALLEL} AS max_parallel
+        SELECT g.id::text AS id, {MAX_PARALLEL} AS max_parallel
         FROM kb.graph_objects g
-        WHERE g.id = ANY($1::uuid[]) AND g.type = '{TASK_GRAPH}' AND {_MAX_PARALLEL} > 0
+        WHERE g.id = ANY($1::uuid[]) AND g.type = '{TASK_GRAPH}' AND {MAX_PARALLEL} > 0
         ORDER BY g.id
         FOR UPDATE SKIP LOCKED
         """,
@@ -278,7 +202,7 @@ async def _within_graph_limits(
         f"""
         SELECT g.id::text AS id FROM kb.graph_objects g
         WHERE g.id = ANY($1::uuid[]) AND g.type = '{TASK_GRAPH}'
-          AND {_MAX_PARALLEL} > 0 AND NOT (g.id = ANY($2::uuid[]))
+          AND {MAX_PARALLEL} > 0 AND NOT (g.id = ANY($2::uuid[]))
         """,
         graph_ids,
         list(limited),
@@ -328,7 +252,7 @@ _ADOPT = f"""
         )
         UPDATE kb.graph_objects t
         SET properties = (t.properties - 'lease_owner' - 'lease_expires')
-              || {_unless_malformed(_ADOPT_PROBLEM, _ADOPTING)},
+              || {unless_malformed(_ADOPT_PROBLEM, _ADOPTING)},
             version = t.version + 1, updated_at = now()
         FROM expired
         WHERE t.id = expired.id AND t.status = 'in_progress'
