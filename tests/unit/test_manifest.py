@@ -9,6 +9,7 @@ from google.protobuf import json_format, struct_pb2
 from agentfleet.errors import InvalidArgument
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest import (
+    MAX_CONFIG_BYTES,
     MAX_MANIFEST_BYTES,
     definition_violations,
     parse_manifest,
@@ -142,6 +143,21 @@ def test_a_manifest_over_one_mebibyte_is_refused_before_validation() -> None:
     document = example()
     document["agents"][0]["system_prompt"] = "x" * MAX_MANIFEST_BYTES
     assert list(violations(document)) == ["manifest"]
+
+
+def test_a_config_over_64_kib_is_refused_in_a_definition_and_a_manifest() -> None:
+    """A definition's config is read for every run: it may not be as large as a message."""
+    big = {"notes": "x" * MAX_CONFIG_BYTES}
+    found = {
+        v.field: v.description for v in definition_violations(AgentDefinition(name="a", config=big))
+    }
+    assert list(found) == ["agent_definition.config"]
+    assert "at most 65536" in found["agent_definition.config"]
+    document = example()
+    document["agents"][0]["config"] = big
+    assert "manifest.agents[0].config" in violations(document)
+    small = {"notes": "x" * (MAX_CONFIG_BYTES - 100)}
+    assert definition_violations(AgentDefinition(name="a", config=small)) == []
 
 
 def test_semantic_errors_name_their_fields() -> None:

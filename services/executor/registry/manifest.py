@@ -34,6 +34,9 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""
 MAX_AGENTS = 200
 MAX_MCP_SERVERS = 50
+MAX_CONFIG_BYTES = 64 * 1024
+"""Largest ``config`` of one definition (compact JSON): it is read for every run, so an
+unbounded one (up to a gRPC message) would cost every run of the project that much."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -101,6 +104,7 @@ def semantic_violations(
         path = f"manifest.agents[{i}]"
         out.extend(flow_violations(agent, path))
         out.extend(output_schema_violations(agent.output_schema, f"{path}.output_schema"))
+        out.extend(config_violations(agent.config, f"{path}.config"))
         for j, member in enumerate(agent.sub_agents):
             if project_agents is not None and member not in known and member != agent.name:
                 out.append(
@@ -176,11 +180,20 @@ def definition_violations(
     out = schema_violations(document, prefix, definition="#/$defs/agent")
     out.extend(flow_violations(definition, prefix))
     out.extend(output_schema_violations(definition.output_schema, f"{prefix}.output_schema"))
+    out.extend(config_violations(definition.config, f"{prefix}.config"))
     # The proto spells the timeout as a Duration named default_timeout.
     return [
         FieldViolation(v.field.replace(".default_timeout_s", ".default_timeout"), v.description)
         for v in out
     ]
+
+
+def config_violations(config: Mapping[str, Any], field: str) -> list[FieldViolation]:
+    """A ``config`` larger than :data:`MAX_CONFIG_BYTES`, named by ``field``."""
+    size = len(json.dumps(config, separators=(",", ":"), default=str).encode())
+    if size <= MAX_CONFIG_BYTES:
+        return []
+    return [FieldViolation(field, f"is {size} bytes of JSON; at most {MAX_CONFIG_BYTES} (64 KiB)")]
 
 
 def definition_document(definition: AgentDefinition) -> dict[str, Any]:
