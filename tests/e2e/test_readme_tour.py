@@ -11,9 +11,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from agentfleet.testing.certificates import CertificateAuthority
+from agentfleet.testing.certificates import mutual_tls
 from agentfleet.testing.services import create_service_tokens, free_port, start_process_stack
-from agentfleet.tls import ClientTls
 
 ROOT = Path(__file__).parents[2]
 DEFAULT_PORTS = {"executor": 50051, "toolpool": 50052, "dispatcher": 50053, "history": 50054}
@@ -116,18 +115,8 @@ async def test_the_readme_tls_tour_works_as_written(
     database_url: str, db_pool: asyncpg.Pool, tmp_path: Path, grpcurl: str
 ) -> None:
     """Services with mTLS on, and the README's TLS commands (grpcurl and the CLI) as written."""
-    ca = CertificateAuthority("tour")
-    ca_file = ca.write(tmp_path)
-    cert_file, key_file = ca.issue("service").write(tmp_path, "service")
-    client_cert, client_key = ca.issue("operator").write(tmp_path, "operator")
-    tls_env = {
-        "AGENTFLEET_TLS_CERT_FILE": str(cert_file),
-        "AGENTFLEET_TLS_KEY_FILE": str(key_file),
-        "AGENTFLEET_TLS_CLIENT_CA_FILE": str(ca_file),
-        "AGENTFLEET_TLS_CA_FILE": str(ca_file),
-        "AGENTFLEET_TLS_CLIENT_CERT_FILE": str(client_cert),
-        "AGENTFLEET_TLS_CLIENT_KEY_FILE": str(client_key),
-    }
+    mtls = mutual_tls(tmp_path, "tour")
+    tls_env = mtls.environment
     names = ("toolpool", "history", "executor")
     stack = await start_process_stack(
         database_url=database_url,
@@ -138,7 +127,7 @@ async def test_the_readme_tls_tour_works_as_written(
             **{f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in names},
         },
         service_tokens=await create_service_tokens(db_pool, names),
-        tls=ClientTls(ca_file=ca_file, cert_file=client_cert, key_file=client_key),
+        tls=mtls.client,
     )
     try:
         script = tls_tour_script()

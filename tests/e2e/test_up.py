@@ -13,9 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentfleet import embedded_pg_root
 from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.testing.certificates import CertificateAuthority
+from agentfleet.testing.certificates import mutual_tls
 from agentfleet.testing.services import free_port
-from agentfleet.tls import ClientTls
 
 SERVICES = {
     "executor": ["agentfleet.v1.ExecutorService", "agentfleet.v1.AgentRegistryService"],
@@ -40,6 +39,32 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: floa
     return await asyncio.wait_for(read(), timeout_s)
 
 
+def _up_environment(tmp_path: Path, ports: dict[str, int], **extra: str) -> dict[str, str]:
+    """This process's environment without agentfleet's, Gemini's or a database's settings,
+    with the services' ports and a data folder under ``tmp_path``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENTFLEET_", "GEMINI"))
+        and k not in ("DATABASE_URL", "GOOGLE_API_KEY")
+    }
+    env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
+    env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
+    return {**env, **extra}
+
+
+async def _start_up(env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfleet.cli.main",
+        "up",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
 async def _run(*argv: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -53,23 +78,9 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     tmp_path: Path, grpcurl: str
 ) -> None:
     ports = {name: free_port() for name in SERVICES}
-    env = {
-        k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("GEMINI")
-    }
-    env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
-    env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
-    env.pop("GOOGLE_API_KEY", None)
     # tmp_path's folders are private (0700): up must not open them, even as root.
     modes_before = {folder: folder.stat().st_mode for folder in [tmp_path, *tmp_path.parents]}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await _start_up(_up_environment(tmp_path, ports))
     try:
         banner = await _read_until(process.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
         assert "embedded PostgreSQL" in banner
@@ -109,44 +120,15 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
 async def test_up_with_tls_checks_the_services_over_tls(tmp_path: Path, database_url: str) -> None:
     """With the AGENTFLEET_TLS_* files set the services serve only TLS, so up must check
     their health over TLS too (it used plain text and gave up after its startup timeout)."""
-    ca = CertificateAuthority("up")
-    ca_file = ca.write(tmp_path)
-    cert_file, key_file = ca.issue("service").write(tmp_path, "service")
-    client_cert, client_key = ca.issue("operator").write(tmp_path, "operator")
+    mtls = mutual_tls(tmp_path, "up")
     ports = {name: free_port() for name in SERVICES}
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AGENTFLEET_", "GEMINI")) and k != "GOOGLE_API_KEY"
-    }
-    env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
-    env.update({f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in ports})
-    env.update(
-        {
-            "DATABASE_URL": database_url,
-            "AGENTFLEET_DATA_DIR": str(tmp_path / "data"),
-            "AGENTFLEET_TLS_CERT_FILE": str(cert_file),
-            "AGENTFLEET_TLS_KEY_FILE": str(key_file),
-            "AGENTFLEET_TLS_CLIENT_CA_FILE": str(ca_file),
-            "AGENTFLEET_TLS_CA_FILE": str(ca_file),
-            "AGENTFLEET_TLS_CLIENT_CERT_FILE": str(client_cert),
-            "AGENTFLEET_TLS_CLIENT_KEY_FILE": str(client_key),
-        }
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    metrics = {f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in ports}
+    env = _up_environment(tmp_path, ports, DATABASE_URL=database_url, **metrics, **mtls.environment)
+    process = await _start_up(env)
     try:
         await _read_until(process.stdout, "ready", timeout_s=120)  # type: ignore[arg-type]
-        tls = ClientTls(ca_file=ca_file, cert_file=client_cert, key_file=client_key)
         for port in ports.values():
-            async with open_channel(f"127.0.0.1:{port}", tls=tls) as channel:
+            async with open_channel(f"127.0.0.1:{port}", tls=mtls.client) as channel:
                 reply = await health_pb2_grpc.HealthStub(channel).Check(
                     health_pb2.HealthCheckRequest(service=""), timeout=10
                 )

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 
 import asyncpg
 import grpc
 import pytest
 
+from agentfleet.testing.loop_stall import longest_stall_during
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
 P = "tenant-a"
-TICK_S = 0.05
 
 
 async def test_big_secrets_do_not_stall_the_toolpool_loop(stack: Stack) -> None:
@@ -40,21 +39,8 @@ async def test_big_secrets_do_not_stall_the_toolpool_loop(stack: Stack) -> None:
             )
         )
 
-    longest_gap = 0.0
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal longest_gap
-        last = time.monotonic()
-        while not done.is_set():
-            await asyncio.sleep(TICK_S)
-            now = time.monotonic()
-            longest_gap = max(longest_gap, now - last - TICK_S)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
-    try:
-        answer = await toolpool.TestMcpServer(
+    answer, longest_gap = await longest_stall_during(
+        toolpool.TestMcpServer(
             toolpool_pb2.TestMcpServerRequest(
                 project_id=P,
                 mcp_server=toolpool_pb2.McpServer(
@@ -65,9 +51,7 @@ async def test_big_secrets_do_not_stall_the_toolpool_loop(stack: Stack) -> None:
             ),
             timeout=120,
         )
-    finally:
-        done.set()
-        await ticking
+    )
     assert not answer.ok
     assert longest_gap < 1.0, f"the toolpool's event loop stood still for {longest_gap:.1f} s"
 

@@ -15,13 +15,11 @@ the longest gap between ticks of a 50 ms ticker is how long every other run stoo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-import time
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 import grpc
@@ -30,6 +28,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.testing.loop_stall import longest_stall_during
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2, registry_pb2_grpc
 from services.toolpool.mcp import McpClientPool
@@ -37,7 +36,6 @@ from tests.integration.approval_harness import PROJECT, Deployment, deployment
 
 __all__ = ["deployment"]
 
-T = TypeVar("T")
 
 EVIL = "^(a+)+$"
 PAYLOAD = "a" * 26 + "!"  # 27 bytes: seconds of backtracking in re; every extra 'a' doubles it
@@ -62,29 +60,6 @@ def _string_pattern(pattern: str) -> dict[str, Any]:
 def _approval_config(pattern: str) -> dict[str, Any]:
     rule = {"tools": ["create_entity"], "when": {"pointer": "/type", "matches": pattern}}
     return {"approvals": {"rules": [rule]}}
-
-
-async def _longest_stall_during(work: Awaitable[T]) -> tuple[T, float]:
-    """``work``'s result, and the longest time the event loop ran nothing else meanwhile."""
-    longest = 0.0
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal longest
-        last = time.monotonic()
-        while not done.is_set():
-            await asyncio.sleep(TICK_S)
-            now = time.monotonic()
-            longest = max(longest, now - last - TICK_S)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    try:
-        result = await work
-    finally:
-        done.set()
-        await task
-    return result, longest
 
 
 def _registry(deployment: Deployment) -> registry_pb2_grpc.AgentRegistryServiceStub:
@@ -123,7 +98,7 @@ async def test_a_tenant_regex_cannot_stall_the_executor(
         run_id,
         timeout_s=60,
     )
-    _, stall = await _longest_stall_during(finished)
+    _, stall = await longest_stall_during(finished)
     assert stall < MAX_STALL_S, f"the executor's event loop stood still for {stall:.1f} s"
     assert (
         await deployment.pool.fetchval("SELECT status FROM kb.agent_runs WHERE id = $1", run_id)
@@ -160,7 +135,7 @@ async def test_edited_arguments_against_an_mcp_pattern_cannot_stall_the_executor
         )
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await _longest_stall_during(decide)
+        await longest_stall_during(decide)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "does not match" in (refused.value.details() or "")
     # pytest.raises swallowed the measurement: measure a second, identical decision.
@@ -172,7 +147,7 @@ async def test_edited_arguments_against_an_mcp_pattern_cannot_stall_the_executor
             arguments={"type": PAYLOAD},
         )
     )
-    _, stall = await _longest_stall_during(_refused(again))
+    _, stall = await longest_stall_during(_refused(again))
     assert stall < MAX_STALL_S, f"the executor's event loop stood still for {stall:.1f} s"
 
 
@@ -197,14 +172,14 @@ async def test_an_mcp_output_schema_pattern_cannot_stall_the_toolpool(
     )
     try:
         await mcp.list_tools(config, {})  # connected and listed before the clock starts
-        result, stall = await _longest_stall_during(
+        result, stall = await longest_stall_during(
             mcp.call_tool(config, {}, "echo", {"text": PAYLOAD})
         )
         assert stall < MAX_STALL_S, f"the toolpool's event loop stood still for {stall:.1f} s"
         # The server's schema still holds: the result does not match it.
         assert result.is_error
         assert "does not match" in (result.error or "")
-        matching, _ = await _longest_stall_during(
+        matching, _ = await longest_stall_during(
             mcp.call_tool(config, {}, "echo", {"text": "a" * 27})
         )
         assert not matching.is_error

@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from agentfleet.tls import ClientTls
+
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
@@ -112,4 +114,34 @@ def _builder(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MutualTls:
+    """A CA's files for services that serve mTLS and the clients that call them."""
+
+    environment: dict[str, str]
+    """The AGENTFLEET_TLS_* settings: each service's certificate, the CA it trusts for its
+    clients, and the CA and client certificate its own calls (and the CLI's) present."""
+    client: ClientTls
+    """What a test's own client presents."""
+
+
+def mutual_tls(folder: Path, name: str = "fleet") -> MutualTls:
+    """A new CA under ``folder``, with a service and an operator (client) certificate."""
+    ca = CertificateAuthority(name)
+    ca_file = ca.write(folder)
+    cert_file, key_file = ca.issue("service").write(folder, "service")
+    client_cert, client_key = ca.issue("operator").write(folder, "operator")
+    return MutualTls(
+        environment={
+            "AGENTFLEET_TLS_CERT_FILE": str(cert_file),
+            "AGENTFLEET_TLS_KEY_FILE": str(key_file),
+            "AGENTFLEET_TLS_CLIENT_CA_FILE": str(ca_file),
+            "AGENTFLEET_TLS_CA_FILE": str(ca_file),
+            "AGENTFLEET_TLS_CLIENT_CERT_FILE": str(client_cert),
+            "AGENTFLEET_TLS_CLIENT_KEY_FILE": str(client_key),
+        },
+        client=ClientTls(ca_file=ca_file, cert_file=client_cert, key_file=client_key),
     )

@@ -23,6 +23,9 @@ class InstantRuns:
     """Implements the dispatcher's RunControl: runs complete the moment they are triggered
     (idempotent by request_id, like TriggerRun); cancel and resume are not supported."""
 
+    status = "completed"
+    """What a triggered run is at once."""
+
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self.triggered = 0
@@ -34,7 +37,8 @@ class InstantRuns:
                 """
                 INSERT INTO kb.agent_runs (project_id, agent_name, status, input, summary,
                     request_id, task_id, started_at, completed_at)
-                VALUES ($1, $2, 'completed', $3, 'done ' || $3, $4, $5, now(), now())
+                VALUES ($1, $2, $6, $3, CASE WHEN $6 = 'completed' THEN 'done ' || $3 END,
+                        $4, $5, now(), CASE WHEN $6 = 'completed' THEN now() END)
                 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL
                 DO UPDATE SET request_id = EXCLUDED.request_id
                 RETURNING id::text
@@ -44,8 +48,10 @@ class InstantRuns:
                 run.input,
                 run.request_id,
                 uuid.UUID(run.task_id),
+                self.status,
             )
-            await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
+            if self.status == "completed":
+                await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
         return str(run_id)
 
     async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
@@ -55,31 +61,11 @@ class InstantRuns:
         return "not supported"
 
 
-class RunningRuns:
-    """Implements the dispatcher's RunControl: triggered runs stay ``running`` (each holds
-    its task's slot) until :meth:`finish`; idempotent by request_id, like TriggerRun; cancel
-    and resume are not supported."""
+class RunningRuns(InstantRuns):
+    """:class:`InstantRuns` whose runs stay ``running`` (each holds its task's slot) until
+    :meth:`finish`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    async def trigger(self, run: RunRequest) -> str:
-        run_id = await self._pool.fetchval(
-            """
-            INSERT INTO kb.agent_runs (project_id, agent_name, status, input, request_id,
-                task_id, started_at)
-            VALUES ($1, $2, 'running', $3, $4, $5, now())
-            ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL
-            DO UPDATE SET request_id = EXCLUDED.request_id
-            RETURNING id::text
-            """,
-            run.project_id,
-            run.agent_name,
-            run.input,
-            run.request_id,
-            uuid.UUID(run.task_id),
-        )
-        return str(run_id)
+    status = "running"
 
     async def finish(self, task_id: str) -> None:
         """Completes the running run of the task, with the NOTIFY the executor sends."""
@@ -95,9 +81,3 @@ class RunningRuns:
             )
             assert run_id is not None, f"task {task_id} has no running run"
             await conn.execute("SELECT pg_notify($1, $2)", events.CHANNEL, f"{run_id}:1")
-
-    async def cancel(self, project_id: str, run_id: str, reason: str) -> None:
-        return None
-
-    async def resume(self, project_id: str, run_id: str, request_id: str) -> str | None:
-        return "not supported"
