@@ -2,12 +2,12 @@
 :mod:`services.executor.store.runs`.
 
 StartRun/TriggerRun :meth:`RunQueue.enqueue` a ``queued`` run (at most
-``max_queued_per_project`` top-level runs queued per project) and NOTIFY
-``agentfleet_runs_queued``; workers :meth:`RunQueue.claim` runs round robin across projects
-with ``FOR UPDATE SKIP LOCKED``, hold a lease renewed by :meth:`RunQueue.heartbeat`, and
-end the run with a conditional :meth:`RunQueue.finish`. Every status change is a
-conditional UPDATE that reports whether it applied, so two workers (or a worker and a
-CancelRun) can never both move one run.
+``max_queued_per_project`` capped runs -- top-level or of a task -- queued per project) and
+NOTIFY ``agentfleet_runs_queued``; workers :meth:`RunQueue.claim` runs round robin across
+projects with ``FOR UPDATE SKIP LOCKED``, hold a lease renewed by
+:meth:`RunQueue.heartbeat`, and end the run with a conditional :meth:`RunQueue.finish`.
+Every status change is a conditional UPDATE that reports whether it applied, so two workers
+(or a worker and a CancelRun) can never both move one run.
 
 CancelRun is :meth:`RunQueue.request_cancel`: a queued, waiting or paused run is cancelled at
 once (a waiting run's held tool calls are answered, never executed);
@@ -34,6 +34,7 @@ from services.executor.approval_store import (
 )
 from services.executor.runs import RunRecord, StartRunParams, append_run_events
 from services.executor.store import run_reads, runs
+from services.executor.store.caps import is_capped
 from services.executor.store.claim_sql import ClaimedRun, claim_any, claim_queued
 from services.executor.store.runs import QUEUED_CHANNEL, read_run
 
@@ -98,12 +99,13 @@ class RunQueue:
         """Inserts a ``queued`` run with its RUN_QUEUED event and NOTIFYs the workers.
 
         With a ``request_id`` seen before in the project, returns that run and False. A
-        top-level run is refused with :class:`ResourceExhausted` when its project already
-        has ``max_queued_per_project`` top-level runs queued; nothing is written then.
+        run that counts toward the caps (:func:`~services.executor.store.caps.is_capped`:
+        top-level, or of a task) is refused with :class:`ResourceExhausted` when its project
+        already has ``max_queued_per_project`` such runs queued; nothing is written then.
         """
-        top_level = params.parent_run_id is None
+        capped = is_capped(params)
         async with self._pool.acquire() as conn, conn.transaction():
-            if top_level:
+            if capped:
                 # Serialises the count and the insert per project, so concurrent enqueues
                 # never pass the cap: the insert's snapshot is taken after the lock.
                 await conn.execute(
@@ -111,7 +113,7 @@ class RunQueue:
                     f"agentfleet.run-queue:{params.project_id}",
                 )
             run, created, _ = await self.enqueue_in(
-                conn, params, max_queued=self._max_queued_per_project if top_level else None
+                conn, params, max_queued=self._max_queued_per_project if capped else None
             )
         return run, created
 
@@ -123,7 +125,7 @@ class RunQueue:
         the parent's tool call together); the caller publishes the events after commit.
 
         ``max_queued``: refuse (:class:`ResourceExhausted`) when the project has that many
-        top-level runs queued; None (children) checks nothing."""
+        capped runs queued; None (children) checks nothing."""
         run = await runs.insert_queued(conn, params, max_queued=max_queued)
         if run is None:
             existing = None
@@ -150,7 +152,7 @@ class RunQueue:
 
         Spans projects by design: one executor fleet serves every project, round robin
         (each project's oldest run, then each one's second, ...); a project past its cap of
-        running top-level runs waits while others' runs are claimed.
+        running capped runs waits while others' runs are claimed.
         """
         claimed = await claim_queued(
             self._pool, owner, lease_s, limit, self._max_running_per_project

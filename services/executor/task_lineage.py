@@ -12,6 +12,10 @@ below its creator:
 - the creator's token budget when it had one;
 - the agent must be one of ``allowed_agents``.
 
+The parent is for these limits only: the run still counts toward the project's queued and
+running caps like a top-level run (:mod:`services.executor.store.caps`), since anyone may
+queue it with TriggerRun and its creator never waits for it.
+
 Tasks of CreateTaskGraph/AddTasks (no creator) are untouched: their caller is a user.
 """
 

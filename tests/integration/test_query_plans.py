@@ -21,7 +21,7 @@ from agentfleet.testing.database import DatabaseFactory
 from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.store import dependents, transitions
-from services.executor.store import claim_sql
+from services.executor.store import caps, claim_sql
 
 RUNS = 40_000
 
@@ -158,13 +158,13 @@ async def test_claim_walks_the_queue_by_project_on_its_index(history: asyncpg.Po
 
 
 async def test_queued_cap_count_uses_the_queue_index(history: asyncpg.Pool) -> None:
-    """TriggerRun's insert counts the project's queued top-level runs, at most the cap."""
+    """TriggerRun's insert counts the project's queued capped runs, at most the cap."""
     nodes = await _plan(
         history,
-        """
+        f"""
         SELECT count(*) FROM (
-            SELECT 1 FROM kb.agent_runs
-            WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+            SELECT 1 FROM kb.agent_runs r
+            WHERE r.project_id = $1::text AND r.status = 'queued' AND {caps.capped("r")}
             LIMIT $2::integer) queued
         """,
         "demo",

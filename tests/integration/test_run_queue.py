@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -13,7 +14,7 @@ import pytest
 
 from agentfleet import events
 from agentfleet.db import Listener, transaction
-from agentfleet.errors import NotFound
+from agentfleet.errors import NotFound, ResourceExhausted
 from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -151,6 +152,30 @@ async def test_one_projects_backlog_cannot_take_every_slot(db_pool: asyncpg.Pool
     assert claimed_child.id == child.id
 
 
+async def test_runs_of_tasks_count_toward_the_caps_children_do_not(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """A run of a task counts toward both caps even under a parent (task_lineage puts it
+    under the task's creator); a child its parent started itself counts toward neither."""
+    queue = RunQueue(db_pool, max_running_per_project=1, max_queued_per_project=1)
+    parent = (await queue.enqueue(params()))[0]
+    assert [r.id for r in await queue.claim_next("w", 30.0, limit=5)] == [parent.id]
+    task_id = await db_pool.fetchval(
+        "INSERT INTO kb.graph_objects (project_id, type, properties)"
+        " VALUES ($1, 'SpecTask', '{}') RETURNING id::text",
+        PROJECT,
+    )
+    under_parent = replace(params(), parent_run_id=parent.id, root_run_id=parent.id, depth=1)
+    task_run = (await queue.enqueue(replace(under_parent, task_id=task_id)))[0]
+    with pytest.raises(ResourceExhausted, match="1 queued runs"):
+        await queue.enqueue(replace(under_parent, task_id=task_id))
+    children = [(await queue.enqueue(under_parent))[0] for _ in range(2)]
+    # The parent holds the one running slot: its children run, the task's run waits.
+    claimed = await queue.claim_next("w", 30.0, limit=5)
+    assert {r.id for r in claimed} == {c.id for c in children}
+    assert (await queue.get(PROJECT, task_run.id)).status == "queued"
+
+
 async def test_one_claim_takes_expired_runs_first_then_queued_ones(
     db_pool: asyncpg.Pool,
 ) -> None:
@@ -182,6 +207,10 @@ async def test_claim_uses_the_per_project_queued_index(db_pool: asyncpg.Pool) ->
         await conn.execute("SET LOCAL enable_seqscan = off")
         plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + CLAIM, "me", 30.0, 3, 64)
     assert "agent_runs_queued_project_idx" in json.dumps(plan)
+    # Each project's two offers (capped, exempt) are ranges of the index's cap key, not
+    # filters over the project's whole queue: the SQL spells the key as the index does.
+    conditions = re.findall(r'"Index Cond": "([^"]*task_id IS NOT NULL[^"]*)"', json.dumps(plan))
+    assert sorted(c.rsplit(" = ", 1)[-1] for c in conditions) == ["false))", "true))"], plan
 
 
 async def test_heartbeat_renews_only_own_leases_and_reports_cancel(db_pool: asyncpg.Pool) -> None:

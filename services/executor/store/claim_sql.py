@@ -13,6 +13,7 @@ import asyncpg
 
 from services.executor.registry.definitions import AgentDefinition, definition_from_row
 from services.executor.runs import RunRecord
+from services.executor.store.caps import capped
 
 # Fairness (issue #15): one project's backlog never hides another's queued runs. The claim
 # walks the queue project by project on agent_runs_queued_project_idx: `projects` finds each
@@ -22,10 +23,12 @@ from services.executor.runs import RunRecord
 # probes per project with queued runs plus up to $3 + SKIP_LOCKED_SPARE rows from each
 # (projects are made by the operator, not by tenants).
 #
-# A project may have at most $4 top-level runs running, so its top-level offer is cut to
-# the slots it has left; children (depth > 0) are exempt, since their parents hold slots
-# while waiting for them. The running counts are not locked: concurrent claims may pass a
-# cap by a few runs.
+# A project may have at most $4 capped runs running (caps.capped: top-level runs and runs of
+# tasks), so its capped offer is cut to the slots it has left; a parent's own children are
+# exempt, since their parents hold slots while waiting for them. Each offer is one range of
+# agent_runs_queued_project_idx (keyed on the same expression; IS FALSE, not NOT, which the
+# planner would rewrite out of the index's form). The running counts are not locked:
+# concurrent claims may pass a cap by a few runs.
 #
 # Each project offers SKIP_LOCKED_SPARE more runs than the claim takes (within its slots
 # left), so concurrent claimers that find the oldest ones locked by each other move on to
@@ -67,16 +70,18 @@ projects AS (
     FROM projects p
     CROSS JOIN LATERAL (
         SELECT count(*) AS n FROM kb.agent_runs r
-        WHERE r.project_id = p.project_id AND r.status = 'running' AND r.depth = 0
+        WHERE r.project_id = p.project_id AND r.status = 'running' AND {capped("r")}
     ) running
     CROSS JOIN LATERAL (
         (SELECT q.id, q.created_at FROM kb.agent_runs q
-         WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth = 0{_THREAD_FREE}
+         WHERE q.project_id = p.project_id AND q.status = 'queued'
+           AND {capped("q")}{_THREAD_FREE}
          ORDER BY q.created_at, q.id
          LIMIT least($3 + {SKIP_LOCKED_SPARE}, greatest(0, $4 - running.n)))
         UNION ALL
         (SELECT q.id, q.created_at FROM kb.agent_runs q
-         WHERE q.project_id = p.project_id AND q.status = 'queued' AND q.depth > 0{_THREAD_FREE}
+         WHERE q.project_id = p.project_id AND q.status = 'queued'
+           AND {capped("q")} IS FALSE{_THREAD_FREE}
          ORDER BY q.created_at, q.id
          LIMIT $3 + {SKIP_LOCKED_SPARE})
     ) offer

@@ -14,15 +14,17 @@ import asyncpg
 
 from agentfleet.errors import NotFound
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
+from services.executor.store.caps import capped
 
 Db = asyncpg.Pool | asyncpg.Connection
 
 QUEUED_CHANNEL = "agentfleet_runs_queued"
 """NOTIFY channel of newly queued runs; payload: the run id."""
 
-# $16: the project's cap on queued top-level runs (NULL: none, as for children). The count
-# stops at the cap, so it reads at most $16 entries of agent_runs_queued_project_idx.
-_INSERT = """
+# $16: the project's cap on queued runs that count toward it (caps.capped; NULL: none, as
+# for children). The count stops at the cap, so it reads at most $16 entries of
+# agent_runs_queued_project_idx.
+_INSERT = f"""
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
@@ -33,8 +35,8 @@ SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        $18::boolean
 WHERE $16::integer IS NULL
    OR (SELECT count(*) FROM (
-           SELECT 1 FROM kb.agent_runs
-           WHERE project_id = $1::text AND status = 'queued' AND depth = 0
+           SELECT 1 FROM kb.agent_runs r
+           WHERE r.project_id = $1::text AND r.status = 'queued' AND {capped("r")}
            LIMIT $16::integer) queued) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
@@ -141,7 +143,7 @@ async def insert_queued(
     conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None
 ) -> RunRecord | None:
     """Inserts a ``queued`` run and NOTIFYs the workers (at commit); None when the project's
-    ``request_id`` exists already or ``max_queued`` top-level runs are queued there."""
+    ``request_id`` exists already or ``max_queued`` capped runs are queued there."""
     return await _one(
         conn,
         _INSERT_AND_NOTIFY,
