@@ -72,9 +72,11 @@ class Settings:
     which saves the gRPC hop's CPU -- bench/RESULTS.md; toolpool: over CallTool). MCP tools
     always go to the toolpool."""
     max_running_per_project: int
-    """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs one project may have running."""
+    """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs and runs of tasks one project may
+    have running (services/executor/store/caps.py)."""
     max_queued_per_project: int
-    """AGENTFLEET_MAX_QUEUED_PER_PROJECT: top-level runs one project may have queued."""
+    """AGENTFLEET_MAX_QUEUED_PER_PROJECT: top-level runs and runs of tasks one project may
+    have queued (services/executor/store/caps.py)."""
     executor_lease_s: float
     """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
     executor_heartbeat_s: float
