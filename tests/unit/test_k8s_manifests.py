@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from .kustomize_render import KustomizeError, render
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ROOT / "deploy" / "k8s" / "overlays"
 COMPONENTS = ROOT / "deploy" / "k8s" / "components"
+README = ROOT / "README.md"
 K8S_VERSION = "1.33"
 KEDA_SCHEMA = json.loads(
     (Path(__file__).parent / "schemas" / "keda_scaledobject_v1alpha1.json").read_text()
@@ -374,3 +377,89 @@ def test_kustomize_errors_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
     with pytest.raises(KustomizeError, match=r"missing\.yaml"):
         render(tmp_path)
+
+
+def referenced_secret_keys(objects: list[Object]) -> set[tuple[str, str | None]]:
+    """(Secret name, key) for every Secret key a pod template reads: env secretKeyRef,
+    volumes' secret items (key None: a whole Secret, from envFrom or a volume without
+    items)."""
+    refs: set[tuple[str, str | None]] = set()
+    for obj in objects:
+        template = (obj.get("spec") or {}).get("template")
+        if obj["kind"] == "CronJob":
+            template = obj["spec"]["jobTemplate"]["spec"]["template"]
+        if not template:
+            continue
+        pod = template["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            env_refs, env_from = secret_sources(container)
+            refs |= {(r["name"], r["key"]) for r in env_refs.values()}
+            refs |= {(s["secretRef"]["name"], None) for s in env_from if "secretRef" in s}
+        for volume in pod.get("volumes", []):
+            if "secret" in volume:
+                name = volume["secret"]["secretName"]
+                items = volume["secret"].get("items")
+                refs |= {(name, i["key"]) for i in items} if items else {(name, None)}
+    return refs
+
+
+def readme_created_secrets() -> dict[tuple[str, str], set[str]]:
+    """The Secrets README.md tells you to create: (namespace, name) -> keys, from each
+    ``kubectl -n NS create secret generic NAME --from-literal=KEY=... --from-file=KEY=...``
+    in its ```sh blocks (lines continued with a backslash are joined)."""
+    created: dict[tuple[str, str], set[str]] = {}
+    blocks = re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+    for line in "".join(blocks).replace("\\\n", " ").splitlines():
+        if not re.search(r"\bkubectl\b.*\bcreate secret generic\b", line):
+            continue
+        words = shlex.split(line.split("|")[0].split("#")[0])
+        words = words[words.index("kubectl") :]
+        namespace = "default"
+        for flag in ("-n", "--namespace"):
+            if flag in words:
+                namespace = words[words.index(flag) + 1]
+        name = words[words.index("generic") + 1]
+        keys = created.setdefault((namespace, name), set())
+        for word in words:
+            match = re.match(r"--from-(?:literal|file)=([^=]+)=", word)
+            if match:
+                keys.add(match.group(1))
+    return created
+
+
+def test_the_readme_parses_secret_commands() -> None:
+    # The parser the next tests rely on finds commands (continued over lines) and their keys.
+    created = readme_created_secrets()
+    assert created, "README.md has no `kubectl create secret generic` command"
+    for keys in created.values():
+        assert keys, created
+        assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", k) for k in keys), created
+
+
+def test_prod_renders_no_secret_and_the_readme_creates_every_one_it_reads() -> None:
+    objects = render(OVERLAYS / "prod")
+    # kubectl apply -k would overwrite the real keys and tokens with whatever it renders.
+    assert of_kind(objects, "Secret") == {}
+    assert "CHANGE-ME" not in json.dumps(objects)
+    created = readme_created_secrets()
+    for name, key in sorted(referenced_secret_keys(objects), key=str):
+        keys = created.get((NAMESPACES["prod"], name))
+        assert keys is not None, f"README.md never creates Secret {name} for prod"
+        assert key is None or key in keys, f"README.md's {name} for prod lacks key {key}"
+
+
+def test_dev_renders_or_the_readme_creates_every_secret_it_reads() -> None:
+    objects = render(OVERLAYS / "dev")
+    rendered = {
+        name: set(s.get("stringData", {})) | set(s.get("data", {}))
+        for name, s in of_kind(objects, "Secret").items()
+    }
+    created = readme_created_secrets()
+    for name, key in sorted(referenced_secret_keys(objects), key=str):
+        from_readme = created.get((NAMESPACES["dev"], name))
+        # Never both: a later `kubectl apply -k` would overwrite what you created.
+        assert (name in rendered) != (from_readme is not None), name
+        keys = rendered.get(name, from_readme)
+        assert key is None or key in keys, (name, key)
+    # Service tokens exist only in the database they were created in: never rendered.
+    assert "agentfleet-service-tokens" not in rendered
