@@ -1,9 +1,11 @@
-"""The kustomize overlays render with the real kustomize (``kubectl kustomize``), every
-object validates against the Kubernetes schemas (the KEDA ScaledObjects against KEDA's), and
-the deployment rules hold: probes, resources, service accounts, one autoscaler per
-Deployment (KEDA on queue depth for executors and dispatchers, with the queries of
-:mod:`agentfleet.queue_depth`), graceful termination, non-root pods, network policies per
-caller, metrics ports, and each pod holding only the Secret keys it needs."""
+"""The kustomize overlays (dev, prod, and dev with the opt-in KEDA component) render with the
+real kustomize (``kubectl kustomize``), every object validates against the Kubernetes schemas
+(the KEDA ScaledObjects against KEDA's), and the deployment rules hold: probes, resources,
+service accounts, one autoscaler per Deployment (KEDA on queue depth for executors and
+dispatchers where the component is in, with the queries of :mod:`agentfleet.queue_depth`; CPU
+HPAs otherwise), graceful termination, non-root pods, network policies per caller, metrics
+ports, each pod holding only the Secret keys it needs, and no rendered placeholder Secret
+that an apply would write over the real one (README.md creates those)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,13 @@ TOKEN_FILES = {
     "history": [],
 }
 NAMESPACES = {"dev": "agentfleet-dev", "prod": "agentfleet"}
+# What the overlay fixture renders: an overlay, with the components added to it. dev needs no
+# KEDA; prod and dev with components/keda (README's "Scaling recipe") scale on queue depth.
+RENDERED = {
+    "dev": ("dev", []),
+    "dev+keda": ("dev", ["keda"]),
+    "prod": ("prod", []),
+}
 # Who may call each service, besides labelled clients (agentfleet.io/client=true).
 CALLERS = {
     "executor": ({"dispatcher"}, True),
@@ -61,9 +70,36 @@ CALLERS = {
 Object = dict[str, Any]
 
 
-@pytest.fixture(scope="module", params=sorted(NAMESPACES))
-def overlay(request: pytest.FixtureRequest) -> tuple[str, list[Object]]:
-    return request.param, render(OVERLAYS / request.param)
+def compose(folder: Path, overlay: str, components: list[str]) -> Path:
+    """A kustomization in ``folder`` of ``overlay`` with ``components`` added, as a user's
+    own overlay would be: in the overlay's namespace, which the components' objects need too
+    (kustomize takes relative paths only)."""
+    if not components:
+        return OVERLAYS / overlay
+    resource = os.path.relpath(OVERLAYS / overlay, folder)
+    added = ", ".join(os.path.relpath(COMPONENTS / c, folder) for c in components)
+    (folder / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"namespace: {NAMESPACES[overlay]}\n"
+        f"resources: [{resource}]\n"
+        f"components: [{added}]\n"
+    )
+    return folder
+
+
+@pytest.fixture(scope="module", params=sorted(RENDERED))
+def overlay(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[Object]]:
+    """(overlay name, its objects), for dev, prod and dev with components/keda."""
+    name, components = RENDERED[request.param]
+    folder = compose(tmp_path_factory.mktemp("overlay"), name, components)
+    return request.param, render(folder)
+
+
+def scales_with_keda(name: str) -> bool:
+    return name == "prod" or "keda" in RENDERED[name][1]
 
 
 def of_kind(objects: list[Object], kind: str) -> dict[str, Object]:
@@ -128,10 +164,11 @@ def test_the_keda_schema_catches_a_bad_scaled_object(spec: dict[str, Any]) -> No
 
 def test_everything_lands_in_the_overlay_namespace(overlay: tuple[str, list[Object]]) -> None:
     name, objects = overlay
-    assert set(of_kind(objects, "Namespace")) == {NAMESPACES[name]}
+    namespace = NAMESPACES[RENDERED[name][0]]
+    assert set(of_kind(objects, "Namespace")) == {namespace}
     for obj in objects:
         if obj["kind"] != "Namespace":
-            assert obj["metadata"]["namespace"] == NAMESPACES[name], obj["metadata"]
+            assert obj["metadata"]["namespace"] == namespace, obj["metadata"]
 
 
 def test_each_service_has_a_deployment_with_probes_resources_and_an_account(
@@ -175,7 +212,7 @@ def test_each_service_has_a_deployment_with_probes_resources_and_an_account(
 def test_each_service_gets_a_service_one_autoscaler_and_a_pdb(
     overlay: tuple[str, list[Object]],
 ) -> None:
-    _name, objects = overlay
+    name, objects = overlay
     deployments = of_kind(objects, "Deployment")
     hpas = list(of_kind(objects, "HorizontalPodAutoscaler").values())
     scaled = list(of_kind(objects, "ScaledObject").values())
@@ -184,7 +221,10 @@ def test_each_service_gets_a_service_one_autoscaler_and_a_pdb(
     assert sorted(targets) == sorted(
         d["metadata"]["name"] for d in agentfleet_deployments(objects).values()
     )
-    assert {component(s) for s in scaled} == set(SCALED)
+    # Without components/keda, nothing needs KEDA: the base's CPU HPAs scale every service.
+    assert {component(s) for s in scaled} == (set(SCALED) if scales_with_keda(name) else set())
+    if not scales_with_keda(name):
+        assert not [o for o in objects if o["apiVersion"].startswith("keda.sh/")]
     for hpa in hpas:
         assert hpa["apiVersion"] == "autoscaling/v2"
         target = hpa["spec"]["scaleTargetRef"]
@@ -350,17 +390,7 @@ def test_each_pod_holds_only_the_secret_keys_it_needs(overlay: tuple[str, list[O
 
 
 def test_the_dispatcher_gets_the_model_key_only_with_its_llm_component(tmp_path: Path) -> None:
-    # kustomize takes relative paths only.
-    prod, llm = (
-        os.path.relpath(p, tmp_path) for p in (OVERLAYS / "prod", COMPONENTS / "dispatcher-llm")
-    )
-    (tmp_path / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
-        "kind: Kustomization\n"
-        f"resources: [{prod}]\n"
-        f"components: [{llm}]\n"
-    )
-    deployments = agentfleet_deployments(render(tmp_path))
+    deployments = agentfleet_deployments(render(compose(tmp_path, "prod", ["dispatcher-llm"])))
     (container,) = deployments["dispatcher"]["spec"]["template"]["spec"]["containers"]
     refs, _ = secret_sources(container)
     assert set(refs) == {"DATABASE_URL", "GEMINI_API_KEY"}
