@@ -493,3 +493,30 @@ def test_dev_renders_or_the_readme_creates_every_secret_it_reads() -> None:
         assert key is None or key in keys, (name, key)
     # Service tokens exist only in the database they were created in: never rendered.
     assert "agentfleet-service-tokens" not in rendered
+
+
+def test_the_readmes_local_image_overlay_runs_the_image_it_builds(tmp_path: Path) -> None:
+    # README's "Your own image": the kustomization its heredoc writes next to overlays/dev,
+    # rendered from here with the same relative path to dev.
+    (block,) = [
+        b
+        for b in re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+        if "overlays/local/kustomization.yaml" in b
+    ]
+    built = re.search(r"^docker build -t (\S+) \.$", block, re.MULTILINE)
+    assert built is not None
+    written = re.search(r"<<'EOF'\n(.*?)^EOF$", block, re.MULTILINE | re.DOTALL)
+    assert written is not None
+    assert "resources: [../dev]" in written.group(1)
+    dev = os.path.relpath(OVERLAYS / "dev", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        written.group(1).replace("resources: [../dev]", f"resources: [{dev}]")
+    )
+    objects = render(tmp_path)
+    pods = [d["spec"]["template"]["spec"] for d in agentfleet_deployments(objects).values()]
+    pods.append(of_kind(objects, "Job")["agentfleet-migrate"]["spec"]["template"]["spec"])
+    images = {c["image"] for pod in pods for c in pod["containers"]}
+    assert images == {built.group(1)}
+    assert not built.group(1).endswith(":latest")
+    # Everything else is dev's, unchanged.
+    assert len(objects) == len(render(OVERLAYS / "dev"))
