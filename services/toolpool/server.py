@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -158,13 +159,21 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         # Before the secrets are read: a refused server learns nothing of them.
         check_stdio_allowed(config, self._toolpool.mcp.stdio_allowlist)
         secrets = await self._toolpool.secrets.resolve(request.project_id)
+        # Timed around the probe alone (connect, initialize, list tools), as the field says;
+        # a failed probe reports how long it took to fail too (a timeout reads as one).
+        started = time.monotonic()
         try:
             probe = await self._toolpool.mcp.test_server(config, secrets)
         except Exception as exc:  # every failure to reach the server is the answer itself
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            return toolpool_pb2.TestMcpServerResponse(ok=False, error=redactor(secrets)(message))
+            return toolpool_pb2.TestMcpServerResponse(
+                ok=False,
+                error=redactor(secrets)(message),
+                duration=_duration(time.monotonic() - started),
+            )
         return toolpool_pb2.TestMcpServerResponse(
             ok=True,
+            duration=_duration(time.monotonic() - started),
             tools=[tool_definition(mcp_tool_spec(config, tool)) for tool in probe.tools],
             server_name=probe.server_name,
             server_version=probe.server_version,

@@ -1,6 +1,7 @@
 """ToolPoolService over real gRPC: catalog, resolution, CallTool whitelists, MCP servers."""
 
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -285,6 +286,24 @@ async def test_mcp_servers_join_the_catalog_and_calls(toolpool_stack: Stack) -> 
         toolpool_pb2.ListToolsRequest(project_id="alpha", mcp_server="test")
     )
     assert list(tools.tools) == []
+
+
+async def test_testing_a_server_says_how_long_the_probe_took(toolpool_stack: Stack) -> None:
+    """`agentfleet mcp test` printed "2 tools in " with no time: duration was never set."""
+    stub = await _client(toolpool_stack, "alpha")
+    await stub.UpsertMcpServer(
+        toolpool_pb2.UpsertMcpServerRequest(project_id="alpha", mcp_server=_stdio_server("t"))
+    )
+    started = time.monotonic()
+    probe = await stub.TestMcpServer(
+        toolpool_pb2.TestMcpServerRequest(project_id="alpha", name="t")
+    )
+    elapsed = time.monotonic() - started
+    assert probe.ok, probe.error
+    assert probe.HasField("duration")
+    # Spawning a Python MCP server and listing its tools takes well over a millisecond;
+    # the probe is part of the call, so it cannot have taken longer than the call.
+    assert 0.001 < probe.duration.ToTimedelta().total_seconds() <= elapsed
 
 
 async def test_malformed_and_clashing_servers_are_refused(toolpool_stack: Stack) -> None:
