@@ -185,7 +185,7 @@ async def test_dag_submit_follows_the_contract(cli: Cli, tmp_path: Path) -> None
     dag.write_text("tasks:\n  - key: a\n    colour: blue\n")
     code, _, err = await cli("dag", "submit", str(dag))
     assert (code, err.strip()) == (
-        1,
+        2,
         "agentfleet: INVALID_ARGUMENT: tasks[0].colour: unknown field",
     )
 

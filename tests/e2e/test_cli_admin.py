@@ -102,7 +102,7 @@ async def test_bad_token_requests_fail_with_one_line(
     database_url: str, args: tuple[str, ...], message: str
 ) -> None:
     code, _, err = await agentfleet(database_url, *args)
-    assert code == 1
+    assert code == 2
     assert err.strip() == f"agentfleet: INVALID_ARGUMENT: {message}"
 
 

@@ -91,17 +91,25 @@ async def test_token_create_on_an_unmigrated_database_names_it_and_creates_nothi
 
 
 @pytest.mark.parametrize(
-    ("argv", "settings", "status"),
+    ("argv", "settings", "status", "exit_code"),
     [
-        ((), {}, "INVALID_ARGUMENT"),
-        (("frobnicate",), {}, "INVALID_ARGUMENT"),
-        (("token", "create", "--role", "emperor"), {}, "INVALID_ARGUMENT"),
-        (("run", "only-an-agent"), {}, "INVALID_ARGUMENT"),
-        (("migrate",), {"AGENTFLEET_DB_POOL_MAX": "many"}, "INVALID_ARGUMENT"),
-        (("runs",), {"AGENTFLEET_DB_POOL_MAX": "many"}, "INVALID_ARGUMENT"),
-        (("migrate", "status"), {"DATABASE_URL": "postgresql://x@127.0.0.1:1/db"}, "UNAVAILABLE"),
-        (("install", "missing.yaml", "--project", "p"), {}, "INVALID_ARGUMENT"),
-        (("runs", "--project", "p", "--history-addr", "127.0.0.1:1"), {}, "UNAVAILABLE"),
+        ((), {}, "INVALID_ARGUMENT", 2),
+        (("frobnicate",), {}, "INVALID_ARGUMENT", 2),
+        (("token", "create", "--role", "emperor"), {}, "INVALID_ARGUMENT", 2),
+        (("run", "only-an-agent"), {}, "INVALID_ARGUMENT", 2),
+        (("migrate",), {"AGENTFLEET_DB_POOL_MAX": "many"}, "INVALID_ARGUMENT", 2),
+        (("runs",), {"AGENTFLEET_DB_POOL_MAX": "many"}, "INVALID_ARGUMENT", 2),
+        (
+            ("migrate", "status"),
+            {"DATABASE_URL": "postgresql://x@127.0.0.1:1/db"},
+            "UNAVAILABLE",
+            1,
+        ),
+        (("install", "missing.yaml", "--project", "p"), {}, "INVALID_ARGUMENT", 2),
+        (("install", "nope.json", "--project", "p"), {}, "INVALID_ARGUMENT", 2),
+        (("dag", "submit", "nope.yaml", "--project", "p"), {}, "INVALID_ARGUMENT", 2),
+        (("runs",), {}, "INVALID_ARGUMENT", 2),
+        (("runs", "--project", "p", "--history-addr", "127.0.0.1:1"), {}, "UNAVAILABLE", 1),
     ],
     ids=[
         "no-command",
@@ -112,11 +120,17 @@ async def test_token_create_on_an_unmigrated_database_names_it_and_creates_nothi
         "bad-setting-remote",
         "database-unreachable",
         "missing-manifest",
+        "missing-json-manifest",
+        "missing-dag-file",
+        "no-project",
         "service-unreachable",
     ],
 )
 async def test_each_failure_is_one_line(
-    argv: tuple[str, ...], settings: dict[str, str], status: str, tmp_path: Path
+    argv: tuple[str, ...], settings: dict[str, str], status: str, exit_code: int, tmp_path: Path
 ) -> None:
+    """The README's convention: INVALID_ARGUMENT (a bad command line, setting or file)
+    exits 2, every other failure 1."""
     code, _, err = await agentfleet(*argv, cwd=tmp_path, **settings)
     assert_one_line(code, err, status)
+    assert code == exit_code, err

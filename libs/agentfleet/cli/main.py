@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from agentfleet.cli.client import CliError, connection_from
 from agentfleet.cli.commands import add_remote_commands, resolve_handler
-from agentfleet.cli.failure import OneLineArgumentParser, fail_for
+from agentfleet.cli.failure import OneLineArgumentParser, fail_for, report
 from agentfleet.cli.secrets import add_secrets_command
 from agentfleet.config import ConfigError, load_settings
 
@@ -71,15 +71,13 @@ async def run_remote(argv: Sequence[str], environ: Mapping[str, str] | None = No
     try:
         settings = load_settings(environ)
     except ConfigError as exc:
-        print(f"agentfleet: INVALID_ARGUMENT: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return report("INVALID_ARGUMENT", f"configuration error: {exc}")
     conn = connection_from(args, settings)
     try:
         return await resolve_handler(args.remote)(conn, args)
     except (CliError, BaseExceptionGroup) as exc:
         error = _first_cli_error(exc)
-        print(f"agentfleet: {error.code}: {error.message}", file=sys.stderr)
-        return 1
+        return report(error.code, error.message)
     finally:
         await conn.close()
 
