@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -195,6 +196,13 @@ class TokenStore:
 
     async def revoke(self, token_id: str) -> bool:
         """Revokes a token; returns whether an active token was revoked."""
+        try:
+            # Checked here, not left to PostgreSQL's cast, whose DataError is no caller's fault.
+            uuid.UUID(token_id)
+        except ValueError:
+            raise InvalidArgument.for_field(
+                "token_id", f"is not a UUID: {token_id[:80]!r}"
+            ) from None
         status = await self._pool.execute(
             """UPDATE kb.api_tokens SET revoked_at = now()
                WHERE id = $1::uuid AND revoked_at IS NULL""",

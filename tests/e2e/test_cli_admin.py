@@ -106,6 +106,26 @@ async def test_bad_token_requests_fail_with_one_line(
     assert err.strip() == f"agentfleet: INVALID_ARGUMENT: {message}"
 
 
+async def test_token_revoke_names_a_bad_id_and_a_token_already_revoked(database_url: str) -> None:
+    """`token revoke not-a-uuid` was INTERNAL (PostgreSQL's DataError); revoking twice
+    printed a bare line without the `agentfleet: CODE:` prefix."""
+    code, _, err = await agentfleet(database_url, "token", "revoke", "not-a-uuid")
+    assert (code, err.strip()) == (
+        2,
+        "agentfleet: INVALID_ARGUMENT: token_id: is not a UUID: 'not-a-uuid'",
+    )
+    code, out, err = await agentfleet(database_url, "token", "create", "--project", "p")
+    assert code == 0, err
+    token_id = err.split("token ", 1)[1].split()[0]
+    code, out, err = await agentfleet(database_url, "token", "revoke", token_id)
+    assert (code, out.strip(), err) == (0, f"revoked {token_id}", "")
+    code, out, err = await agentfleet(database_url, "token", "revoke", token_id)
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        f"agentfleet: NOT_FOUND: no active token {token_id} (unknown or already revoked)"
+    )
+
+
 async def test_a_malformed_database_url_is_one_line() -> None:
     code, _, err = await agentfleet("postgresql://x:99999/db", "migrate", "status")
     assert code == 2

@@ -13,7 +13,7 @@ from agentfleet.auth import TokenStore
 from agentfleet.config import Settings
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import EmbeddedPostgres, resolve_database_url
-from agentfleet.errors import FailedPrecondition
+from agentfleet.errors import FailedPrecondition, NotFound
 
 console = Console()
 # Notes go to stderr so `TOKEN=$(agentfleet token create ...)` captures the token alone.
@@ -116,7 +116,6 @@ async def _token(database_url: str, args: argparse.Namespace) -> int:
         if await store.revoke(args.token_id):
             console.print(f"revoked {args.token_id}")
             return 0
-        console.print(f"no active token {args.token_id}")
-        return 1
+        raise NotFound(f"no active token {args.token_id} (unknown or already revoked)")
     finally:
         await pool.close()
