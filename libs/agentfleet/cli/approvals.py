@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 
 from google.protobuf import json_format
-from rich.table import Table
+from rich.text import Text
 
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, print_json, timestamp, to_dict
@@ -56,7 +56,7 @@ async def list_approvals(conn: Connection, args: argparse.Namespace) -> int:
             )
         )
         run_ids = [r.id for r in runs.runs]
-    table = Table("run", "call", "tool", "step", "since", "arguments")
+    waiting = 0
     for run_id in run_ids:
         calls = await history.ListRunToolCalls(
             history_pb2.ListRunToolCallsRequest(
@@ -66,21 +66,32 @@ async def list_approvals(conn: Connection, args: argparse.Namespace) -> int:
                 statuses=[common_pb2.TOOL_CALL_STATUS_AWAITING_APPROVAL],
             )
         )
-        for call in calls.tool_calls:
+        for summary in calls.tool_calls:
+            # The listing carries only input_size_bytes: the arguments a person approves
+            # come from GetRunToolCall, one call at a time.
+            call = (
+                await history.GetRunToolCall(
+                    history_pb2.GetRunToolCallRequest(
+                        project_id=conn.project, run_id=run_id, tool_call_id=summary.tool_call_id
+                    )
+                )
+            ).tool_call
+            waiting += 1
             if args.json:
                 print_json(call)
                 continue
+            # In full, not cut to a table cell: what is approved must be seen whole.
             arguments = json.dumps(to_dict(call).get("input", {}), sort_keys=True)
-            table.add_row(
-                run_id,
-                call.tool_call_id,
-                call.tool_name,
-                str(call.step),
-                timestamp(call.create_time),
-                arguments[:60],
+            console.print(
+                Text.assemble(
+                    (f"run {run_id}  call {call.tool_call_id}  ", "dim"),
+                    (call.tool_name, "bold"),
+                    f"  step {call.step}  since {timestamp(call.create_time)}",
+                )
             )
-    if not args.json:
-        console.print(table if table.row_count else "nothing waits for approval")
+            console.print(Text(f"  arguments {arguments}"), soft_wrap=True)
+    if not args.json and not waiting:
+        console.print("nothing waits for approval")
     return 0
 
 

@@ -1,0 +1,54 @@
+"""What a newcomer following the README met with the CLI: approvals without their arguments,
+run ids too short to use, a paused run that did not say why, a cancel of an ended run that
+read as if it had stopped something, and `dag watch` of a finished graph listing one task."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentfleet.gemini_stub import GeminiStub, Script
+from agentfleet.testing.waiting import wait_for_query
+from agentfleet.v1 import executor_pb2, executor_pb2_grpc
+from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from tests.e2e.cli_harness import Cli, cli
+from tests.integration.approval_harness import CLERK_PROMPT, HELD_ENTITY, clerk_reply
+
+__all__ = ["cli"]
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+async def _define_clerk(cli: Cli, gemini_stub: GeminiStub, **config: Any) -> None:
+    """An agent whose model first calls create_entity with HELD_ENTITY, then answers."""
+    gemini_stub.add_script(Script(name="clerk", match_system=CLERK_PROMPT, policy=clerk_reply))
+    await DefinitionRepository(cli.stack.pool).upsert(
+        cli.environ["AGENTFLEET_PROJECT"],
+        AgentDefinition(
+            name="clerk", system_prompt=CLERK_PROMPT, tools=["create_entity"], config=config
+        ),
+    )
+
+
+async def test_approvals_show_the_arguments_to_approve(cli: Cli, gemini_stub: GeminiStub) -> None:
+    """They read `input` from ListRunToolCalls, which has only its size: `arguments {}`."""
+    await _define_clerk(cli, gemini_stub, approvals={"rules": [{"tools": ["create_entity"]}]})
+    executor = executor_pb2_grpc.ExecutorServiceStub(
+        cli.stack.channel("executor", token=cli.environ["AGENTFLEET_TOKEN"])
+    )
+    run = await executor.TriggerRun(
+        executor_pb2.StartRunRequest(
+            project_id=cli.environ["AGENTFLEET_PROJECT"], agent_name="clerk", input="note it"
+        )
+    )
+    await wait_for_query(
+        cli.stack.pool, "SELECT status = 'waiting' FROM kb.agent_runs WHERE id = $1", run.id
+    )
+
+    (waiting,) = await cli.json_lines("approvals")
+    assert (waiting["run_id"], waiting["tool_name"]) == (run.id, "create_entity")
+    assert waiting["input"] == HELD_ENTITY
+    code, out, err = await cli("approvals")
+    assert (code, err) == (0, "")
+    assert f"run {run.id}  call {waiting['tool_call_id']}  create_entity" in out
+    assert '  arguments {"key": "from-model", "type": "Note"}' in out.splitlines()
