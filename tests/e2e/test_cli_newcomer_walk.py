@@ -52,3 +52,24 @@ async def test_approvals_show_the_arguments_to_approve(cli: Cli, gemini_stub: Ge
     assert (code, err) == (0, "")
     assert f"run {run.id}  call {waiting['tool_call_id']}  create_entity" in out
     assert '  arguments {"key": "from-model", "type": "Note"}' in out.splitlines()
+
+
+async def test_a_run_prints_whole_ids_and_a_paused_run_says_why_and_how_to_resume(
+    cli: Cli, gemini_stub: GeminiStub
+) -> None:
+    """The tree showed `c7d0600b`, which `show` refused as not a UUID."""
+    await _define_clerk(cli, gemini_stub)
+    code, out, err = await cli("run", "clerk", "note it", "--max-steps", "1")
+    assert (code, err) == (0, ""), out
+    # The tree's root line (the in-process services log to the same stdout): its id whole,
+    # and why it paused.
+    root = re.search(rf"^clerk  ({UUID.pattern})  paused \(step_limit: summary given\)", out, re.M)
+    assert root is not None, out
+    run_id = root.group(1)
+    assert (
+        f"clerk {run_id} paused: step_limit: summary given; "
+        f"continue it with `agentfleet resume {run_id}`"
+    ) in out.splitlines()
+    code, out, err = await cli("show", run_id)
+    assert (code, err) == (0, "")
+    assert "paused" in out

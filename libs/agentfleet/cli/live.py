@@ -27,6 +27,8 @@ class RunNode:
     current_tool: str = ""
     """The tool called last and not yet answered, with its first argument keys."""
     summary: str = ""
+    pause_reason: str = ""
+    """Why the run paused (its STATUS_CHANGED reason, e.g. a step limit); empty otherwise."""
     children: list[str] = field(default_factory=list)
 
 
@@ -79,6 +81,8 @@ class RunTreeView:
                 child.summary = event.child_run.summary
         elif kind == "status_changed":
             node.status = run_status(event.status_changed.to_status)
+            if node.status == "paused":
+                node.pause_reason = event.status_changed.reason
         elif kind == "run_finished":
             self.merge_run(event.run_finished.run)
         return spawned
@@ -109,6 +113,10 @@ class RunTreeView:
             node.current_tool = ""
         return node
 
+    def paused(self) -> list[RunNode]:
+        """The runs of the tree that paused, root first: each can be resumed on its own."""
+        return [n for n in self.nodes.values() if n.status == "paused"]
+
     def render(self) -> Tree:
         if self.root_run_id is None:
             return Tree(Text("waiting for the run to start…", style="dim"))
@@ -125,8 +133,11 @@ class RunTreeView:
     def _label(node: RunNode) -> Text:
         text = Text()
         text.append(node.agent_name, style="bold")
-        text.append(f"  {node.run_id[:8]}  ", style="dim")
+        # The whole id: it is what show, tree, resume and cancel take.
+        text.append(f"  {node.run_id}  ", style="dim")
         text.append(node.status, style=STATUS_STYLE.get(node.status, ""))
+        if node.status == "paused" and node.pause_reason:
+            text.append(f" ({node.pause_reason})", style=STATUS_STYLE["paused"])
         text.append(f"  step {node.step}  {node.tokens} tokens")
         if node.current_tool:
             text.append(f"  → {node.current_tool}", style="cyan")

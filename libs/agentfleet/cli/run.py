@@ -150,6 +150,14 @@ async def follow(
         console.print(view.render())
         if root.summary:
             console.print(root.summary)
+        for node in view.paused():
+            why = f": {node.pause_reason}" if node.pause_reason else ""
+            console.print(
+                f"{node.agent_name} {node.run_id} paused{why}; "
+                f"continue it with `agentfleet resume {node.run_id}`",
+                markup=False,
+                soft_wrap=True,  # never folded inside the command to copy
+            )
     return 0 if root.status in ("completed", "paused") else 1
 
 
