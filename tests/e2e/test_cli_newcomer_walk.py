@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentfleet.gemini_stub import GeminiStub, Script
+from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
-from tests.e2e.cli_harness import Cli, cli
+from tests.e2e.cli_harness import MARKER, Cli, cli, install
 from tests.integration.approval_harness import CLERK_PROMPT, HELD_ENTITY, clerk_reply
 
 __all__ = ["cli"]
@@ -73,3 +73,15 @@ async def test_a_run_prints_whole_ids_and_a_paused_run_says_why_and_how_to_resum
     code, out, err = await cli("show", run_id)
     assert (code, err) == (0, "")
     assert "paused" in out
+
+
+async def test_cancelling_an_ended_run_says_nothing_was_cancelled(
+    cli: Cli, gemini_stub: GeminiStub, tmp_path: Any
+) -> None:
+    await install(cli, tmp_path)
+    gemini_stub.add_script(Script(name="helper", match_system=MARKER, replies=[Reply(text="42")]))
+    events = await cli.json_lines("run", "helper", "what is the answer?")
+    run_id = events[-1]["run_finished"]["run"]["id"]
+    code, out, err = await cli("cancel", run_id)
+    assert (code, err) == (0, "")
+    assert f"run {run_id} had already ended (completed); nothing was cancelled" in out.splitlines()

@@ -27,6 +27,8 @@ from agentfleet.cli.render import console, print_json, run_status, styled_status
 from agentfleet.cli.tools import key_values
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 
+_ENDED_BEFORE = ("completed", "failed")
+"""Statuses CancelRun cannot have caused: the run had ended on its own."""
 TREE_REFRESH_S = 1.0
 STREAMED_LINES = 20
 """Lines of the streaming reply shown under the tree (the tail)."""
@@ -88,9 +90,17 @@ async def cancel_run(conn: Connection, args: argparse.Namespace) -> int:
             project_id=conn.project, run_id=args.run_id, reason=args.reason or ""
         )
     )
-    console.print(
-        f"cancel requested for {args.run_id}: {styled_status(run_status(reply.run.status))}"
-    )
+    status = run_status(reply.run.status)
+    if status in _ENDED_BEFORE:
+        # CancelRun leaves a run that had ended unchanged; saying "cancel requested" read
+        # as if something had been stopped.
+        console.print(
+            f"run {reply.run.id} had already ended ({styled_status(status)}); "
+            "nothing was cancelled",
+            soft_wrap=True,
+        )
+    else:
+        console.print(f"cancel requested for {reply.run.id}: {styled_status(status)}")
     return 0
 
 
