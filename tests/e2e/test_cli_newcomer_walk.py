@@ -4,12 +4,13 @@ read as if it had stopped something, and `dag watch` of a finished graph listing
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.waiting import wait_for_query
-from agentfleet.v1 import executor_pb2, executor_pb2_grpc
+from agentfleet.v1 import dispatcher_pb2, dispatcher_pb2_grpc, executor_pb2, executor_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from tests.e2e.cli_harness import MARKER, Cli, cli, install
 from tests.integration.approval_harness import CLERK_PROMPT, HELD_ENTITY, clerk_reply
@@ -85,3 +86,34 @@ async def test_cancelling_an_ended_run_says_nothing_was_cancelled(
     code, out, err = await cli("cancel", run_id)
     assert (code, err) == (0, "")
     assert f"run {run_id} had already ended (completed); nothing was cancelled" in out.splitlines()
+
+
+async def test_watching_a_finished_graph_lists_all_its_tasks(cli: Cli, tmp_path: Any) -> None:
+    """The watch stopped at the first snapshot event, whose graph status was already final."""
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        "title: two steps\ntasks:\n  - key: first-task\n    title: first\n"
+        "  - key: second-task\n    title: second\n    blocked_by: [first-task]\n"
+    )
+    (submitted,) = await cli.json_lines("dag", "submit", str(dag))
+    graph_id = submitted["task_graph"]["id"]
+    dispatcher = dispatcher_pb2_grpc.DispatcherServiceStub(
+        cli.stack.channel("dispatcher", token=cli.environ["AGENTFLEET_TOKEN"])
+    )
+    await dispatcher.CancelTaskGraph(
+        dispatcher_pb2.CancelTaskGraphRequest(
+            project_id=cli.environ["AGENTFLEET_PROJECT"], task_graph_id=graph_id
+        )
+    )
+
+    code, out, _ = await cli("dag", "watch", graph_id)
+    assert code == 1  # a graph that did not complete
+    # Each task's row (the first one may have failed, with no agent to run it, before the
+    # cancel reached it: the statuses are not the point, the rows are).
+    rows = [line for line in out.splitlines() if "-task" in line]
+    assert [row.split()[1] for row in rows] == ["first-task", "second-task"], out
+    code, out, _ = await cli("dag", "watch", graph_id, "--json")
+    snapshot = [
+        e for e in map(json.loads, out.splitlines()) if e["type"] == "TASK_EVENT_TYPE_SNAPSHOT"
+    ]
+    assert sorted(e["task"]["spec"]["key"] for e in snapshot) == ["first-task", "second-task"]

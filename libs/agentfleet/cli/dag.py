@@ -18,8 +18,6 @@ from agentfleet.cli.render import console, enum_name, print_json
 from agentfleet.errors import InvalidArgument
 from agentfleet.v1 import dispatcher_pb2
 
-_DONE_GRAPH = {"completed", "failed", "cancelled", "paused"}
-
 
 def graph_request(data: dict[str, Any], project_id: str) -> dispatcher_pb2.CreateTaskGraphRequest:
     """The CreateTaskGraph request a DAG file describes, or a CliError naming the field."""
@@ -72,8 +70,9 @@ async def watch(conn: Connection, graph_id: str, *, json_mode: bool) -> int:
             if counts.total:
                 finished = counts.completed + counts.failed + counts.cancelled
                 bar.update(progress, total=counts.total, completed=finished)
-            if graph_status in _DONE_GRAPH:
-                break
+            # No break on a final graph status: a finished graph's snapshot carries it on
+            # every task's event, so stopping at the first one left the rest out of the
+            # table. The stream itself ends once the graph is final (after the snapshot).
     if not json_mode:
         table = Table("task", "status", title=f"graph {graph_id}: {graph_status}")
         for key, status in statuses.items():
