@@ -14,6 +14,7 @@ def test_defaults_need_no_environment() -> None:
     assert settings.data_dir == Path(".data").absolute()
     assert not settings.uses_real_gemini
     assert settings.event_loop == "uvloop"
+    assert settings.timeout_grace_s == 30.0  # seed 003: up to 30 s to summarize
 
 
 @pytest.mark.parametrize(
