@@ -272,22 +272,24 @@ class ChildRuns:
             raise _NotYourChild(
                 f"run {child.id} is agent {child.agent_name!r}, not {task.agent_name!r}"
             )
-        timeout_s = task.timeout_s
-        if task.timeout_cap_s is not None:
-            definition = await self.definitions.get(parent.project_id, task.agent_name)
-            timeout_s = _timeout_s(task, definition.default_timeout_s)
         resumed = await resume_run(
             self.pool,
             ResumeParams(
                 project_id=parent.project_id,
                 run_id=child.id,
                 input=task.input,
-                timeout_s=timeout_s,
+                timeout_s=await self._resumed_timeout_s(parent, task),
                 max_tokens=batch.max_tokens,
                 request_id=child_request_id(parent.id, batch.key, index),
             ),
         )
         return resumed.run
+
+    async def _resumed_timeout_s(self, parent: RunRecord, task: ChildTask) -> float | None:
+        if task.timeout_cap_s is None:
+            return task.timeout_s  # None keeps the child's previous timeout
+        definition = await self.definitions.get(parent.project_id, task.agent_name)
+        return _timeout_s(task, definition.default_timeout_s)
 
 
 def _timeout_s(task: ChildTask, definition_timeout_s: float | None) -> float | None:
