@@ -77,6 +77,7 @@ def run_summary(row: RunOverview) -> history_pb2.RunSummary:
         task_id=_id(row.task_id),
         complete_time=timestamp_proto(row.completed_at),
         labels={str(k): str(v) for k, v in row.labels.items()},
+        thread_id=row.thread_id or "",
     )
 
 

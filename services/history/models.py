@@ -60,6 +60,7 @@ class RunOverview(_FromRow):
     resume_count: int
     task_id: Any
     labels: dict[str, Any]
+    thread_id: str | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -63,7 +63,7 @@ async def test_a_threads_second_run_sees_the_first_runs_conversation(
     listed = await deployment.history().ListRuns(
         history_pb2.ListRunsRequest(project_id=PROJECT, thread_id="t-1")
     )
-    assert [r.id for r in listed.runs] == [second, first]
+    assert [(r.id, r.thread_id) for r in listed.runs] == [(second, "t-1"), (first, "t-1")]
     await assert_invariants(deployment.pool, project_id=PROJECT)
 
 
