@@ -46,6 +46,8 @@ async def test_the_research_demo_reports_and_writes_the_graph(
     assert "Saved a ResearchReport citing 3 Source entities" in output
     assert "Sources (3 CITES relationships)" in output
     assert "agentfleet.v1.HistoryService/ListRuns" in output
+    # The pasted commands find grpcurl in a new shell: the venv's bin goes on PATH first.
+    assert f'export PATH={Path(sys.executable).parent}:"$PATH"' in output
     assert output.rstrip().endswith("stopped")
 
     root = await db_pool.fetchrow(

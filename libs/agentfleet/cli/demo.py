@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -141,7 +142,10 @@ async def _show_report(graph: GraphRepository) -> None:
 def _show_grpcurl(addresses: Mapping[str, str], token: str | None) -> None:
     auth = f"-H {shlex.quote(f'authorization: Bearer {token}')} " if token else ""
     project = json.dumps({"project_id": DEMO_PROJECT})
+    tools = Path(sys.executable).parent  # make setup puts grpcurl beside this Python
     lines = [
+        f"# grpcurl and agentfleet are in {tools}; in a new shell first:",
+        f'export PATH={shlex.quote(str(tools))}:"$PATH"',
         "# every service lists itself over reflection",
         f"grpcurl -plaintext {addresses['executor']} list",
         "# the runs of the demo project",
