@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
-from urllib.parse import urlsplit
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp_stdio import loader_env_violations
@@ -76,6 +76,35 @@ class McpServerFields(Protocol):
 
     @property
     def call_timeout_s(self) -> float: ...
+
+
+HIDDEN_VALUE = "(hidden: a literal value; admins see it)"
+"""What a member reads in place of an MCP setting that names no secret."""
+
+
+def member_view(server: Mapping[str, Any]) -> dict[str, Any]:
+    """An MCP server's settings (``env``, ``headers``, ``url``) as a member may read them.
+
+    Credentials belong in secrets, named by ``${NAME}``; an admin may still have typed one
+    into a header or an environment value, or a URL's password or query. Members see the
+    values that name a secret as they are and every other such value hidden."""
+    view = dict(server)
+    for key in ("env", "headers"):
+        values = view.get(key) or {}
+        view[key] = {k: v if _names_secret(v) else HIDDEN_VALUE for k, v in values.items()}
+    url = view.get("url")
+    if url:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None and not _names_secret(parts.password):
+            netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+        query = parts.query if not parts.query or _names_secret(parts.query) else "***"
+        view["url"] = urlunsplit(parts._replace(netloc=netloc, query=query))
+    return view
+
+
+def _names_secret(text: str) -> bool:
+    return any(match.group(1) for match in REFERENCE_TOKEN.finditer(text))
 
 
 def references(text: str, *, field: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -10,9 +11,11 @@ from typing import Any, Protocol
 from google.protobuf import duration_pb2, json_format, struct_pb2
 
 from agentfleet import metrics
+from agentfleet.auth import current_principal
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument
 from agentfleet.grpc_server import Registration
+from agentfleet.mcp_config import member_view
 from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.secrets_crypto import keyring_from
@@ -139,6 +142,8 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
 
     async def ListMcpServers(self, request, context):  # type: ignore[no-untyped-def]
         servers, token = await _page(self._toolpool.servers, request)
+        if current_principal.get().role != "admin":
+            servers = [_member_view(s) for s in servers]
         return toolpool_pb2.ListMcpServersResponse(
             mcp_servers=[mcp_server_message(s) for s in servers], next_page_token=token
         )
@@ -247,6 +252,11 @@ def mcp_server_config(project_id: str, message: toolpool_pb2.McpServer) -> McpSe
         if message.HasField("call_timeout")
         else defaults.call_timeout_s,
     )
+
+
+def _member_view(config: McpServerConfig) -> McpServerConfig:
+    shown = member_view({"env": config.env, "headers": config.headers, "url": config.url})
+    return dataclasses.replace(config, **shown)
 
 
 def mcp_server_message(config: McpServerConfig) -> toolpool_pb2.McpServer:

@@ -21,6 +21,7 @@ from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
+from agentfleet.mcp_config import HIDDEN_VALUE
 from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
@@ -521,3 +522,25 @@ async def test_product_writes_refuse_rows_that_appeared_after_the_ownership_chec
     hand_made = "SELECT count(*) FROM kb.agent_definitions WHERE product_id IS NULL"
     assert await db_pool.fetchval(hand_made) == 1
     assert await db_pool.fetchval("SELECT command FROM kb.mcp_servers") == "true"
+
+
+async def test_members_read_no_literal_mcp_setting_of_a_products_manifest(
+    registry: Registry,
+) -> None:
+    """Credentials belong in secrets (${NAME}); a literal an admin typed into a manifest's
+    MCP env is hidden from members, who may list products."""
+    document = example()
+    (server,) = document["mcp"]["servers"]
+    server["env"] = {"API_KEY": "sk-typed-by-hand", "TOKEN": "${WEB_TOKEN}"}
+    await registry.stub.InstallProduct(install_request(document))
+    request = registry_pb2.ListProductsRequest(project_id="alpha")
+
+    def env_of(reply: registry_pb2.ListProductsResponse) -> dict[str, str]:
+        (product,) = reply.products
+        return json_format.MessageToDict(product.manifest)["mcp"]["servers"][0]["env"]
+
+    assert env_of(await registry.member.ListProducts(request)) == {
+        "API_KEY": HIDDEN_VALUE,
+        "TOKEN": "${WEB_TOKEN}",
+    }
+    assert env_of(await registry.stub.ListProducts(request))["API_KEY"] == "sk-typed-by-hand"

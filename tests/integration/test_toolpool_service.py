@@ -11,6 +11,7 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agentfleet.mcp_config import HIDDEN_VALUE
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 
@@ -359,3 +360,21 @@ async def test_members_cannot_change_servers_or_secrets(toolpool_stack: Stack) -
         toolpool_pb2.TestMcpServerRequest(project_id="alpha", mcp_server=_stdio_server("t"))
     )
     assert await _code(probe) == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_members_read_no_literal_mcp_setting(toolpool_stack: Stack) -> None:
+    """Credentials belong in secrets (${NAME}); a literal an admin typed into a server's env
+    is hidden from members, who may list the project's servers."""
+    admin = await _client(toolpool_stack, "alpha")
+    env = {"API_KEY": "sk-typed-by-hand", "GREETING": "${GREETING}"}
+    await admin.UpsertMcpServer(
+        toolpool_pb2.UpsertMcpServerRequest(
+            project_id="alpha", mcp_server=_stdio_server("typed", env=env)
+        )
+    )
+    request = toolpool_pb2.ListMcpServersRequest(project_id="alpha")
+    member = await _client(toolpool_stack, "alpha", role="member")
+    (seen,) = (await member.ListMcpServers(request)).mcp_servers
+    assert dict(seen.env) == {"API_KEY": HIDDEN_VALUE, "GREETING": "${GREETING}"}
+    (full,) = (await admin.ListMcpServers(request)).mcp_servers
+    assert dict(full.env) == env

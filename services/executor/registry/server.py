@@ -6,6 +6,7 @@ manifests and Struct fields cross as plain dicts through ``json_format``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -13,7 +14,9 @@ from typing import Any
 import grpc
 from google.protobuf import duration_pb2, json_format, struct_pb2
 
+from agentfleet.auth import current_principal
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.mcp_config import member_view
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import (
@@ -86,6 +89,8 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         self, request: registry_pb2.ListProductsRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListProductsResponse:
         products, token = await self.products.list_products(request.project_id, **_paging(request))
+        if current_principal.get().role != "admin":
+            products = [_member_view(p) for p in products]
         return registry_pb2.ListProductsResponse(
             products=[product_to_proto(p) for p in products], next_page_token=token
         )
@@ -239,6 +244,17 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
         duration.FromTimedelta(timedelta(seconds=definition.default_timeout_s))
         message.default_timeout.CopyFrom(duration)
     return message
+
+
+def _member_view(product: Product) -> Product:
+    """The product with its manifest's MCP settings as a member may read them."""
+    mcp = product.manifest.get("mcp")
+    if not isinstance(mcp, dict) or not mcp.get("servers"):
+        return product
+    servers = [member_view(s) for s in mcp["servers"]]
+    return dataclasses.replace(
+        product, manifest={**product.manifest, "mcp": {**mcp, "servers": servers}}
+    )
 
 
 def product_to_proto(product: Product) -> registry_pb2.Product:
