@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.testing.cli_process import start_agentfleet
 from agentfleet.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 from tests.e2e.cli_harness import MARKER, Cli, cli, install
 
@@ -170,18 +171,8 @@ async def test_unknown_run_wrong_token_and_missing_project_are_one_line(cli: Cli
 
 async def test_a_wrong_address_is_one_line_naming_it_from_the_real_command() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTFLEET_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "runs",
-        "--project",
-        "p",
-        "--history-addr",
-        "127.0.0.1:1",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    process = await start_agentfleet(
+        "runs", "--project", "p", "--history-addr", "127.0.0.1:1", env=env
     )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from agentfleet.testing.cli_process import start_agentfleet
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import free_port
 
@@ -26,17 +27,7 @@ async def test_the_research_demo_reports_and_writes_the_graph(
             **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("DISPATCHER", "HISTORY")},
         }
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        "--demo",
-        "--exit-when-ready",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_agentfleet("up", "--demo", "--exit-when-ready", env=env)
     out, err = await asyncio.wait_for(process.communicate(), 240)
     output = out.decode()
     assert process.returncode == 0, output + err.decode()

@@ -10,7 +10,6 @@ import asyncio
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -19,6 +18,7 @@ import pytest
 
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub.offline_model import NOTICE
+from agentfleet.testing.cli_process import start_agentfleet
 from agentfleet.testing.services import free_port
 
 SERVICES = ("executor", "toolpool", "dispatcher", "history")
@@ -58,15 +58,7 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: floa
 
 
 async def _agentfleet(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        *argv,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_agentfleet(*argv, env=env)
     out, err = await asyncio.wait_for(process.communicate(), 120)
     return process.returncode or 0, out.decode(), err.decode()
 
@@ -81,15 +73,7 @@ async def test_an_agent_without_a_stub_script_completes_on_up(
     env.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env.update({"DATABASE_URL": database_url, "AGENTFLEET_DATA_DIR": str(tmp_path)})
-    up = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    up = await start_agentfleet("up", env=env)
     try:
         banner = await _read_until(up.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
         # The stub's address and how to script it are printed.

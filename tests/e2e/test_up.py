@@ -4,7 +4,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from agentfleet import embedded_pg_root
 from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.certificates import mutual_tls
+from agentfleet.testing.cli_process import start_agentfleet
 from agentfleet.testing.services import free_port
 
 SERVICES = {
@@ -53,18 +53,6 @@ def _up_environment(tmp_path: Path, ports: dict[str, int], **extra: str) -> dict
     return {**env, **extra}
 
 
-async def _start_up(env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
 async def _run(*argv: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -80,7 +68,7 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     ports = {name: free_port() for name in SERVICES}
     # tmp_path's folders are private (0700): up must not open them, even as root.
     modes_before = {folder: folder.stat().st_mode for folder in [tmp_path, *tmp_path.parents]}
-    process = await _start_up(_up_environment(tmp_path, ports))
+    process = await start_agentfleet("up", env=_up_environment(tmp_path, ports))
     try:
         banner = await _read_until(process.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
         assert "embedded PostgreSQL" in banner
@@ -124,7 +112,7 @@ async def test_up_with_tls_checks_the_services_over_tls(tmp_path: Path, database
     ports = {name: free_port() for name in SERVICES}
     metrics = {f"AGENTFLEET_{n.upper()}_METRICS_PORT": "0" for n in ports}
     env = _up_environment(tmp_path, ports, DATABASE_URL=database_url, **metrics, **mtls.environment)
-    process = await _start_up(env)
+    process = await start_agentfleet("up", env=env)
     try:
         await _read_until(process.stdout, "ready", timeout_s=120)  # type: ignore[arg-type]
         for port in ports.values():

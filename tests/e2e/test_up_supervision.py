@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet.cli.supervise import CrashLoop, RestartPolicy, supervise
 from agentfleet.embedded_pg import EmbeddedPostgres
+from agentfleet.testing.cli_process import start_agentfleet
 from agentfleet.testing.services import free_port
 from agentfleet.testing.waiting import wait_for
 
@@ -81,15 +82,7 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
     env.pop("GOOGLE_API_KEY", None)
     env["COLUMNS"] = "200"  # the ready table on one line per service
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentfleet.cli.main",
-        "up",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    process = await start_agentfleet("up", env=env, merge_stderr=True)
     assert process.stdout is not None
     output = Output(process.stdout)
     try:
