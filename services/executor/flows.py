@@ -127,16 +127,16 @@ class _Members:
 
     async def one(self, key: str, member: str, text: str) -> RunRecord:
         """The member at ``key`` run to its end (found again after a crash, and resumed if
-        it paused at an earlier execution's deadline)."""
+        an earlier execution of the flow left it paused)."""
         with _tracer.start_as_current_span(f"flow_member {member}"):
-            (ref,) = await self._start(
+            (ref,), found = await self._start(
                 key, [ChildTask(agent_name=member, description=key, input=text)]
             )
         child = (await self.children.wait(self.run, [ref]))[ref.run_id]
-        if child.status != "paused" or not self._resumable(child):
+        if child.status != "paused" or not found or not self._time_left():
             return child
         task = ChildTask(agent_name=member, description=key, resume_run_id=child.id)
-        (ref,) = await self._start(self._resume_key(key), [task])
+        (ref,), _ = await self._start(self._resume_key(key), [task])
         return (await self.children.wait(self.run, [ref]))[ref.run_id]
 
     async def parallel(self, members: Sequence[str], progress: Progress) -> StopRun:
@@ -153,7 +153,9 @@ class _Members:
         paused = [
             ChildTask(agent_name=ref.agent_name, description=ref.description, resume_run_id=c.id)
             for ref in batch.children
-            if (c := finished[ref.run_id]).status == "paused" and self._resumable(c)
+            if (c := finished[ref.run_id]).status == "paused"
+            and batch.reattached
+            and self._time_left()
         ]
         if paused:
             resumed = await self.children.start(
@@ -194,9 +196,8 @@ class _Members:
             child.status == "paused" and self.deadline is not None and self.deadline.left_s() <= 0
         )
 
-    def _resumable(self, child: RunRecord) -> bool:
-        """A member found paused when this execution began (an earlier one's deadline), with
-        time left to continue it."""
+    def _time_left(self) -> bool:
+        """Whether a member an earlier execution left paused may be continued now."""
         return self.deadline is None or self.deadline.left_s() > 0
 
     def _resume_key(self, key: str) -> str:
@@ -204,11 +205,12 @@ class _Members:
         # request ids) names the execution.
         return f"{key}:resume:{self.run.resume_count}"
 
-    async def _start(self, key: str, tasks: list[ChildTask]) -> list[ChildRef]:
+    async def _start(self, key: str, tasks: list[ChildTask]) -> tuple[list[ChildRef], bool]:
+        """The batch's children, and whether an earlier execution had started them."""
         started = await self.children.start(self._batch(key, tasks))
         if started.failures:
             raise _MemberError(started.failures[0].error)
-        return started.children
+        return started.children, started.reattached
 
     def _batch(self, key: str, tasks: list[ChildTask]) -> ChildBatch:
         left = None if self.deadline is None else max(0.001, self.deadline.left_s())

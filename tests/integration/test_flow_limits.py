@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
+from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from services.executor.resume import RESUME_NOTE, ResumeParams, resume_run
 from services.executor.safety import TIMEOUT_MESSAGE
 from services.executor.tree import cancel_tree
@@ -158,3 +158,25 @@ async def test_a_cancelled_flow_keeps_the_output_so_far_as_its_summary(
     final = await fleet.wait(root.id)
     expected = "first(in)" if flow == "sequential" else "## first\nfirst(in)"
     assert (final.status, final.summary) == ("cancelled", expected)
+
+
+async def test_a_member_paused_by_its_own_step_limit_fails_the_flow_unresumed(
+    fleet: Executor,
+) -> None:
+    """Only a member an earlier execution left paused is resumed; one that pauses now, at
+    its own step limit, ends the flow as before (failed, naming it)."""
+    await fleet.define("pipeline", flow_type="sequential", sub_agents=["busy"])
+    await fleet.define("busy", tools=["echo"], max_steps=1)
+
+    def busy(request: StubRequest) -> Reply:
+        if request.tool_names:
+            return Reply(calls=[Call("echo", {"n": request.turn})])
+        return Reply(text="busy summary")  # the soft stop's call, with no tools
+
+    fleet.stub.add_script(Script(name="busy", match_system="You are busy.", policy=busy))
+    final = await fleet.wait((await fleet.start("pipeline", "in")).id)
+    assert final.status == "failed"
+    assert "member 'busy'" in (final.error_message or "")
+    assert "ended paused" in (final.error_message or "")
+    (member,) = await fleet.children(final.id)
+    assert (member.status, member.resume_count) == ("paused", 0)
