@@ -119,6 +119,13 @@ async def transaction(
         yield conn
 
 
+async def lock_key(conn: asyncpg.Connection, key: str) -> None:
+    """A transaction-scoped advisory lock on ``key`` (held until the caller's transaction
+    ends): serialises a read-then-write, such as a count checked against a cap and the
+    insert it admits, across every replica."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+
+
 async def notify(conn: asyncpg.Connection | asyncpg.Pool, channel: str, payload: str) -> None:
     """Sends ``payload`` on ``channel``; inside a transaction it is delivered at commit."""
     await conn.execute("SELECT pg_notify($1, $2)", channel, payload)

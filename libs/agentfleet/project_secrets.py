@@ -177,10 +177,7 @@ async def _check_room(
 ) -> None:
     # Serialises the count and the insert per project, so concurrent SetSecrets of new
     # names never pass the cap: the insert's snapshot is taken after the lock.
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        f"agentfleet.project-secrets:{project_id}",
-    )
+    await db.lock_key(conn, f"agentfleet.project-secrets:{project_id}")
     held, replacing = await conn.fetchrow(
         "SELECT count(*), coalesce(bool_or(name = $2), false)"
         " FROM kb.project_secrets WHERE project_id = $1",

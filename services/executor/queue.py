@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from agentfleet import events
-from agentfleet.db import notify
+from agentfleet.db import lock_key, notify
 from agentfleet.errors import ResourceExhausted
 from services.executor.approval_store import (
     SWEEP_BATCH,
@@ -108,10 +108,7 @@ class RunQueue:
             if capped:
                 # Serialises the count and the insert per project, so concurrent enqueues
                 # never pass the cap: the insert's snapshot is taken after the lock.
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                    f"agentfleet.run-queue:{params.project_id}",
-                )
+                await lock_key(conn, f"agentfleet.run-queue:{params.project_id}")
             run, created, _ = await self.enqueue_in(
                 conn, params, max_queued=self._max_queued_per_project if capped else None
             )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from agentfleet import db
 from agentfleet.errors import InvalidArgument
 from agentfleet.graph._common import parse_id
 from agentfleet.graph.dag import find_cycle
@@ -36,10 +37,7 @@ TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
 
 async def lock_task_dag(conn: asyncpg.Connection, project_id: str) -> None:
     """Serialises writers of ``blocks`` edges of one project until the transaction ends."""
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended('agentfleet.blocks:' || $1, 0))",
-        project_id,
-    )
+    await db.lock_key(conn, f"agentfleet.blocks:{project_id}")
 
 
 async def blocks_edges(

@@ -9,15 +9,16 @@ from typing import Any
 
 import asyncpg
 
+from agentfleet import db
 from agentfleet.errors import Unimplemented
 
 PRODUCT_COLUMNS = "p.id, p.project_id, p.name, p.version, p.manifest, p.installed_at, p.updated_at"
 
 
 async def lock(conn: asyncpg.Connection, key: str) -> None:
-    """Transaction-scoped advisory lock on ``key``: serialises installs of one product (and
-    replays of one request_id) across every executor replica."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+    """Serialises installs of one product (and replays of one request_id) across every
+    executor replica, until the transaction ends."""
+    await db.lock_key(conn, key)
 
 
 async def stored_response(
