@@ -433,15 +433,19 @@ def referenced_secret_keys(objects: list[Object]) -> set[tuple[str, str | None]]
     return refs
 
 
+def readme_secret_commands() -> list[str]:
+    """Each ``kubectl ... create secret generic`` line of README.md's ```sh blocks, lines
+    continued with a backslash joined."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+    lines = "".join(blocks).replace("\\\n", " ").splitlines()
+    return [line for line in lines if re.search(r"\bkubectl\b.*\bcreate secret generic\b", line)]
+
+
 def readme_created_secrets() -> dict[tuple[str, str], set[str]]:
     """The Secrets README.md tells you to create: (namespace, name) -> keys, from each
-    ``kubectl -n NS create secret generic NAME --from-literal=KEY=... --from-file=KEY=...``
-    in its ```sh blocks (lines continued with a backslash are joined)."""
+    ``kubectl -n NS create secret generic NAME --from-literal=KEY=... --from-file=KEY=...``."""
     created: dict[tuple[str, str], set[str]] = {}
-    blocks = re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
-    for line in "".join(blocks).replace("\\\n", " ").splitlines():
-        if not re.search(r"\bkubectl\b.*\bcreate secret generic\b", line):
-            continue
+    for line in readme_secret_commands():
         words = shlex.split(line.split("|")[0].split("#")[0])
         words = words[words.index("kubectl") :]
         namespace = "default"
@@ -464,6 +468,14 @@ def test_the_readme_parses_secret_commands() -> None:
     for keys in created.values():
         assert keys, created
         assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", k) for k in keys), created
+
+
+def test_the_readmes_secret_commands_can_be_run_again() -> None:
+    # A plain `create secret` fails with AlreadyExists the second time a block is run.
+    commands = readme_secret_commands()
+    assert commands
+    for line in commands:
+        assert re.search(r"--dry-run=client -o yaml \| kubectl apply -f -\s*$", line), line
 
 
 def test_prod_renders_no_secret_and_the_readme_creates_every_one_it_reads() -> None:
