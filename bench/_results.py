@@ -230,6 +230,7 @@ def latency_lines(figures: dict[str, Any]) -> list[str]:
             f"{_ms(f['overhead_p50_ms'])} / p99 {_ms(f['overhead_p99_ms'])} ms "
             f"(n={f['overhead_n']}), first event p50 {_ms(f['first_event_p50_ms'])} ms, "
             f"executor CPU {f['executor_cpu_ms_per_step']:.2f} ms/step, "
-            f"RSS {f['rss_kib_per_run']:.0f} KiB per in-flight run"
+            f"RSS {f['rss_kib_per_run']:.0f} KiB per in-flight run "
+            f"(at most {f.get('runs_in_flight_peak', '?')} in flight at once)"
         )
     return lines

@@ -23,8 +23,12 @@ measure the client):
 - executor CPU per step and all-process CPU per step (executor, toolpool, PostgreSQL);
 - busy database connections (sampled every 10 ms from ``pg_stat_activity``: in a statement
   or a transaction), p50/p99/max, beside the pool size: what the pool must hold;
+- runs in flight: the most runs running at one time (between their rows' ``started_at``
+  and ``completed_at``). With few steps a run can end before the last TriggerRun is
+  answered, so fewer than ``--runs`` are ever in flight at once: the figure says how many;
 - executor RSS per in-flight run: peak RSS while the runs wait on the model, minus RSS
-  before, divided by the runs in flight (the lesser of ``--runs`` and the concurrency).
+  before, divided by the runs in flight (measured, as above). Each model delay gets a new
+  executor process, so no case starts from the heap an earlier one grew.
 
 ``python bench/llm_latency.py [--quick] [--json out.json]``.
 """
@@ -98,6 +102,7 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
     await sampler
     steps = args.runs * args.steps
     cpu_exec, cpu_all = executor.stop(steps), everything.stop(steps)
+    in_flight = await peak_in_flight(pool, ids)
     gaps = await pool.fetch(
         "SELECT extract(epoch FROM created_at - lag(created_at) OVER w) AS gap "
         "FROM kb.agent_run_tool_calls WHERE run_id = ANY($1::uuid[]) "
@@ -130,13 +135,27 @@ async def one_delay(ctx: dict[str, Any], delay: float, args: argparse.Namespace)
         "stub_cpu_ms_per_step": cpu_all["stub_ms_per_step"],
         "executor_rss_before_kib": before_kib,
         "executor_rss_peak_kib": peak[0],
-        "rss_kib_per_run": (peak[0] - before_kib) / min(args.runs, args.concurrency),
+        "runs_in_flight_peak": in_flight,
+        "rss_kib_per_run": (peak[0] - before_kib) / max(1, in_flight),
         "cores": os.cpu_count() or 1,
         "pool_size": args.pool_size,
         "concurrency": args.concurrency,
         "in_flight": args.in_flight,
         **{k: v for k, v in backends.figures().items() if k.startswith("busy")},
     }
+
+
+async def peak_in_flight(pool: Any, ids: list[str]) -> int:
+    """The most of the runs ``ids`` running at one time (a start at the instant another
+    run ends is counted after that end)."""
+    return await pool.fetchval(
+        "SELECT coalesce(max(n), 0) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS n FROM ("
+        "  SELECT started_at AS at, 1 AS d FROM kb.agent_runs"
+        "  WHERE id = ANY($1::uuid[]) AND started_at IS NOT NULL"
+        "  UNION ALL SELECT completed_at, -1 FROM kb.agent_runs"
+        "  WHERE id = ANY($1::uuid[]) AND completed_at IS NOT NULL) AS e) AS s",
+        ids,
+    )
 
 
 def print_figures(f: dict[str, Any]) -> None:
@@ -150,6 +169,7 @@ def print_figures(f: dict[str, Any]) -> None:
         f"  executor concurrency {f['concurrency']}, pool {f['pool_size']}; TriggerRun "
         f"{f['in_flight']} in flight; span: first TriggerRun to last run ended"
     )
+    print(f"  runs in flight at once: at most {f['runs_in_flight_peak']} of {f['runs']}")
     print(
         f"  busy database connections (all processes) p50 {f['busy_p50']}, p99 "
         f"{f['busy_p99']}, max {f['busy_max']} (pool {f['pool_size']} per process)"
@@ -172,9 +192,9 @@ def print_figures(f: dict[str, Any]) -> None:
 
 
 async def measure(
-    url: str, stub_url: str, args: argparse.Namespace, concurrency: int, delays: list[float]
-) -> list[dict[str, Any]]:
-    """The runs at each model delay on one executor of ``concurrency``."""
+    url: str, stub_url: str, args: argparse.Namespace, concurrency: int, delay: float
+) -> dict[str, Any]:
+    """The runs at one model delay on a new executor of ``concurrency``."""
     args = argparse.Namespace(**{**vars(args), "concurrency": concurrency})
     seeded = await seed(url, AGENT, MARKER)
     stack = await start_process_stack(
@@ -200,12 +220,9 @@ async def measure(
                 "stub_url": stub_url,
                 "url": url,
             }
-            results = []
-            for delay in delays:
-                figures = await one_delay(ctx, delay, args)
-                print_figures(figures)
-                results.append(figures)
-            return results
+            figures = await one_delay(ctx, delay, args)
+            print_figures(figures)
+            return figures
     finally:
         await pool.close()
         await stack.stop(grace_s=5.0)
@@ -224,7 +241,8 @@ async def main(args: argparse.Namespace) -> None:
                 stub = stack.enter_context(stub_process())
                 os.environ["BENCH_STUB_PID"], stub_url = str(stub.pid), stub.base_url
             for concurrency, delays in cases(args):
-                results += await measure(url, stub_url, args, concurrency, delays)
+                for delay in delays:
+                    results.append(await measure(url, stub_url, args, concurrency, delay))
     if args.json:
         # All runs at once at 1 s are the figures the targets name; the others beside them.
         first = next(
