@@ -18,12 +18,18 @@ class BoundedResult:
     """Size of the JSON before truncation."""
 
 
-def bound_result(result: dict[str, Any], *, max_bytes: int = MAX_RESULT_BYTES) -> BoundedResult:
-    """The result, or a preview of it with a marker telling the model it was cut."""
+def bound_result(
+    result: dict[str, Any], *, max_bytes: int = MAX_RESULT_BYTES, sent_size: int | None = None
+) -> BoundedResult:
+    """The result, or a preview of it with a marker telling the model it was cut.
+
+    ``sent_size``: the result is the start of one this large, cut already (an MCP error
+    result is redacted only as far as this preview can show it); it is reported as cut."""
     encoded = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
     size = len(encoded.encode())
-    if size <= max_bytes:
+    if size <= max_bytes and sent_size is None:
         return BoundedResult(result=result, truncated=False, size_bytes=size)
+    size = max(size, sent_size or 0)
     budget = max_bytes - 512
     while True:
         preview = encoded.encode()[:budget].decode(errors="ignore")

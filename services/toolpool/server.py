@@ -173,7 +173,7 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             return toolpool_pb2.TestMcpServerResponse(
                 ok=False,
-                error=redactor(secrets)(message),
+                error=redactor(secrets).bounded(message),
                 duration=_duration(time.monotonic() - started),
             )
         return toolpool_pb2.TestMcpServerResponse(

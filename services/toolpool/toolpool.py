@@ -184,6 +184,7 @@ class ToolPool:
             },
         ) as span:
             started = time.monotonic()
+            sent_size = None
             if config is None:
                 result, error = await self._call_builtin(scope, tool_name, arguments, timeout_s)
             else:
@@ -192,8 +193,9 @@ class ToolPool:
                     config, secrets, spec.mcp_tool_name, arguments, timeout_s
                 )
                 result, error = outcome.result, outcome.error if outcome.is_error else None
+                sent_size = outcome.sent_size_bytes
             duration = time.monotonic() - started
-            bounded = bound_result(result)
+            bounded = bound_result(result, sent_size=sent_size)
             span.set_attribute("agentfleet.tool.outcome", "error" if error else "ok")
             metrics.record_tool_call(
                 tool=tool_name, source=spec.source_label, duration_s=duration, failed=bool(error)

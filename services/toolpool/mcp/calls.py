@@ -3,7 +3,9 @@
 ``MCPError`` codes become :class:`McpTimeoutError`, :class:`McpProtocolError` or
 :class:`SessionLost` (the session is gone: the pool decides whether to retry);
 unexpected result shapes become :class:`McpProtocolError`. Messages go through the
-connection's redaction, so no secret value reaches the model or a log.
+connection's redaction, so no secret value reaches the model or a log, and are cut to their
+start (:data:`~services.toolpool.mcp.redaction.MAX_MESSAGE_CHARS`): a server's message may
+be megabytes.
 """
 
 from __future__ import annotations
@@ -81,24 +83,24 @@ async def _request(conn: McpConnection, request: Awaitable[T], timeout_s: float)
     except MCPError as exc:
         if exc.code == types.REQUEST_TIMEOUT:
             raise _timeout(conn, timeout_s) from None
+        message = conn.redact.bounded(exc.message)
         if exc.code == types.CONNECTION_CLOSED:
-            raise SessionLost(conn.redact(exc.message), unsent=False) from None
+            raise SessionLost(message, unsent=False) from None
         if exc.code == types.INVALID_REQUEST and "session" in exc.message.lower():
             # Streamable HTTP: the server does not know our session id (it restarted, or
             # expired the session), so it rejected the request without running it.
-            raise SessionLost(conn.redact(exc.message), unsent=True) from None
+            raise SessionLost(message, unsent=True) from None
         raise McpProtocolError(
-            f"MCP server {conn.label} answered error {exc.code}: {conn.redact(exc.message)}",
-            code=exc.code,
+            f"MCP server {conn.label} answered error {exc.code}: {message}", code=exc.code
         ) from None
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, httpx2.HTTPError, OSError) as exc:
         # Transport failures that reach the caller directly rather than as CONNECTION_CLOSED.
-        raise SessionLost(conn.redact(describe(exc)), unsent=False) from None
+        raise SessionLost(conn.redact.bounded(describe(exc)), unsent=False) from None
     except (RuntimeError, ValidationError) as exc:
         # Unexpected result shapes: input-required, claimed results, schema violations.
+        reason = conn.redact.bounded(describe(exc))
         raise McpProtocolError(
-            f"MCP server {conn.label} sent an unusable result: {conn.redact(describe(exc))}",
-            code=0,
+            f"MCP server {conn.label} sent an unusable result: {reason}", code=0
         ) from None
 
 

@@ -39,6 +39,7 @@ from agentfleet.mcp_jail import launcher_argv
 from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
+from .redaction import Redactor, redactor
 from .session import Re2ClientSession
 
 log = structlog.get_logger(__name__)
@@ -74,7 +75,7 @@ class McpConnection:
         *,
         connect_timeout_s: float,
         errlog: TextIO | None = None,
-        redact: Callable[[str], str] = lambda text: text,
+        redact: Redactor | None = None,
         egress: EgressPolicy | None = None,
     ) -> None:
         self.key = key
@@ -84,8 +85,8 @@ class McpConnection:
         self.fingerprint = resolved.fingerprint()
         self._connect_timeout_s = connect_timeout_s
         self._errlog = errlog
-        self.redact = redact
-        """Removes secret values from a text (error messages)."""
+        self.redact = redact if redact is not None else redactor(())
+        """Removes secret values from a text (error messages, cut to their start)."""
         self._egress = egress if egress is not None else EgressPolicy()
         """Where the HTTP transports may connect (default: public addresses only)."""
         self._ready: asyncio.Future[Re2ClientSession] = asyncio.get_running_loop().create_future()
@@ -190,7 +191,7 @@ class McpConnection:
                     )
         except Exception as exc:
             self.end_error = innermost(exc)
-            reason = self.redact(describe(exc))
+            reason = self.redact.bounded(describe(exc))
             if not self._ready.done():
                 self._fail(
                     McpUnavailableError(f"cannot connect to MCP server {self.label}: {reason}")

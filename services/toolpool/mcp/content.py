@@ -17,6 +17,10 @@ from typing import Any
 
 import mcp_types as types
 
+from services.toolpool.results import MAX_RESULT_BYTES, json_size
+
+from .redaction import Redactor, redact_structure
+
 DEFAULT_MAX_INLINE_BYTES = 256 * 1024
 
 
@@ -30,6 +34,26 @@ def map_call_result(
     if result.structured_content is not None:
         mapped["structured_content"] = result.structured_content
     return mapped
+
+
+def redacted_error(
+    mapped: dict[str, Any], redact: Redactor
+) -> tuple[dict[str, Any], str, int | None]:
+    """An error result (``mapped``) as the model may read it: redacted only as far as the
+    bounded result can show it (:data:`MAX_RESULT_BYTES`, so a server's megabytes cost no
+    more), its message (its text blocks, cut like any message), and the size of the JSON
+    the server sent when that was cut (else ``None``)."""
+    size = json_size(mapped)
+    shown = redact_structure(mapped, redact, MAX_RESULT_BYTES)
+    blocks = shown.get("content")
+    # Cut, a block may lack its text or be the note that says so.
+    texts = [
+        b["text"]
+        for b in (blocks if isinstance(blocks, list) else [])
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    message = redact.bounded("\n".join(texts) or "the tool reported an error")
+    return shown, message, size if size > MAX_RESULT_BYTES else None
 
 
 def map_block(block: Any, *, max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES) -> dict[str, Any]:

@@ -57,3 +57,6 @@ class McpCallResult:
     outcome: CallOutcome = "ok"
     """For spans and metrics: ``tool_error`` is the server's isError; the rest are ours."""
     duration_s: float = 0.0
+    sent_size_bytes: int | None = None
+    """The size of the server's result (JSON) when only its start was read: an error
+    result larger than :data:`~services.toolpool.results.MAX_RESULT_BYTES`."""

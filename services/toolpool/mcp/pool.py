@@ -30,7 +30,7 @@ from agentfleet.mcp_stdio import StdioAllowlist
 from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools
 from .connection import CURRENT_MARK, McpConnection, SendMark
-from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result
+from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result, redacted_error
 from .egress import EgressPolicy
 from .errors import (
     CircuitOpenError,
@@ -41,7 +41,7 @@ from .errors import (
 )
 from .interpolate import ResolvedServer, resolve_server
 from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolInfo
-from .redaction import redact_structure, redactor
+from .redaction import redactor
 from .store import CHANGES_CHANNEL
 from .validation import check_stdio_allowed
 
@@ -135,7 +135,7 @@ class McpClientPool:
         redact = redactor(secrets)
 
         def failed(outcome: CallOutcome, message: str) -> McpCallResult:
-            message = redact(message)
+            message = redact.bounded(message)
             return McpCallResult(
                 is_error=True,
                 result={"error": message},
@@ -160,15 +160,17 @@ class McpClientPool:
         except McpProtocolError as exc:
             return failed("protocol_error", exc.message)
         mapped = map_call_result(raw, max_inline_bytes=self._max_inline_bytes)
+        message = sent_size = None
         if raw.is_error:
-            mapped = redact_structure(mapped, redact)
-        message = _error_text(mapped) if raw.is_error else None
+            # A server's error may quote the secrets it was given, and be megabytes.
+            mapped, message, sent_size = redacted_error(mapped, redact)
         return McpCallResult(
             is_error=bool(raw.is_error),
             result=mapped,
             error=message,
             outcome="tool_error" if raw.is_error else "ok",
             duration_s=time.monotonic() - started,
+            sent_size_bytes=sent_size,
         )
 
     async def test_server(
@@ -391,8 +393,3 @@ class _Retryable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _error_text(mapped: dict[str, Any]) -> str:
-    texts = [b["text"] for b in mapped.get("content", []) if b.get("type") == "text"]
-    return "\n".join(texts) or "the tool reported an error"

@@ -18,6 +18,12 @@ was encoded around it.
 
 Values shorter than :data:`MIN_REDACTED_CHARS` are not redacted: replacing every "ab" in a
 message would garble it and protect nothing a guess would not find.
+
+Text from a server can be megabytes; only the start of it reaches the model. So the bounded
+forms (:meth:`Redactor.start`, :meth:`Redactor.bounded`, ``redact_structure`` with a limit)
+read no more than the start that can be shown plus :attr:`Redactor.longest_form`: a form of
+a value that begins within the start shown ends within what was read, so it is found and
+masked whole, never shown in part; what begins later is not shown at all.
 """
 
 from __future__ import annotations
@@ -27,12 +33,18 @@ import bisect
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 MIN_REDACTED_CHARS = 4
 MASK = "***"
+MAX_MESSAGE_CHARS = 4096
+"""The start of an error message that is read and passed on (the rest is cut, with a note):
+what the model needs to know why a call failed is a line or a short trace, and the
+toolpool's own messages are a line or two. A server's message of megabytes costs the
+redactor this plus :attr:`Redactor.longest_form` characters, not megabytes."""
 
 _HEX = "[0-9A-Fa-f]"
 # One backslash escape of JSON or Python repr; surrogate pairs (JSON's form of characters
@@ -109,12 +121,10 @@ class _Readings(dict[str, str]):
         return reading
 
 
-def redactor(secrets: Mapping[str, str] | Iterable[str]) -> Callable[[str], str]:
-    """A function replacing every form of every value of ``secrets`` by ``***``."""
+def redactor(secrets: Mapping[str, str] | Iterable[str]) -> Redactor:
+    """A :class:`Redactor` replacing every form of every value of ``secrets`` by ``***``."""
     values = secrets.values() if isinstance(secrets, Mapping) else secrets
     kept = {v for v in values if len(v) >= MIN_REDACTED_CHARS}
-    if not kept:
-        return _unchanged
     raw_needles = set(kept)
     view_needles = set(kept)
     for value in kept:
@@ -128,9 +138,43 @@ def redactor(secrets: Mapping[str, str] | Iterable[str]) -> Callable[[str], str]
                 reading = _Readings(view)[value]
                 if len(reading) >= MIN_REDACTED_CHARS:
                     view_needles.add(reading)
+    return Redactor(raw_needles, view_needles)
 
-    def redact(text: str) -> str:
-        spans = _find_all(text, raw_needles)
+
+class Redactor:
+    """Replaces every form of a project's secret values in a text by ``***``: call it."""
+
+    def __init__(self, raw_needles: Collection[str], view_needles: Collection[str]) -> None:
+        self._raw_needles = raw_needles  # looked for as written
+        self._view_needles = view_needles  # looked for in each view's reading
+        self.longest_form = max(
+            [*map(len, raw_needles), *map(_longest_form, view_needles)], default=0
+        )
+        """The most characters a form of a value can take in a text: one that begins before
+        a point of the text ends before this many characters past it."""
+
+    def __call__(self, text: str) -> str:
+        return _mask(text, self._spans(text), len(text))[0]
+
+    def start(self, text: str, limit: int) -> tuple[str, int]:
+        """What redacting ``text`` shows of its first ``limit`` characters, and how many
+        characters of ``text`` that covers (at least ``limit``, more when a masked form
+        begun within them ends later). Reads at most ``limit + longest_form`` of them."""
+        if len(text) <= limit:
+            return self(text), len(text)
+        read = text[: limit + self.longest_form]
+        return _mask(read, self._spans(read), limit)
+
+    def bounded(self, text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+        """``text`` redacted, cut after its first ``limit`` characters with a note saying so
+        (a message from a server, or one quoting it)."""
+        shown, covered = self.start(text, limit)
+        return shown if covered == len(text) else shown + cut_note(limit)
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        if not self._raw_needles:
+            return []
+        spans = _find_all(text, self._raw_needles)
         if _ENCODING_MARKS.search(text):
             parts = _TOKENS.split(text)  # raw, token, raw, token, ..., raw
             # Where part k starts in the text, for the rare text a view finds a value in.
@@ -139,25 +183,65 @@ def redactor(secrets: Mapping[str, str] | Iterable[str]) -> Callable[[str], str]
             for view in _VIEWS:
                 if all(mark in text for mark in view.marks):
                     readings = _Readings(view)
-                    spans += _find_in_view(parts, offsets, readings, view_needles, seen)
-        return _mask(text, spans)
-
-    return redact
+                    spans += _find_in_view(parts, offsets, readings, self._view_needles, seen)
+        return spans
 
 
-def redact_structure(value: Any, redact: Callable[[str], str]) -> Any:
-    """``value`` (JSON-like: dicts, lists, strings) with every string redacted."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {redact(str(k)): redact_structure(v, redact) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_structure(v, redact) for v in value]
-    return value
+def cut_note(limit: int) -> str:
+    """What ends a text cut after its first ``limit`` characters."""
+    return f" [... cut: only the first {limit} characters are read]"
 
 
-def _unchanged(text: str) -> str:
-    return text
+def redact_structure(value: Any, redact: Redactor, limit: int | None = None) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings) with every string redacted.
+
+    With ``limit``, only its start is read, in the order JSON writes it: strings up to
+    ``limit`` characters in all, other values one each. The string that crosses it is cut
+    like :meth:`Redactor.bounded` (a key cut so gets ``None``), another value past it
+    becomes the note itself, and what follows is left out."""
+    return _Reader(redact, sys.maxsize if limit is None else limit).value(value)
+
+
+class _Reader:
+    """Reads a JSON-like value in order until ``left`` characters are spent."""
+
+    def __init__(self, redact: Redactor, limit: int) -> None:
+        self.redact = redact
+        self.limit = limit
+        self.left = limit
+        self.cut = False
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        self.left -= 1
+        if self.left < 0:
+            self.cut = True
+            return cut_note(self.limit).lstrip()
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                text = self.text(str(key))
+                out[text] = None if self.cut else self.value(item)
+                if self.cut:
+                    break
+            return out
+        if isinstance(value, list | tuple):
+            items = []
+            for item in value:
+                items.append(self.value(item))
+                if self.cut:
+                    break
+            return items
+        return value
+
+    def text(self, text: str) -> str:
+        if len(text) <= self.left:
+            self.left -= len(text)
+            return self.redact(text)
+        shown, _ = self.redact.start(text, max(self.left, 0))
+        self.left, self.cut = 0, True
+        return shown + cut_note(self.limit)
 
 
 def _find_in_view(
@@ -242,10 +326,12 @@ def _find_all(text: str, needles: Iterable[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def _mask(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with each group of overlapping spans replaced by one :data:`MASK`."""
+def _mask(text: str, spans: list[tuple[int, int]], stop: int) -> tuple[str, int]:
+    """``text`` up to ``stop`` with each group of overlapping spans replaced by one
+    :data:`MASK` (a group begun before ``stop`` masked whole, wherever it ends), and where
+    in ``text`` the result ends."""
     if not spans:
-        return text
+        return text[:stop], stop
     pieces = []
     kept_from = 0  # where the text after the last mask starts
     start, end = -1, -1  # the group being masked
@@ -253,12 +339,18 @@ def _mask(text: str, spans: list[tuple[int, int]]) -> str:
         if span_start < end:  # overlaps the group: widen it
             end = max(end, span_end)
             continue
+        if span_start >= stop:
+            break
         if end >= 0:
             pieces += [text[kept_from:start], MASK]
             kept_from = end
         start, end = span_start, span_end
-    pieces += [text[kept_from:start], MASK, text[end:]]
-    return "".join(pieces)
+    if end >= 0:
+        pieces += [text[kept_from:start], MASK]
+        kept_from = end
+    covered = max(stop, kept_from)
+    pieces.append(text[kept_from:covered])
+    return "".join(pieces), covered
 
 
 def _base64_forms(value: str) -> set[str]:
@@ -269,3 +361,16 @@ def _base64_forms(value: str) -> set[str]:
         forms.add(text)
         forms.add(text.rstrip("="))
     return {f for f in forms if len(f) >= MIN_REDACTED_CHARS}
+
+
+# Characters of three UTF-8 bytes (the BMP from U+0800); beyond it, four.
+_THREE_BYTES = re.compile("[\\u0800-\\uffff]")
+
+
+def _longest_form(needle: str) -> int:
+    """The most characters ``needle`` can take in any view: each character written its
+    longest way, ``\\U0001f600`` for any (10), or each UTF-8 byte percent-encoded twice
+    (``%25XX``, 5 per byte: 15 for three bytes, 20 for four). Counted at C speed."""
+    four_bytes = len(needle.encode("utf-16-le", "surrogatepass")) // 2 - len(needle)
+    three_bytes = len(_THREE_BYTES.findall(needle))
+    return 10 * len(needle) + 5 * three_bytes + 10 * four_bytes
