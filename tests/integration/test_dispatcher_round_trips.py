@@ -1,5 +1,6 @@
-"""The dispatcher's per-task cost stays a handful of statements (issue 8), and its claim and
-adoption statements keep using their partial indexes.
+"""The dispatcher's per-task cost stays a handful of statements (issue 8), its claim and
+adoption statements keep using their partial indexes, and the claim probes the blockers of
+the tasks it offers only, not of a full graph's backlog.
 
 Statements are counted with asyncpg query loggers on the dispatcher's own pool (BEGIN and
 COMMIT included), so the figure is exact, not timed.
@@ -10,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import asyncpg
 import pytest_asyncio
@@ -138,9 +140,9 @@ async def _plan(conn: asyncpg.Connection, sql: str, *args: object) -> str:
     return "\n".join(row[0] for row in rows)
 
 
-async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) -> None:
-    # 40 projects with many finished and blocked tasks, a few ready and a few in flight, and
-    # one project with a backlog of ready tasks in a graph at its limit, analysed.
+async def _backlog_dataset(pool: asyncpg.Pool) -> None:
+    """40 projects with many finished and blocked tasks, a few ready and a few in flight, and
+    one project with a backlog of 500 ready tasks in a graph at its limit, analysed."""
     graphs = [str(uuid.uuid4()) for _ in range(40)]
     await pool.execute(
         """
@@ -170,6 +172,10 @@ async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) 
         PROJECT,
     )
     await pool.execute("ANALYZE kb.graph_objects")
+
+
+async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) -> None:
+    await _backlog_dataset(pool)
     async with pool.acquire() as conn:
         claim = await _plan(conn, claim_sql.CLAIM, 8, "owner", 30.0, "2026-01-01T00:00:00Z")
         adopt = await _plan(conn, claims._ADOPT, "owner", 30.0, 8, "2026-01-01T00:00:00Z")
@@ -178,3 +184,37 @@ async def test_claim_and_adoption_use_their_partial_indexes(pool: asyncpg.Pool) 
     assert "graph_objects_inprogress_spectasks_idx" in adopt, adopt
     for plan in (claim, adopt):
         assert "Seq Scan on graph_objects" not in plan, plan
+
+
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
+
+
+async def test_claim_checks_only_offered_tasks_against_their_blockers(pool: asyncpg.Pool) -> None:
+    # The full graph's 505 ready tasks rank first in their project and are walked over; the
+    # blocker probes (each a pass over a node on graph_relationships) follow the 234 tasks
+    # offered (39 projects x 6), not the 739 walked (739 probes before the full-graph test
+    # was made to run first).
+    await _backlog_dataset(pool)
+    async with pool.acquire() as conn:
+        # EXPLAIN ANALYZE runs the claim: rolled back, its update is not kept.
+        claim = conn.transaction()
+        await claim.start()
+        try:
+            result = await conn.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {claim_sql.CLAIM}",
+                8,
+                "owner",
+                30.0,
+                "2026-01-01T00:00:00Z",
+            )
+        finally:
+            await claim.rollback()
+    [offers] = [n for n in _nodes(result[0]["Plan"]) if n.get("Subplan Name") == "CTE offers"]
+    probes = sum(
+        n["Actual Loops"] for n in _nodes(offers) if n.get("Relation Name") == "graph_relationships"
+    )
+    assert offers["Actual Rows"] == 234, offers
+    assert 0 < probes <= offers["Actual Rows"], offers

@@ -22,7 +22,10 @@ adopted; graph_objects_inprogress_spectasks_idx), one probe per project with ava
 tasks (projects are made by the operator, not by tenants), then up to $1 +
 SKIP_LOCKED_SPARE tasks from each on graph_objects_ready_spectasks_project_idx. A project's
 walk also passes over its own tasks of graphs at their limit that rank above its next
-claimable one: that is its own backlog, never another project's.
+claimable one: that is its own backlog, never another project's. Each row of that walk
+costs a heap fetch and a hash probe of the full graphs; only the rows of graphs with room
+are checked against their blockers (an index probe per blocker), so those probes number
+about the project's offer (plus any tasks with a stale ready hint), not its backlog.
 """
 
 from __future__ import annotations
@@ -59,12 +62,13 @@ BAD_PRIORITY = f"""coalesce((t.properties -> 'priority') > '{PRIORITY_MAX}'::jso
 MAX_PARALLEL = "coalesce({}, 0)".format(sql_int("g.properties -> 'max_parallel'", 0, 2**31 - 1))
 
 # The task aliased t is available: pending, marked ready (the hint the claim indexes
-# serve), re-checked against its blockers (a stale hint never dispatches a blocked task),
-# its priority well formed and its retry backoff (not_before) passed.
-AVAILABLE = f"""t.type = '{SPEC_TASK}' AND t.status = 'pending'
+# serve), its priority well formed and its retry backoff (not_before) passed (_HINTED), and
+# re-checked against its blockers (a stale hint never dispatches a blocked task).
+_HINTED = f"""t.type = '{SPEC_TASK}' AND t.status = 'pending'
       AND (t.properties ->> 'ready') = 'true' AND NOT {BAD_PRIORITY}
       AND coalesce({sql_number("t.properties -> 'not_before'", 0, 1e12)}, 0)
-          <= extract(epoch FROM now())
+          <= extract(epoch FROM now())"""
+AVAILABLE = f"""{_HINTED}
       AND NOT {UNFINISHED_BLOCKER}"""
 
 # Each project offers this many tasks more than the claim takes, so concurrent dispatchers
@@ -83,7 +87,11 @@ _READY = f"""t.type = '{SPEC_TASK}' AND t.status = 'pending'
 _OFFER_ORDER = "x.priority DESC NULLS LAST, x.created_at, x.id"
 
 # in_flight: the tasks in progress per graph. full_graphs: the graphs at their limit.
-# offers: each project's best available tasks, but those of full graphs. room: how many
+# offers: each project's best available tasks, but those of full graphs: CASE makes the
+# cheap full-graph test run before the blocker check (as two conditions, the planner was
+# free to order them and probed the blockers of every task of a full graph's backlog), and
+# keeps both inside the LIMIT, so a project still offers every available task it has up to
+# it (an IN that is NULL, for a task without a graph id, is not full). room: how many
 # more tasks each offered limited graph admits. ranked: the offers a limited graph has room
 # for, numbered per project after the project's tasks in progress (its turns), the claim's
 # first $1 + SKIP_LOCKED_SPARE turns. candidates: those locked, in turn order.
@@ -114,9 +122,10 @@ in_flight AS MATERIALIZED (
         SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id,
                t.properties -> 'priority' AS priority, t.created_at
         FROM kb.graph_objects t
-        WHERE t.project_id = p.project_id AND {AVAILABLE}
-          AND NOT EXISTS (SELECT 1 FROM full_graphs f WHERE f.project_id = t.project_id
-                            AND f.graph_id = t.properties ->> 'graph_id')
+        WHERE t.project_id = p.project_id AND {_HINTED}
+          AND CASE WHEN (t.project_id, t.properties ->> 'graph_id')
+                        IN (SELECT f.project_id, f.graph_id FROM full_graphs f) THEN false
+                   ELSE NOT {UNFINISHED_BLOCKER} END
         ORDER BY t.project_id, (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id
         LIMIT $1 + {SKIP_LOCKED_SPARE}
     ) o
