@@ -14,6 +14,7 @@ import base64
 import binascii
 import hashlib
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -71,6 +72,22 @@ def decode_page_token(
             field, f"was issued for other filters; start again without a {field}"
         )
     return position
+
+
+def time_id_position(
+    position: Sequence[Any] | None, *, field: str = "page_token"
+) -> tuple[datetime, uuid.UUID] | None:
+    """A decoded position that must be a (created_at, id) keyset, typed: None (the first
+    page) stays None; values of other kinds are INVALID_ARGUMENT naming ``field``."""
+    if position is None:
+        return None
+    created_at, row_id = position
+    try:
+        if not isinstance(created_at, datetime) or not isinstance(row_id, str):
+            raise ValueError("wrong kinds")
+        return created_at, uuid.UUID(row_id)
+    except ValueError:
+        raise not_a_page_token(field) from None
 
 
 def not_a_page_token(field: str = "page_token") -> InvalidArgument:

@@ -1,20 +1,34 @@
-"""Reading task graphs back: a graph object with its status derived from its tasks' counts
+"""Reading task graphs back: a graph object with its derived status and its tasks' counts
 (``GraphView``), and in full with its tasks in topological order and its edges. Writing them
-is ``graph_writes.GraphStore``; the statements are ``store.reads``."""
+is ``graph_writes.GraphStore``; the statements are ``store.reads``.
+
+The status is derived from the tasks by one rule, ``kb.task_graph_status`` (migration 0020),
+which the database keeps per graph in ``kb.task_graph_states`` as the tasks change; it is
+read from there, never derived here. Each read is one snapshot (a read-only repeatable-read
+transaction), so a view's status, counts and tasks always agree."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
-from collections.abc import Sequence
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from agentfleet.graph import GraphObject
 from agentfleet.graph.task_properties import task_priority
-from services.dispatcher.models import Counts, TaskView, graph_status, iso_now
-from services.dispatcher.store.reads import graph_counts, graph_edges, graph_object, graph_tasks
+from services.dispatcher.models import Counts, TaskView, iso_now
+from services.dispatcher.store.reads import (
+    graph_counts,
+    graph_edges,
+    graph_page,
+    graph_tasks,
+    graph_with_status,
+)
 
 __all__ = ["GraphReader", "GraphView", "topological", "view_of"]
 
@@ -32,10 +46,11 @@ class GraphView:
     update_time: Any = None
 
 
-def view_of(graph: GraphObject, found: tuple[Counts, str | None, Any] | None) -> GraphView:
+def view_of(
+    graph: GraphObject, status: str, found: tuple[Counts, str | None, Any] | None
+) -> GraphView:
+    """The view of ``graph`` whose derived status is ``status``, from its counts."""
     counts, last_complete, last_update = found or (Counts(), None, None)
-    cancelled = graph.properties.get("status") == "cancelled"
-    status = graph_status(cancelled, counts)
     complete_time = None
     if status == "cancelled":
         complete_time = graph.properties.get("cancel_time") or iso_now()
@@ -59,18 +74,36 @@ class GraphReader:
 
     async def load(self, project_id: str, graph_id: str, *, with_tasks: bool = True) -> GraphView:
         """The graph with its derived status, and its tasks (topological) and edges."""
-        graph = await graph_object(self._pool, project_id, graph_id)
-        found = await graph_counts(self._pool, project_id, [graph.id])
-        view = view_of(graph, found.get(graph.id))
-        if with_tasks:
-            view.tasks = topological(await graph_tasks(self._pool, project_id, graph_id))
-            view.edges = await graph_edges(self._pool, project_id, graph_id)
+        async with self._snapshot() as conn:
+            graph, status = await graph_with_status(conn, project_id, graph_id)
+            found = await graph_counts(conn, project_id, [graph.id])
+            view = view_of(graph, status, found.get(graph.id))
+            if with_tasks:
+                view.tasks = topological(await graph_tasks(conn, project_id, graph_id))
+                view.edges = await graph_edges(conn, project_id, graph_id)
         return view
 
-    async def views(self, project_id: str, graphs: Sequence[GraphObject]) -> list[GraphView]:
-        """Views (without tasks) of several graphs, with one counting statement."""
-        found = await graph_counts(self._pool, project_id, [g.id for g in graphs])
-        return [view_of(g, found.get(g.id)) for g in graphs]
+    async def page(
+        self,
+        project_id: str,
+        statuses: Sequence[str],
+        after: tuple[datetime, uuid.UUID],
+        limit: int,
+    ) -> list[GraphView]:
+        """Views (without tasks) of up to ``limit`` graphs of ``statuses`` newest first
+        after the keyset position (``store.reads.graph_page``), with one counting statement."""
+        async with self._snapshot() as conn:
+            graphs = await graph_page(conn, project_id, statuses, after, limit)
+            found = await graph_counts(conn, project_id, [g.id for g, _ in graphs])
+        return [view_of(g, status, found.get(g.id)) for g, status in graphs]
+
+    @contextlib.asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[asyncpg.Connection]:
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield conn
 
 
 def topological(tasks: Sequence[TaskView]) -> list[TaskView]:

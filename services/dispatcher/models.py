@@ -39,7 +39,6 @@ __all__ = [
     "TASK_STATUS",
     "Counts",
     "TaskView",
-    "graph_status",
     "iso_now",
     "session_to_proto",
     "task_to_proto",
@@ -107,22 +106,6 @@ class Counts:
             cancelled=get("cancelled", 0),
             blocked=self.blocked,
         )
-
-
-def graph_status(cancelled: bool, counts: Counts) -> str:
-    """DESIGN §9 / TaskGraphStatus: derived from the tasks, CANCELLED by request."""
-    if cancelled:
-        return "cancelled"
-    get = counts.by_status.get
-    if counts.total > 0 and get("completed", 0) == counts.total:
-        return "completed"
-    if get("in_progress", 0) > 0 or counts.available > 0:
-        return "active"
-    if get("failed", 0) > 0:
-        return "failed"
-    if get("paused", 0) > 0:
-        return "paused"
-    return "active"
 
 
 @dataclass(kw_only=True, slots=True)

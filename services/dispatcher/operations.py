@@ -12,16 +12,19 @@ import asyncpg
 from agentfleet.errors import FailedPrecondition, NotFound
 from agentfleet.graph import GraphObject, parse_id
 from agentfleet.graph.task_properties import whole_number
-from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token
+from agentfleet.pagination import (
+    clamp_page_size,
+    decode_page_token,
+    encode_page_token,
+    time_id_position,
+)
 from services.dispatcher.graph_reads import GraphReader, GraphView
-from services.dispatcher.models import TaskView
+from services.dispatcher.models import GRAPH_STATUS, TaskView
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import reads, task_graphs
 from services.dispatcher.store.common import notify_changes, notify_ready
 
 __all__ = ["PageRequest", "cancel_graph", "list_graphs", "list_sessions", "retry_task"]
-
-_SCAN_BATCH = 200
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,29 +43,22 @@ class PageRequest:
 
 async def list_graphs(
     reader: GraphReader,
-    pool: asyncpg.Pool,
     project_id: str,
     page_request: PageRequest,
     *,
     statuses: Sequence[str],
 ) -> tuple[list[GraphView], str]:
-    """Newest first; a status filter applies to the derived status, so pages are filled
-    from batches of graphs (keyset on created_at, id)."""
+    """Newest first (keyset on created_at, id); a status filter applies to the derived
+    status, which the database keeps per graph, so a page reads about its own size in rows
+    however many graphs the project has (no filter: every status)."""
     filters = {"project_id": project_id, "statuses": sorted(statuses)}
     size, after = page_request.start(filters)
-    page: list[GraphView] = []
-    cursor = (after[0], uuid.UUID(after[1])) if after else None
-    while len(page) <= size:
-        graphs = await reads.graph_page(pool, project_id, cursor, _SCAN_BATCH)
-        if not graphs:
-            break
-        for view in await reader.views(project_id, graphs):
-            if not statuses or view.status in statuses:
-                page.append(view)
-        last = graphs[-1]
-        cursor = (last.created_at, uuid.UUID(last.id))
-        if len(graphs) < _SCAN_BATCH:
-            break
+    page = await reader.page(
+        project_id,
+        statuses or list(GRAPH_STATUS),
+        time_id_position(after) or reads.LAST_GRAPH,
+        size + 1,
+    )
     token = ""
     if len(page) > size:
         page = page[:size]
@@ -129,7 +125,7 @@ async def list_sessions(
     size, after = page_request.start(filters)
     if not await reads.task_exists(pool, project_id, task):
         raise NotFound(f"task {task_id} not found in project {project_id}")
-    position = (after[0], uuid.UUID(after[1])) if after else None
+    position = (after[0], uuid.UUID(after[1])) if after else reads.FIRST_SESSION
     objects = await reads.session_page(pool, project_id, task, position, size + 1)
     token = ""
     if len(objects) > size:

@@ -170,7 +170,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
         if request.statuses and not statuses:
             return pb.ListTaskGraphsResponse()  # only UNSPECIFIED: nothing matches
         views, token = await operations.list_graphs(
-            self._graphs, self._pool, request.project_id, _page(request), statuses=statuses
+            self._graphs, request.project_id, _page(request), statuses=statuses
         )
         return pb.ListTaskGraphsResponse(
             task_graphs=[graph_to_proto(v, with_tasks=False) for v in views],

@@ -232,3 +232,21 @@ async def test_project_filter_and_assert(db_pool: asyncpg.Pool) -> None:
         await assert_invariants(db_pool)
     assert broken in str(caught.value)
     assert "1 database invariant(s) violated" in str(caught.value)
+
+
+async def test_graph_status_catches_a_status_kept_wrong(db_pool: asyncpg.Pool) -> None:
+    graph_id = await db_pool.fetchval(
+        "INSERT INTO kb.graph_objects (project_id, type, properties)"
+        " VALUES ($1, 'TaskGraph', '{\"status\": \"active\"}') RETURNING id::text",
+        P,
+    )
+    await db_pool.execute(
+        "INSERT INTO kb.graph_objects (project_id, type, properties)"
+        " VALUES ($1, 'SpecTask', jsonb_build_object('status', 'completed', 'graph_id', $2::text))",
+        P,
+        graph_id,
+    )
+    assert await check_invariants(db_pool) == []
+    await db_pool.execute("UPDATE kb.task_graph_states SET status = 'failed'")
+    text = only(await check_invariants(db_pool), "graph_status")
+    assert text.endswith(f"task graph {graph_id}: status kept as failed but derived completed")

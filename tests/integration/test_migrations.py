@@ -103,6 +103,7 @@ EXPECTED_INDEXES = {
     "graph_relationships": {
         "graph_relationships_pkey", "graph_relationships_src_uidx", "graph_relationships_dst_idx",
     },
+    "task_graph_states": {"task_graph_states_pkey", "task_graph_states_page_idx"},
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},
     "product_install_requests": {"product_install_requests_pkey"},
     "schema_migrations": {"schema_migrations_pkey"},

@@ -6,7 +6,6 @@ import pytest
 
 from agentfleet.errors import InvalidArgument
 from services.dispatcher.dag import NewTask, validate_graph
-from services.dispatcher.models import Counts, graph_status
 from services.dispatcher.prompt import BlockerResult, build_prompt
 from services.dispatcher.selector import AgentInfo, choose_by_rules
 
@@ -94,11 +93,3 @@ def test_selector_rules() -> None:
     assert tied.choice is None
     assert [a.name for a in tied.tied] == ["db", "x"]
     assert choose_by_rules(assigned_agent="", tags=["none"], agents=agents).choice is None
-
-
-def test_graph_status_is_derived() -> None:
-    assert graph_status(False, Counts(by_status={"completed": 3})) == "completed"
-    assert graph_status(False, Counts(by_status={"failed": 1, "pending": 2})) == "failed"
-    assert graph_status(False, Counts(by_status={"paused": 1, "pending": 1})) == "paused"
-    assert graph_status(False, Counts(by_status={"pending": 1}, available=1)) == "active"
-    assert graph_status(True, Counts(by_status={"completed": 3})) == "cancelled"

@@ -31,7 +31,7 @@ from agentfleet.graph._common import (
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
-from agentfleet.pagination import decode_page_token, encode_page_token, not_a_page_token
+from agentfleet.pagination import decode_page_token, encode_page_token, time_id_position
 
 __all__ = ["GraphRepository", "NewObject", "parse_id"]
 
@@ -268,12 +268,4 @@ class GraphRepository(GraphRelationships, GraphReads):
 def _cursor_position(cursor: str, filters: Mapping[str, Any]) -> tuple[datetime, uuid.UUID] | None:
     """The (created_at, id) an object list resumes after; None for the first page."""
     position = decode_page_token(cursor, filters, arity=2, field="cursor")
-    if position is None:
-        return None
-    created_at, object_id = position
-    try:
-        if not isinstance(created_at, datetime) or not isinstance(object_id, str):
-            raise ValueError("wrong kinds")
-        return created_at, uuid.UUID(object_id)
-    except ValueError:
-        raise not_a_page_token("cursor") from None
+    return time_id_position(position, field="cursor")

@@ -23,6 +23,8 @@ raises AssertionError listing them. The rules (DESIGN §4, §5):
 - ``message_seq``: message seqs of a run are exactly 0..max.
 - ``event_counter``: a run's ``last_event_seq`` (where the next event's seq comes from) is
   its newest event's seq, 0 with none; an event written around ``append_events`` breaks it.
+- ``graph_status``: every task graph's status kept in ``kb.task_graph_states`` is the one
+  ``kb.task_graph_status`` derives from its tasks now (DESIGN §9; migration 0020).
 
 Every query takes an optional project filter, so a test sharing a database with others can
 check only its own project.
@@ -186,6 +188,17 @@ RULES: tuple[Rule, ...] = (
             GROUP BY r.id
             HAVING r.last_event_seq <> coalesce(max(e.seq), 0)""",
         describe="run {id}: last_event_seq {counter} but newest event seq {newest}",
+    ),
+    Rule(
+        name="graph_status",
+        sql=f"""
+            SELECT r.id, s.status AS kept, d.status AS derived
+            FROM kb.graph_objects r
+            LEFT JOIN kb.task_graph_states s ON s.graph_id = r.id
+            CROSS JOIN LATERAL (
+                SELECT kb.task_graph_status(r.project_id, r.id, r.status) AS status) d
+            WHERE {_PROJECT} AND r.type = 'TaskGraph' AND s.status IS DISTINCT FROM d.status""",
+        describe="task graph {id}: status kept as {kept} but derived {derived}",
     ),
 )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -18,11 +18,14 @@ from services.dispatcher.models import TASK_GRAPH, Counts, TaskView
 from services.dispatcher.store.common import DEAD_BLOCKER, T_COLUMNS, UNFINISHED_BLOCKER
 
 __all__ = [
+    "FIRST_SESSION",
+    "LAST_GRAPH",
     "graph_counts",
     "graph_edges",
     "graph_object",
     "graph_page",
     "graph_tasks",
+    "graph_with_status",
     "running_runs",
     "session_page",
     "task_exists",
@@ -133,26 +136,61 @@ async def graph_counts(
     return out
 
 
+# A page of ListTaskGraphs: the project's graphs of the given statuses newest first, after
+# the keyset position (created_at, id) $3, $4; $5 rows. Each status is one backward range of
+# task_graph_states_page_idx cut at the position and at the page size (the LATERAL), so the
+# statement reads at most $5 index entries per status and $5 graphs, however many graphs
+# the project has and however few match. The position is never NULL (the first page starts
+# after LAST_GRAPH): an "IS NULL OR" would make a generic plan filter instead of seek.
+_GRAPH_PAGE = f"""
+    SELECT {T_COLUMNS}, s.status AS graph_status
+    FROM unnest($2::text[]) AS f (status)
+    CROSS JOIN LATERAL (
+        SELECT s.graph_id, s.status, s.created_at FROM kb.task_graph_states s
+        WHERE s.project_id = $1 AND s.status = f.status
+          AND (s.created_at, s.graph_id) < ($3::timestamptz, $4::uuid)
+        ORDER BY s.created_at DESC, s.graph_id DESC
+        LIMIT $5
+    ) s
+    JOIN kb.graph_objects t ON t.id = s.graph_id AND t.project_id = $1
+    ORDER BY s.created_at DESC, s.graph_id DESC
+    LIMIT $5
+    """
+LAST_GRAPH = (datetime.max.replace(tzinfo=UTC), uuid.UUID(int=2**128 - 1))
+"""The keyset position of ListTaskGraphs' first page: after every graph (newest first)."""
+
+
 async def graph_page(
-    pool: asyncpg.Pool,
+    conn: asyncpg.Connection | asyncpg.Pool,
     project_id: str,
-    after: tuple[datetime, uuid.UUID] | None,
+    statuses: Sequence[str],
+    after: tuple[datetime, uuid.UUID],
     limit: int,
-) -> list[GraphObject]:
-    """The project's task graphs newest first, after the keyset position (created_at, id)."""
-    rows = await pool.fetch(
+) -> list[tuple[GraphObject, str]]:
+    """The project's task graphs of ``statuses`` (the derived status, as kept in
+    kb.task_graph_states) newest first, after the keyset position; each with its status."""
+    rows = await _keyset_page(
+        conn, _GRAPH_PAGE, project_id, list(statuses), after=after, limit=limit
+    )
+    return [(GraphObject.from_row(r), r["graph_status"]) for r in rows]
+
+
+async def graph_with_status(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, graph_id: str
+) -> tuple[GraphObject, str]:
+    """The TaskGraph object and its derived status; NotFound when the project has none."""
+    row = await conn.fetchrow(
         f"""
-        SELECT {T_COLUMNS} FROM kb.graph_objects t
-        WHERE t.project_id = $1 AND t.type = '{TASK_GRAPH}'
-          AND ($2::timestamptz IS NULL OR (t.created_at, t.id) < ($2, $3::uuid))
-        ORDER BY t.created_at DESC, t.id DESC LIMIT $4
+        SELECT {T_COLUMNS}, s.status AS graph_status
+        FROM kb.graph_objects t JOIN kb.task_graph_states s ON s.graph_id = t.id
+        WHERE t.project_id = $1 AND t.id = $2 AND t.type = '{TASK_GRAPH}'
         """,
         project_id,
-        after[0] if after else None,
-        after[1] if after else None,
-        limit,
+        parse_id(graph_id, "task_graph_id"),
     )
-    return [GraphObject.from_row(r) for r in rows]
+    if row is None:
+        raise NotFound(f"task graph {graph_id} not found in project {project_id}")
+    return GraphObject.from_row(row), row["graph_status"]
 
 
 async def running_runs(pool: asyncpg.Pool, project_id: str, graph_id: str) -> list[str]:
@@ -183,27 +221,37 @@ async def task_exists(pool: asyncpg.Pool, project_id: str, task_id: uuid.UUID) -
     return found is not None
 
 
+_SESSION_PAGE = f"""
+    SELECT {T_COLUMNS} FROM kb.graph_relationships r
+    JOIN kb.graph_objects t ON t.id = r.dst_id
+    WHERE r.project_id = $1 AND r.src_id = $2 AND r.type = '{HAS_SESSION}'
+      AND ({_ATTEMPT}, t.id) > ($3::int, $4::uuid)
+    ORDER BY {_ATTEMPT}, t.id
+    LIMIT $5
+    """
+FIRST_SESSION = (-1, uuid.UUID(int=0))
+"""The keyset position of ListTaskSessions' first page: before every session (attempt >= 0)."""
+
+
 async def session_page(
     pool: asyncpg.Pool,
     project_id: str,
     task_id: uuid.UUID,
-    after: tuple[int, uuid.UUID] | None,
+    after: tuple[int, uuid.UUID],
     limit: int,
 ) -> list[GraphObject]:
     """The task's sessions by attempt, after the keyset position (attempt, id)."""
-    rows = await pool.fetch(
-        f"""
-        SELECT {T_COLUMNS} FROM kb.graph_relationships r
-        JOIN kb.graph_objects t ON t.id = r.dst_id
-        WHERE r.project_id = $1 AND r.src_id = $2 AND r.type = '{HAS_SESSION}'
-          AND ($3::int IS NULL OR ({_ATTEMPT}, t.id) > ($3, $4::uuid))
-        ORDER BY {_ATTEMPT}, t.id
-        LIMIT $5
-        """,
-        project_id,
-        task_id,
-        after[0] if after else None,
-        after[1] if after else None,
-        limit,
-    )
+    rows = await _keyset_page(pool, _SESSION_PAGE, project_id, task_id, after=after, limit=limit)
     return [GraphObject.from_row(r) for r in rows]
+
+
+async def _keyset_page(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    statement: str,
+    *args: object,
+    after: tuple[object, uuid.UUID],
+    limit: int,
+) -> list[asyncpg.Record]:
+    """The rows of a keyset-page ``statement`` whose parameters are ``args``, then the two
+    values of the position to read after, then the page size."""
+    return list(await conn.fetch(statement, *args, *after, limit))

@@ -1,0 +1,14 @@
+DROP TRIGGER task_graph_states_settle_edges ON kb.graph_relationships;
+DROP TRIGGER task_graph_states_settle_delete ON kb.graph_objects;
+DROP TRIGGER task_graph_states_settle_update ON kb.graph_objects;
+DROP TRIGGER task_graph_states_settle_insert ON kb.graph_objects;
+DROP TRIGGER task_graph_states_edges ON kb.graph_relationships;
+DROP TRIGGER task_graph_states_delete ON kb.graph_objects;
+DROP TRIGGER task_graph_states_update ON kb.graph_objects;
+DROP TRIGGER task_graph_states_insert ON kb.graph_objects;
+DROP FUNCTION kb.task_graph_input_changed(kb.graph_objects, kb.graph_objects);
+DROP FUNCTION kb.task_graph_states_settle();
+DROP FUNCTION kb.task_graph_states_touch();
+DROP FUNCTION kb.task_graph_of(kb.graph_objects);
+DROP TABLE kb.task_graph_states;
+DROP FUNCTION kb.task_graph_status(text, uuid, text);
