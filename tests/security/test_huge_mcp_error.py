@@ -24,7 +24,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.mcp_stdio import format_allowlist
 from agentfleet.testing.loop_stall import longest_stall_during
-from agentfleet.testing.services import start_stack
+from agentfleet.testing.services import toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.results import MAX_RESULT_BYTES
@@ -42,18 +42,9 @@ MAX_MESSAGE_CHARS = 8192  # "a few KiB": what the model needs of an error messag
 async def test_a_huge_error_result_is_cut_before_redaction_and_leaks_nothing(
     database_url: str, db_pool: asyncpg.Pool
 ) -> None:
-    stack = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        names=("toolpool",),
-        environ={
-            "AGENTFLEET_MCP_STDIO_ALLOWLIST": format_allowlist([*TEST_STDIO_COMMANDS, SERVER])
-        },
-    )
-    try:
-        admin = toolpool_pb2_grpc.ToolPoolServiceStub(
-            stack.channel("toolpool", token=await stack.create_token(PROJECT, "admin"))
-        )
+    environ = {"AGENTFLEET_MCP_STDIO_ALLOWLIST": format_allowlist([*TEST_STDIO_COMMANDS, SERVER])}
+    async with toolpool_only(database_url, db_pool, environ) as stack:
+        admin = await stack.toolpool_as(PROJECT)
         await admin.SetSecret(
             toolpool_pb2.SetSecretRequest(project_id=PROJECT, name="TOKEN", value=SECRET)
         )
@@ -94,8 +85,6 @@ async def test_a_huge_error_result_is_cut_before_redaction_and_leaks_nothing(
         reply, stall = await longest_stall_during(
             executor.CallTool(fail_big(ERROR_CHARS), timeout=120)
         )
-    finally:
-        await stack.close()
 
     assert stall < MAX_STALL_S, f"the toolpool's event loop stood still for {stall:.1f} s"
     assert reply.is_error

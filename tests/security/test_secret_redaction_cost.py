@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from agentfleet.testing.loop_stall import longest_stall_during
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
@@ -64,19 +64,10 @@ def test_the_cap_on_secrets_has_a_default_and_a_setting() -> None:
 async def test_set_secret_refuses_a_new_secret_past_the_projects_cap(
     database_url: str, db_pool: asyncpg.Pool
 ) -> None:
-    stack = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        names=("toolpool",),
-        environ={"AGENTFLEET_MAX_SECRETS_PER_PROJECT": "3"},
-    )
-    try:
-        toolpool = toolpool_pb2_grpc.ToolPoolServiceStub(
-            stack.channel("toolpool", token=await stack.create_token(P, "admin"))
-        )
-        other = toolpool_pb2_grpc.ToolPoolServiceStub(
-            stack.channel("toolpool", token=await stack.create_token("tenant-b", "admin"))
-        )
+    environ = {"AGENTFLEET_MAX_SECRETS_PER_PROJECT": "3"}
+    async with toolpool_only(database_url, db_pool, environ) as stack:
+        toolpool = await stack.toolpool_as(P)
+        other = await stack.toolpool_as("tenant-b")
 
         def set_secret(project: str, name: str) -> toolpool_pb2.SetSecretRequest:
             return toolpool_pb2.SetSecretRequest(project_id=project, name=name, value="v-1234")
@@ -105,5 +96,3 @@ async def test_set_secret_refuses_a_new_secret_past_the_projects_cap(
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await toolpool.SetSecret(set_secret(P, "ONE_MORE"))
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    finally:
-        await stack.close()

@@ -27,9 +27,9 @@ from agentfleet.config import ConfigError
 from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.migrate import MigrationError, migrate_down
 from agentfleet.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
-from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of
-from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
+from agentfleet.v1 import toolpool_pb2
 from services.toolpool.mcp import McpClientPool, SecretStore, resolve_server
 from services.toolpool.mcp.egress import EgressPolicy
 from tests.integration.mcp_test_servers import HttpServer
@@ -208,35 +208,19 @@ async def test_a_row_copied_to_another_project_does_not_decrypt(db_pool: asyncpg
 
 @pytest.fixture
 async def toolpool_stack(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[Stack]:
-    stack = await start_stack(database_url=database_url, pool=db_pool, names=("toolpool",))
-    try:
+    async with toolpool_only(database_url, db_pool) as stack:
         yield stack
-    finally:
-        await stack.close()
-
-
-async def _admin(stack: Stack) -> toolpool_pb2_grpc.ToolPoolServiceStub:
-    token = await stack.create_token(PROJECT, role="admin")
-    return toolpool_pb2_grpc.ToolPoolServiceStub(stack.channel("toolpool", token=token))
 
 
 async def test_set_secret_without_a_key_stores_nothing(
     database_url: str, db_pool: asyncpg.Pool
 ) -> None:
-    stack = await start_stack(
-        database_url=database_url,
-        pool=db_pool,
-        names=("toolpool",),
-        environ={"AGENTFLEET_SECRETS_KEYS": ""},
-    )
-    try:
-        toolpool = await _admin(stack)
+    async with toolpool_only(database_url, db_pool, {"AGENTFLEET_SECRETS_KEYS": ""}) as stack:
+        toolpool = await stack.toolpool_as(PROJECT)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await toolpool.SetSecret(
                 toolpool_pb2.SetSecretRequest(project_id=PROJECT, name="TOKEN", value=NASTY)
             )
-    finally:
-        await stack.close()
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "AGENTFLEET_SECRETS_KEYS" in (caught.value.details() or "")
     assert await _table(db_pool) == []
@@ -281,7 +265,7 @@ async def test_test_mcp_server_errors_carry_no_form_of_the_secret(
     toolpool_stack: Stack, transport: int
 ) -> None:
     secret_value = NASTY
-    toolpool = await _admin(toolpool_stack)
+    toolpool = await toolpool_stack.toolpool_as(PROJECT)
     for name, value in [("KEY", secret_value), ("HKEY", NASTY_ASCII)]:
         await toolpool.SetSecret(
             toolpool_pb2.SetSecretRequest(project_id=PROJECT, name=name, value=value)

@@ -9,6 +9,7 @@ own, see :func:`create_service_tokens`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import socket
 import sys
@@ -30,6 +31,7 @@ from agentfleet.service_runtime import RunningService, start_service
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import wait_for
 from agentfleet.tls import ClientTls, client_tls
+from agentfleet.v1 import toolpool_pb2_grpc
 
 START_ORDER = ("toolpool", "history", "executor", "dispatcher")
 # Test MCP servers listen on 127.0.0.1; secrets need a key (one per test session).
@@ -85,6 +87,13 @@ class Stack:
             name="test",
         )
         return created.token
+
+    async def toolpool_as(
+        self, project_id: str, role: str = "admin"
+    ) -> toolpool_pb2_grpc.ToolPoolServiceStub:
+        """The toolpool as a new token of ``role`` in ``project_id`` calls it."""
+        token = await self.create_token(project_id, role)
+        return toolpool_pb2_grpc.ToolPoolServiceStub(self.channel("toolpool", token=token))
 
     async def close(self) -> None:
         for channel in self._channels:
@@ -154,6 +163,20 @@ async def start_stack(
         await stack.close()
         raise
     return stack
+
+
+@contextlib.asynccontextmanager
+async def toolpool_only(
+    database_url: str, pool: asyncpg.Pool, environ: Mapping[str, str] | None = None
+) -> AsyncIterator[Stack]:
+    """The toolpool alone, in-process, auth on; stopped when the block ends."""
+    running = await start_stack(
+        database_url=database_url, pool=pool, names=("toolpool",), environ=environ
+    )
+    try:
+        yield running
+    finally:
+        await running.close()
 
 
 @pytest.fixture
