@@ -50,9 +50,12 @@ def encode_page_token(position: Position, filters: Mapping[str, Any]) -> str:
 
 
 def decode_page_token(
-    token: str, filters: Mapping[str, Any], *, arity: int, field: str = "page_token"
+    token: str, filters: Mapping[str, Any], *, kinds: Sequence[type], field: str = "page_token"
 ) -> list[Any] | None:
-    """The keyset position in ``token``; None for an empty token (the first page)."""
+    """The keyset position in ``token``, one value of each of ``kinds`` (see
+    :func:`_of_kind`); None for an empty token (the first page). Tokens are opaque but not
+    signed, so a caller can write one: a value of another kind is INVALID_ARGUMENT here,
+    never a failed query later."""
     if not token:
         return None
     if len(token) > _MAX_TOKEN_CHARS:
@@ -62,9 +65,10 @@ def decode_page_token(
         document = json.loads(raw)
         values = document["p"]
         digest = document["f"]
-        if not isinstance(values, list) or len(values) != arity:
-            raise ValueError("wrong arity")
-        position = [_decode_value(v) for v in values]
+        if not isinstance(values, list):
+            raise ValueError("not a list")
+        # strict: a position of another length is a ValueError too.
+        position = [_of_kind(_decode_value(v), k) for v, k in zip(values, kinds, strict=True)]
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise not_a_page_token(field) from None
     if digest != filters_digest(filters):
@@ -74,20 +78,20 @@ def decode_page_token(
     return position
 
 
-def time_id_position(
-    position: Sequence[Any] | None, *, field: str = "page_token"
-) -> tuple[datetime, uuid.UUID] | None:
-    """A decoded position that must be a (created_at, id) keyset, typed: None (the first
-    page) stays None; values of other kinds are INVALID_ARGUMENT naming ``field``."""
-    if position is None:
-        return None
-    created_at, row_id = position
-    try:
-        if not isinstance(created_at, datetime) or not isinstance(row_id, str):
-            raise ValueError("wrong kinds")
-        return created_at, uuid.UUID(row_id)
-    except ValueError:
-        raise not_a_page_token(field) from None
+_INT32 = range(-(2**31), 2**31)
+
+
+def _of_kind(value: Any, kind: type) -> Any:
+    """``value`` as a position value of ``kind``: a ``datetime``, a ``uuid.UUID`` (written
+    as its text), an ``int`` of 32 bits (every integer keyset is a PostgreSQL integer:
+    message seq, task attempt) or a ``str``; ValueError for anything else."""
+    if kind is uuid.UUID and isinstance(value, str):
+        return uuid.UUID(value)
+    if kind is int and type(value) is int and value in _INT32:
+        return value
+    if kind in (datetime, str) and isinstance(value, kind):
+        return value
+    raise ValueError(f"not a {kind.__name__}")
 
 
 def not_a_page_token(field: str = "page_token") -> InvalidArgument:

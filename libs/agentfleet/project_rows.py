@@ -67,7 +67,7 @@ async def name_page(
     (None: from the first), by name; ``filters`` are what the token is valid for.
     """
     size = clamp_page_size(page_size)
-    position = decode_page_token(page_token, filters, arity=1)
+    position = decode_page_token(page_token, filters, kinds=(str,))
     rows = await fetch(position[0] if position else None, size + 1)
     page, more = page_of(rows, size)
     return page, encode_page_token([page[-1]["name"]], filters) if more else ""

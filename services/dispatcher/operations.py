@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -16,7 +17,6 @@ from agentfleet.pagination import (
     clamp_page_size,
     decode_page_token,
     encode_page_token,
-    time_id_position,
 )
 from services.dispatcher.graph_reads import GraphReader, GraphView
 from services.dispatcher.models import GRAPH_STATUS, TaskView
@@ -35,10 +35,14 @@ class PageRequest:
     size: int
     token: str
 
-    def start(self, filters: Mapping[str, Any]) -> tuple[int, list[Any] | None]:
-        """The clamped size and the (two-value) keyset position to read after, None for the
-        first page; INVALID_ARGUMENT for a negative size or a token of other ``filters``."""
-        return clamp_page_size(self.size), decode_page_token(self.token, filters, arity=2)
+    def start(
+        self, filters: Mapping[str, Any], kinds: Sequence[type]
+    ) -> tuple[int, tuple[Any, ...] | None]:
+        """The clamped size and the keyset position (values of ``kinds``) to read after,
+        None for the first page; INVALID_ARGUMENT for a negative size, a token of other
+        ``filters`` or a position of other kinds."""
+        after = decode_page_token(self.token, filters, kinds=kinds)
+        return clamp_page_size(self.size), None if after is None else tuple(after)
 
 
 async def list_graphs(
@@ -52,11 +56,11 @@ async def list_graphs(
     status, which the database keeps per graph, so a page reads about its own size in rows
     however many graphs the project has (no filter: every status)."""
     filters = {"project_id": project_id, "statuses": sorted(statuses)}
-    size, after = page_request.start(filters)
+    size, after = page_request.start(filters, (datetime, uuid.UUID))
     page = await reader.page(
         project_id,
         statuses or list(GRAPH_STATUS),
-        time_id_position(after) or reads.LAST_GRAPH,
+        after or reads.LAST_GRAPH,
         size + 1,
     )
     token = ""
@@ -122,11 +126,12 @@ async def list_sessions(
     """The task's sessions by attempt (keyset on attempt, id)."""
     task = parse_id(task_id, "task_id")
     filters = {"project_id": project_id, "task_id": str(task)}
-    size, after = page_request.start(filters)
+    size, after = page_request.start(filters, (int, uuid.UUID))
     if not await reads.task_exists(pool, project_id, task):
         raise NotFound(f"task {task_id} not found in project {project_id}")
-    position = (after[0], uuid.UUID(after[1])) if after else reads.FIRST_SESSION
-    objects = await reads.session_page(pool, project_id, task, position, size + 1)
+    objects = await reads.session_page(
+        pool, project_id, task, after or reads.FIRST_SESSION, size + 1
+    )
     token = ""
     if len(objects) > size:
         objects = objects[:size]

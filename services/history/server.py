@@ -71,6 +71,10 @@ def _newest_first(row: Any) -> list[Any]:
     return [row.created_at, str(row.id)]
 
 
+NEWEST_FIRST_KINDS = (datetime, uuid.UUID)
+"""What each value of a :func:`_newest_first` position is."""
+
+
 async def _page(
     token: str,
     digest: Mapping[str, Any],
@@ -78,12 +82,12 @@ async def _page(
     read: Callable[[list[Any] | None, int], Awaitable[Sequence[_Row]]],
     *,
     position: Callable[[_Row], list[Any]] = _newest_first,
-    arity: int = 2,
+    kinds: Sequence[type] = NEWEST_FIRST_KINDS,
 ) -> tuple[Sequence[_Row], str]:
     """The page after ``token`` (issued for ``digest``), read by ``read(after, limit)`` with
     the keyset position to read after (None: the first page), and the token of the next page
     ("" after the last). ``page_size`` is clamped by the caller, before its other checks."""
-    after = decode_page_token(token, digest, arity=arity)
+    after = decode_page_token(token, digest, kinds=kinds)
     page, more = page_of(await read(after, page_size + 1), page_size)
     return page, encode_page_token(position(page[-1]), digest) if more else ""
 
@@ -159,11 +163,11 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         read: Callable[[str, list[Any] | None, int], Awaitable[Sequence[_Row]]],
         *,
         position: Callable[[_Row], list[Any]] = _newest_first,
-        arity: int = 2,
+        kinds: Sequence[type] = NEWEST_FIRST_KINDS,
     ) -> tuple[Sequence[_Row], str]:
         """A page of the records of the run ``request.run_id`` (NOT_FOUND unless it is one of
         ``request.project_id``), read by ``read(run_id, after, limit)``; the page token is
-        bound to the run and ``filters``; ``position`` and ``arity`` as for :func:`_page`."""
+        bound to the run and ``filters``; ``position`` and ``kinds`` as for :func:`_page`."""
         run_id = _uuid(request.run_id, "run_id")
         assert run_id is not None
         if not await self.queries.run_exists(request.project_id, run_id):
@@ -174,7 +178,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             page_size,
             lambda after, limit: read(run_id, after, limit),
             position=position,
-            arity=arity,
+            kinds=kinds,
         )
 
     async def ListRunMessages(
@@ -194,11 +198,11 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
                 run_id,
                 roles=roles,
                 include_internal=request.include_internal,
-                after_seq=None if after is None else int(after[0]),
+                after_seq=None if after is None else after[0],
                 limit=limit,
             ),
             position=lambda message: [message.seq],
-            arity=1,
+            kinds=(int,),
         )
         return history_pb2.ListRunMessagesResponse(
             messages=[convert.message_summary(m, preview_chars=preview_chars) for m in page],

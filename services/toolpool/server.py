@@ -76,7 +76,7 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         size = clamp_page_size(request.page_size)
         kind = next((k for k, v in _KINDS.items() if v == request.source_kind), None)
         filters = {"p": request.project_id, "k": kind, "s": request.mcp_server}
-        position = decode_page_token(request.page_token, filters, arity=1)
+        position = decode_page_token(request.page_token, filters, kinds=(str,))
         catalog = await self._toolpool.catalog(request.project_id)
         tools = [
             t

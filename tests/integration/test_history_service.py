@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -99,6 +101,31 @@ async def test_page_tokens_and_sizes(history, db_pool) -> None:  # type: ignore[
     assert "page_token" in details
     code, _ = await _code(history.ListRuns(history_pb2.ListRunsRequest(project_id=P, page_size=-1)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _forged(token: str, position: list[object]) -> str:
+    """``token`` with its position replaced and its filters kept: tokens are not signed."""
+    document = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    document["p"] = position
+    return base64.urlsafe_b64encode(json.dumps(document).encode()).decode().rstrip("=")
+
+
+async def test_a_written_token_of_other_kinds_is_invalid_argument(history, db_pool) -> None:  # type: ignore[no-untyped-def]
+    await db_pool.execute(
+        "INSERT INTO kb.agent_runs (project_id, agent_name, input) "
+        "SELECT $1, 'bulk', 'x' FROM generate_series(1, 3)",
+        P,
+    )
+    issued = (
+        await history.ListRuns(history_pb2.ListRunsRequest(project_id=P, page_size=1))
+    ).next_page_token
+    for position in (["2026-11-27T00:00:00+00:00", "not-a-uuid"], [1, 2], [None, None]):
+        request = history_pb2.ListRunsRequest(
+            project_id=P, page_size=1, page_token=_forged(issued, position)
+        )
+        code, details = await _code(history.ListRuns(request))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (position, code, details)
+        assert "page_token" in details
 
 
 async def test_filters_and_internal_agents(history, db_pool) -> None:  # type: ignore[no-untyped-def]

@@ -7,12 +7,17 @@ first, with tokens that carry on; and a page reads rows of the page, not of the 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+import grpc
+import pytest
 
 from agentfleet import db
+from agentfleet.pagination import encode_page_token
 from agentfleet.testing.services import start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
@@ -221,3 +226,55 @@ async def test_a_filtered_page_reads_the_rows_of_its_page_not_of_the_project(
                 assert sum(after[name]) <= 1.1 * sum(before[name]), (name, before, after)
     finally:
         await pool.close()
+
+
+async def test_a_forged_token_position_is_invalid_argument(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    # Tokens are opaque, not signed: a member can write one with the right filters and any
+    # position. Whatever it holds, the answer names the field and nothing is read with it.
+    await fill(db_pool, 3)
+    task_id = str(
+        await db_pool.fetchval(
+            "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = 'SpecTask' LIMIT 1",
+            PROJECT,
+        )
+    )
+    some_id = str(uuid.uuid4())
+    # ListTaskGraphs' positions are (created_at, id); ListTaskSessions' (attempt, id).
+    graph_positions = [
+        [1, 2],
+        ["2026-11-27T00:00:00+00:00", "not-a-uuid"],
+        [datetime(2026, 11, 27, tzinfo=UTC), 7],
+        [None, None],
+    ]
+    session_positions = [["x", some_id], [1, 5], [2**40, some_id], [True, some_id], [None, None]]
+    stack = await start_stack(database_url=database_url, pool=db_pool, names=("dispatcher",))
+    try:
+        token = await stack.create_token(PROJECT, role="member")
+        api = dispatcher_pb2_grpc.DispatcherServiceStub(stack.channel("dispatcher", token=token))
+        calls = [
+            api.ListTaskGraphs(
+                pb.ListTaskGraphsRequest(
+                    project_id=PROJECT,
+                    page_token=encode_page_token(p, {"project_id": PROJECT, "statuses": []}),
+                )
+            )
+            for p in graph_positions
+        ] + [
+            api.ListTaskSessions(
+                pb.ListTaskSessionsRequest(
+                    project_id=PROJECT,
+                    task_id=task_id,
+                    page_token=encode_page_token(p, {"project_id": PROJECT, "task_id": task_id}),
+                )
+            )
+            for p in session_positions
+        ]
+        for position, call in zip(graph_positions + session_positions, calls, strict=True):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, position
+            assert "page_token" in (caught.value.details() or ""), position
+    finally:
+        await stack.close()

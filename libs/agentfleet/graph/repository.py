@@ -31,7 +31,7 @@ from agentfleet.graph._common import (
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
-from agentfleet.pagination import decode_page_token, encode_page_token, time_id_position
+from agentfleet.pagination import decode_page_token, encode_page_token
 
 __all__ = ["GraphRepository", "NewObject", "parse_id"]
 
@@ -267,5 +267,5 @@ class GraphRepository(GraphRelationships, GraphReads):
 
 def _cursor_position(cursor: str, filters: Mapping[str, Any]) -> tuple[datetime, uuid.UUID] | None:
     """The (created_at, id) an object list resumes after; None for the first page."""
-    position = decode_page_token(cursor, filters, arity=2, field="cursor")
-    return time_id_position(position, field="cursor")
+    position = decode_page_token(cursor, filters, kinds=(datetime, uuid.UUID), field="cursor")
+    return None if position is None else (position[0], position[1])
