@@ -16,7 +16,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from agentfleet.errors import InvalidArgument
@@ -69,7 +69,9 @@ def decode_page_token(
             raise ValueError("not a list")
         # strict: a position of another length is a ValueError too.
         position = [_of_kind(_decode_value(v), k) for v, k in zip(values, kinds, strict=True)]
-    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError, OverflowError):
+        # RecursionError: json.loads of a deeply nested document ("[[[[..."); OverflowError:
+        # a date that leaves years 1-9999 in UTC. UnicodeDecodeError is a ValueError.
         raise not_a_page_token(field) from None
     if digest != filters_digest(filters):
         raise InvalidArgument.for_field(
@@ -82,14 +84,20 @@ _INT32 = range(-(2**31), 2**31)
 
 
 def _of_kind(value: Any, kind: type) -> Any:
-    """``value`` as a position value of ``kind``: a ``datetime``, a ``uuid.UUID`` (written
-    as its text), an ``int`` of 32 bits (every integer keyset is a PostgreSQL integer:
-    message seq, task attempt) or a ``str``; ValueError for anything else."""
+    """``value`` as a position value of ``kind``: a ``datetime`` with its offset, in years
+    1-9999 in UTC (a ``timestamptz``), a ``uuid.UUID`` (written as its text), an ``int`` of
+    32 bits (every integer keyset is a PostgreSQL integer: message seq, task attempt) or a
+    ``str`` PostgreSQL can hold as text (no NUL, no lone surrogate); ValueError (or
+    OverflowError) for anything else."""
     if kind is uuid.UUID and isinstance(value, str):
         return uuid.UUID(value)
     if kind is int and type(value) is int and value in _INT32:
         return value
-    if kind in (datetime, str) and isinstance(value, kind):
+    if kind is datetime and isinstance(value, datetime) and value.tzinfo is not None:
+        value.astimezone(UTC)  # OverflowError past year 1 or 9999
+        return value
+    if kind is str and isinstance(value, str) and "\x00" not in value:
+        value.encode()  # UnicodeEncodeError (a ValueError) for a lone surrogate
         return value
     raise ValueError(f"not a {kind.__name__}")
 

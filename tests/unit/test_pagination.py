@@ -1,5 +1,6 @@
+import base64
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -75,6 +76,15 @@ SOME_ID = "0b1c0000-0000-4000-8000-000000000001"
         ([2**31, SOME_ID], (int, uuid.UUID)),  # past a PostgreSQL integer
         ([None], (str,)),
         ([3], (str,)),
+        (["a\x00b"], (str,)),  # PostgreSQL text holds no NUL
+        (["\ud800"], (str,)),  # a lone surrogate: not UTF-8
+        ([WHEN.replace(tzinfo=None), SOME_ID], (datetime, uuid.UUID)),  # no offset
+        # Years 1 and 9999 with an offset that takes them out of range in UTC.
+        ([datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), SOME_ID], (datetime, uuid.UUID)),
+        (
+            [datetime(9999, 12, 31, 23, tzinfo=timezone(-timedelta(hours=14))), SOME_ID],
+            (datetime, uuid.UUID),
+        ),
     ],
 )
 def test_a_written_token_of_other_kinds_is_invalid_argument(
@@ -85,6 +95,12 @@ def test_a_written_token_of_other_kinds_is_invalid_argument(
     token = encode_page_token(position, FILTERS)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="cursor: is not a page token"):
         decode_page_token(token, FILTERS, kinds=kinds, field="cursor")
+
+
+def test_a_deeply_nested_token_is_invalid_argument() -> None:
+    token = base64.urlsafe_b64encode(b"[" * 1500).decode()[:2040]
+    with pytest.raises(InvalidArgument, match="page_token: is not a page token"):
+        decode_page_token(token, FILTERS, kinds=(str, int))
 
 
 def test_page_of_splits_the_lookahead_row() -> None:
