@@ -45,9 +45,9 @@ def notify_share(waits: dict[str, int]) -> float:
 
 def ceilings(one: dict[str, Any], floor_ms: float, cluster: Cluster) -> dict[str, float]:
     """Steps/s ceilings from one executor's figures: per executor replica (its CPU per
-    step), PostgreSQL's CPU, and NOTIFYing commits taken one at a time (each holds the lock
-    through its flush: the slower of the cluster's flush and this machine's commit)."""
-    notifies = one["notifications_per_step"]
+    step), PostgreSQL's CPU, and NOTIFYing writes committed one at a time (each holds the
+    lock through its flush: the slower of the cluster's flush and this machine's commit)."""
+    notifies = one["notify_writes_per_step"]
     return {
         "per_replica": cluster.executor_cores * 1000 / one["cpu_executors_ms_per_step"],
         "postgres_cpu": cluster.postgres_cores * 1000 / one["cpu_postgres_ms_per_step"],
@@ -122,7 +122,9 @@ def _estimate(one: dict[str, Any], floor_ms: float, cluster: Cluster) -> list[st
         f"about {c['postgres_cpu']:.0f} steps/s ({one['cpu_postgres_ms_per_step']:.2f} ms "
         f"per step); NOTIFYing commits one at a time at {max(cluster.flush_ms, floor_ms):.2f} "
         f"ms each (a {cluster.flush_ms:g} ms WAL flush; one commit here "
-        f"{floor_ms:.3f} ms) with {one['notifications_per_step']:.1f} NOTIFYs per step: about "
+        f"{floor_ms:.3f} ms) with {one['notify_writes_per_step']:.2f} NOTIFYing writes per "
+        f"step (of {one['notifications_per_step']:.1f} NOTIFYs; the rest are sent after their "
+        f"write commits, in transactions that write nothing): about "
         f"{c['notify_commits']:.0f} steps/s",
         f"- so throughput grows with N up to about {knee:.1f} replicas of "
         f"{cluster.executor_cores:g} core (~{min(c['postgres_cpu'], c['notify_commits']):.0f} "
@@ -152,8 +154,9 @@ def scale_section(out: dict[str, Any]) -> list[str]:
         f"{floor['p50_ms']:.3f} ms (n={floor['n']}).",
         "",
         "| executors | steps | steps/s | vs 1 | CPU ms/step all | executors | toolpool | "
-        "PostgreSQL | transactions/step | NOTIFYs/step | NOTIFY waits | top waits |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "PostgreSQL | transactions/step | NOTIFYs/step | of them in writes | NOTIFY waits | "
+        "top waits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     base = out["by_executors"][0]["steps_per_s"]
     for r in out["by_executors"]:
@@ -164,6 +167,7 @@ def scale_section(out: dict[str, Any]) -> list[str]:
             f"{r['steps_per_s'] / base:.2f}x | {r['cpu_all_ms_per_step']:.2f} | "
             f"{r['cpu_executors_ms_per_step']:.2f} | {r['cpu_toolpool_ms_per_step']:.2f} | "
             f"{r['cpu_postgres_ms_per_step']:.2f} | {r['transactions_per_step']:.1f} | "
-            f"{r['notifications_per_step']:.1f} | {notify_share(r['waits']):.0%} | {top} |"
+            f"{r['notifications_per_step']:.1f} | {r['notify_writes_per_step']:.2f} | "
+            f"{notify_share(r['waits']):.0%} | {top} |"
         )
     return [*lines, "", *estimate_lines(out), ""]

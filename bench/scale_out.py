@@ -54,7 +54,7 @@ from _scale import busy_shares, estimate_lines, notify_share
 from _servers import describe, postgres_facts, stub_process
 from _stubctl import install_scripts, stepper
 
-from agentfleet import db
+from agentfleet import db, events
 from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.testing.services import ProcessStack, start_process_stack
@@ -72,6 +72,22 @@ async def start_executor(url: str, environ: dict[str, str], toolpool: str) -> Pr
         log_dir=scratch_folder("agentfleet-bench-scale-"),
         names=("executor",),
         environ={**environ, "AGENTFLEET_TOOLPOOL_ADDR": toolpool},
+    )
+
+
+async def notifying_writes(pool: Any, ids: list[str], received: list[tuple[str, str]]) -> int:
+    """How many of the transactions behind ``received`` wrote (and so held the NOTIFY lock
+    through a WAL flush): a run's queueing (its queue wake-up; the RUN_QUEUED notification
+    is in the same commit) and its end (the notification of its last seq). Every other
+    run-event notification was sent after its write committed, by the executor's
+    RunEventNotifier, in a transaction that writes nothing."""
+    rows = await pool.fetch(
+        "SELECT id::text, last_event_seq FROM kb.agent_runs WHERE id = ANY($1::uuid[])", ids
+    )
+    ends = {f"{r['id']}:{r['last_event_seq']}" for r in rows}
+    return sum(
+        channel == "agentfleet_runs_queued" or (channel == events.CHANNEL and payload in ends)
+        for channel, payload in received
     )
 
 
@@ -102,7 +118,8 @@ async def one_count(
         # second): read again after that, so the last transactions are in.
         await asyncio.sleep(1.1)
         transactions = await pool.fetchval(TRANSACTIONS) - transactions
-        notifications = len(ctx["notifications"]) - notified
+        received = ctx["notifications"][notified:]
+        writing = await notifying_writes(pool, ids, received)
     finally:
         for channel in channels:
             await channel.close()
@@ -118,7 +135,8 @@ async def one_count(
         "cpu_toolpool_ms_per_step": tool_cpu["system_ms_per_step"],
         "cpu_postgres_ms_per_step": cpu["postgres_ms_per_step"],
         "transactions_per_step": transactions / steps,
-        "notifications_per_step": notifications / steps,
+        "notifications_per_step": len(received) / steps,
+        "notify_writes_per_step": writing / steps,
         **backends.figures(),
     }
 
@@ -134,7 +152,8 @@ def print_figures(f: dict[str, Any], floor: dict[str, Any]) -> None:
         f"{f['cpu_executors_ms_per_step']:.2f}, toolpool {f['cpu_toolpool_ms_per_step']:.2f}, "
         f"PostgreSQL {f['cpu_postgres_ms_per_step']:.2f}); "
         f"{f['transactions_per_step']:.1f} transactions and "
-        f"{f['notifications_per_step']:.1f} NOTIFYs per step"
+        f"{f['notifications_per_step']:.1f} NOTIFYs per step "
+        f"({f['notify_writes_per_step']:.2f} in writing transactions)"
     )
     top = ", ".join(f"{w} {s:.0%}" for w, s in sorted(shares.items(), key=lambda x: -x[1])[:5])
     print(
@@ -169,9 +188,9 @@ async def measure(url: str, stub_url: str, args: argparse.Namespace) -> dict[str
     )
     pool = await db.create_pool(url, min_size=1, max_size=2)
     listener = await db.connect(url)
-    notifications: list[str] = []
+    notifications: list[tuple[str, str]] = []
     for channel in CHANNELS:
-        await listener.add_listener(channel, lambda *a: notifications.append(a[2]))
+        await listener.add_listener(channel, lambda *a: notifications.append((a[2], a[3])))
     ctx = {
         "pool": pool,
         "notifications": notifications,

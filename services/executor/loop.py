@@ -32,6 +32,7 @@ from opentelemetry import trace
 
 from agentfleet import metrics
 from agentfleet.errors import AgentFleetError, FailedPrecondition
+from agentfleet.events import RunEventNotifier
 from agentfleet.llm import ModelClient
 from agentfleet.run_limits import may_spawn
 from agentfleet.telemetry import current_trace_id
@@ -105,11 +106,13 @@ class AgentLoop:
     """Runs list_available_agents, spawn_agents and exit_loop; None: they are not offered."""
     flows: FlowRunner | None = None
     """Runs sequential, loop and parallel definitions; None: such runs fail."""
+    notifier: RunEventNotifier | None = None
+    """Notifies followers of the runs' writes (the process's one); None: each run's own."""
 
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the claimed ``run`` to its end; the final row, or None when the run was left
         ``running`` (draining, or the lease was lost)."""
-        recorder = RunRecorder(self.pool, run, owner=self.owner)
+        recorder = RunRecorder(self.pool, run, owner=self.owner, notifier=self.notifier)
         progress = Progress(tokens_at_start=run.tokens_in + run.tokens_out)
         if control.never_started:
             progress.position = Continuation()  # nothing persisted yet: no read

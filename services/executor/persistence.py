@@ -108,11 +108,19 @@ class RunRecorder:
         *,
         owner: str,
         next_message_seq: int = 0,
+        notifier: events.RunEventNotifier | None = None,
     ) -> None:
+        """``notifier``: the process's (:class:`~agentfleet.events.RunEventNotifier`); None:
+        one of this recorder's own, on ``pool``."""
         self._pool = pool
         self.run = run
         self._owner = owner
-        self._writes = RunWriter(pool, run, next_message_seq=next_message_seq)
+        self._writes = RunWriter(
+            pool,
+            run,
+            next_message_seq=next_message_seq,
+            notifier=notifier or events.RunEventNotifier(pool),
+        )
         self.started = False
         """True once record_start committed."""
         self.open_calls: list[PlannedCall] = []

@@ -19,6 +19,7 @@ from agentfleet.auth import current_principal
 from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
+from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
 from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext
@@ -187,6 +188,7 @@ async def build_executor_parts(
     )
     definitions = DefinitionRepository(context.pool)
     children = ChildRuns(pool=context.pool, queue=queue, definitions=definitions, watch=watch)
+    notifier = RunEventNotifier(context.pool)
     loop = AgentLoop(
         pool=context.pool,
         definitions=definitions,
@@ -196,6 +198,7 @@ async def build_executor_parts(
         timeout_grace_s=timeout_grace_s,
         coordinator=Coordinator(pool=context.pool, definitions=definitions, children=children),
         flows=FlowRunner(pool=context.pool, children=children),
+        notifier=notifier,
     )
     worker = RunWorker(
         queue=queue,
@@ -214,6 +217,7 @@ async def build_executor_parts(
     )
 
     async def close() -> None:
+        await notifier.flush()  # the worker has stopped: its last writes' notifications
         await listener.close()
         await watch.close()
         await channel.close()

@@ -32,9 +32,17 @@ FinishWrite = Callable[[], Awaitable[tuple[RunRecord | None, list[events.Persist
 class RunWriter:
     """Writes of one run, once each; the recorder's only way to the database."""
 
-    def __init__(self, pool: asyncpg.Pool, run: RunRecord, *, next_message_seq: int) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        run: RunRecord,
+        *,
+        next_message_seq: int,
+        notifier: events.RunEventNotifier,
+    ) -> None:
         self.pool = pool
         self.run = run
+        self._notifier = notifier
         """The run written (only its identity is read: id, project, root, agent)."""
         self.next_seq = next_message_seq
         """seq of the next message."""
@@ -137,9 +145,10 @@ class RunWriter:
         parameters: dict[str, Any],
     ) -> list[asyncpg.Record] | None:
         """Runs ``name`` outside any transaction block: a single statement commits on its
-        own, so this is one round trip. Its ``messages`` messages are numbered from
-        :attr:`next_seq`. The rows of the stored events (one row of nulls when there is
-        none), or None when the run row did not qualify (nothing was written)."""
+        own, so this is one round trip; followers are notified once it has committed. Its
+        ``messages`` messages are numbered from :attr:`next_seq`. The rows of the stored
+        events (one row of nulls when there is none), or None when the run row did not
+        qualify (nothing was written)."""
         run = self.run
         seq = self.next_seq
         statement = events.STATEMENTS[name]
@@ -168,6 +177,9 @@ class RunWriter:
         if not stored_rows and not earlier:
             return None
         self.next_seq = seq + messages
+        last_seq = max((row["seq"] for row in stored_rows if row["seq"] is not None), default=0)
+        if last_seq:
+            self._notifier.committed(run.id, last_seq)
         return stored_rows
 
     async def with_messages(

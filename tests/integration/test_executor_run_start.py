@@ -147,10 +147,14 @@ async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_st
     """A run the claim takes from the queue for its first execution has nothing persisted to
     continue from: the loop does not read its messages and calls (a recovered or resumed run
     does). Its statements: the start (messages, trace and events in one statement), the
-    reply (one statement), the finish (one transaction: BEGIN, finish, events, COMMIT)."""
+    reply (one statement), the finish (one transaction: BEGIN, finish, events, COMMIT); and,
+    after the start and the reply, their notifications (one send, or two)."""
     _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
-    run_statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
+    statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
+    notifications = [s for s in statements if "pg_notify($1, payload)" in s]
+    assert 1 <= len(notifications) <= 2, statements
+    run_statements = [s for s in statements if s not in notifications]
     assert not [s for s in run_statements if "FROM kb.agent_run_messages" in s], run_statements
     assert [s for s in run_statements if "BEGIN" in s] == ["BEGIN;"], run_statements
     assert len(run_statements) == 6, run_statements

@@ -124,12 +124,14 @@ async def _last_event_seq(pool: asyncpg.Pool, run: RunRecord) -> int:
 
 
 async def test_each_step_write_is_one_statement_and_notifies_its_last_seq(
-    logged_pool: tuple[asyncpg.Pool, StatementLog], database_url: str
+    logged_pool: tuple[asyncpg.Pool, StatementLog], db_pool: asyncpg.Pool, database_url: str
 ) -> None:
     pool, log = logged_pool
     run = await _running_run(pool)
     tokens_before = (run.tokens_in, run.tokens_out)
-    recorder = RunRecorder(pool, run, owner=OWNER, next_message_seq=1)
+    # The notifications go on another pool: the step's own path is the one statement.
+    notifier = ev.RunEventNotifier(db_pool)
+    recorder = RunRecorder(pool, run, owner=OWNER, next_message_seq=1, notifier=notifier)
     # The first step prepares the statements (asyncpg caches them per connection).
     reply, planned = _reply(1, calls=2)
     await recorder.record_model_reply(step=1, reply=reply, calls=planned)

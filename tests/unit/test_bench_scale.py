@@ -37,7 +37,8 @@ def _count(executors: int, steps_per_s: float, waits: dict[str, int]) -> dict[st
         "cpu_toolpool_ms_per_step": 1.0,
         "cpu_postgres_ms_per_step": 2.0,
         "transactions_per_step": 5.0,
-        "notifications_per_step": 2.0,
+        "notifications_per_step": 3.0,
+        "notify_writes_per_step": 2.0,
         "waits": waits,
     }
 
@@ -69,7 +70,8 @@ def test_wait_shares_and_the_notify_part_of_them() -> None:
 def test_ceilings_take_the_slower_of_the_clusters_flush_and_this_machines_commit() -> None:
     one = _count(1, 100.0, {})
     found = ceilings(one, floor_ms=0.25, cluster=Cluster())
-    # 1 core / 4 ms; 8 cores / 2 ms; one NOTIFYing commit per 1 ms flush, 2 per step.
+    # 1 core / 4 ms; 8 cores / 2 ms; one NOTIFYing write per 1 ms flush, 2 per step (the
+    # third NOTIFY of a step, sent in a transaction that writes nothing, waits for no flush).
     assert found == {"per_replica": 250.0, "postgres_cpu": 4000.0, "notify_commits": 500.0}
     slow_disk = ceilings(one, floor_ms=4.0, cluster=Cluster())
     assert slow_disk["notify_commits"] == 125.0

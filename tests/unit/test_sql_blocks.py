@@ -73,9 +73,13 @@ def test_the_run_event_statements_share_one_event_contract() -> None:
         "event_agents",
         "event_internal",
         "event_payloads",
-        "channel",
     }
-    for name in ("append_events", "record_model_reply", "record_tool_results"):
+    for name in ("append_events", "record_start", "record_model_reply", "record_tool_results"):
         assert event_columns <= set(STATEMENTS[name].parameters), name
         assert "INSERT INTO kb.agent_run_events" in STATEMENTS[name].text
+    # Only the append inside a caller's transaction NOTIFYs at commit; the statements that
+    # commit on their own notify after (agentfleet.events.notifier).
+    assert "channel" in STATEMENTS["append_events"].parameters
+    for name in ("record_start", "record_model_reply", "record_tool_results"):
+        assert "pg_notify" not in STATEMENTS[name].text, name
     assert ":" not in STATEMENTS["record_model_reply"].text.replace("::", "").replace("':'", "")

@@ -32,6 +32,7 @@ from agentfleet.events.domain import (
     event_from_payload,
     event_payload,
 )
+from agentfleet.events.notifier import RunEventNotifier
 from agentfleet.events.proto import (
     agent_run_to_proto,
     from_proto,
@@ -60,6 +61,7 @@ __all__ = [
     "ModelText",
     "PersistedEvent",
     "RunEvent",
+    "RunEventNotifier",
     "RunFinished",
     "RunQueued",
     "RunStarted",

@@ -8,8 +8,10 @@
 -- that does not qualify (absent, another project, lease lost) writes nothing.
 --
 -- Every statement takes the events as four parallel arrays (event_types, event_agents,
--- event_internal, event_payloads) and the NOTIFY channel, built by store.event_columns; the
--- NOTIFY ('<run_id>:<last seq>', once per statement) is delivered at commit.
+-- event_internal, event_payloads), built by store.event_columns. append_events, which runs in
+-- its caller's transaction, NOTIFYs ('<run_id>:<last seq>', once per statement) at commit;
+-- the executor's start and step writes, which commit on their own, NOTIFY after they commit
+-- through agentfleet.events.notifier (why: there).
 
 -- fragment: insert_events
 -- The events' insert, numbered from "numbered", the run row after its last_event_seq was
@@ -86,10 +88,7 @@ WITH numbered AS (
          WITH ORDINALITY AS m(role, content, ord)
 ),
 -- include: insert_events
-SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
-       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
-        HAVING count(*) > 0) END AS notified
-FROM numbered LEFT JOIN ev ON true
+SELECT ev.* FROM numbered LEFT JOIN ev ON true
 
 -- name: record_model_reply
 -- The model message, the run's counters (count_steps 0 or 1), every tool call row started.
@@ -115,10 +114,7 @@ WITH numbered AS (
          AS c(id, name, source, input)
 ),
 -- include: insert_events
-SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
-       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
-        HAVING count(*) > 0) END AS notified
-FROM numbered LEFT JOIN ev ON true
+SELECT ev.* FROM numbered LEFT JOIN ev ON true
 
 -- name: record_tool_results
 -- Every started call row finished (a call is answered once), the tool message.
@@ -139,7 +135,4 @@ WITH numbered AS (
 -- include: insert_step_message
 ,
 -- include: insert_events
-SELECT ev.*, CASE WHEN ev.seq IS NOT NULL THEN
-       (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
-        HAVING count(*) > 0) END AS notified
-FROM numbered LEFT JOIN ev ON true
+SELECT ev.* FROM numbered LEFT JOIN ev ON true

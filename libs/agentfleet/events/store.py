@@ -4,8 +4,9 @@
 run row (``last_event_seq``), inside the caller's transaction and sends ``NOTIFY
 agentfleet_run_events, '<run_id>:<last seq>'``, delivered only at commit. :func:`read_events`
 reads them back. Live streams and replays are identical because both are built from stored
-rows. The statements are in ``run_events.sql``, with the executor's two step writes that
-append a step's events in the statement that records the step (:data:`STATEMENTS`).
+rows. The statements are in ``run_events.sql``, with the executor's start and two step
+writes that append a run's events in the statement that records the moment
+(:data:`STATEMENTS`); those NOTIFY after they commit (:mod:`agentfleet.events.notifier`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ Connection: TypeAlias = asyncpg.Connection | asyncpg.Pool
 def event_columns(
     *, project_id: str, run_id: str, root_run_id: str, events: Sequence[RunEvent]
 ) -> dict[str, Any]:
-    """The parameters every appending statement takes: the run, the events as parallel
-    arrays and the NOTIFY channel."""
+    """The parameters every appending statement takes: the run and the events as parallel
+    arrays."""
     return {
         "run_id": run_id,
         "project_id": project_id,
@@ -43,7 +44,6 @@ def event_columns(
         "event_agents": [e.agent_name for e in events],
         "event_internal": [e.is_internal for e in events],
         "event_payloads": [event_payload(e) for e in events],
-        "channel": CHANNEL,
     }
 
 
@@ -85,7 +85,8 @@ async def append_events(
     columns = event_columns(
         project_id=project_id, run_id=run_id, root_run_id=root_run_id, events=events
     )
-    rows = await conn.fetch(statement.text, *statement.arguments(columns))
+    arguments = statement.arguments(columns | {"channel": CHANNEL})
+    rows = await conn.fetch(statement.text, *arguments)
     if not rows:
         raise NotFound(f"run {run_id} not found in project {project_id!r}")
     return sorted((persisted_from_row(row) for row in rows), key=lambda p: p.seq)
