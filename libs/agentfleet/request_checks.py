@@ -1,11 +1,13 @@
 """Request checks every RPC gets in the interceptor, whatever its service.
 
 Fields no service can store or convert are refused once, here, with INVALID_ARGUMENT naming
-the field: strings with NUL characters and out-of-range Durations and Timestamps.
+the field: strings with NUL characters, non-finite numbers and out-of-range Durations and
+Timestamps.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agentfleet.errors import FieldViolation
@@ -18,8 +20,10 @@ _MAX_TIMESTAMP_S = 253_402_300_799  # 9999-12-31T23:59:59Z
 
 def request_violations(message: Any, path: str = "") -> list[FieldViolation]:
     """Fields no service can store or convert, wherever they are in a request: strings with
-    NUL characters (PostgreSQL text and jsonb refuse them) and out-of-range Durations and
-    Timestamps (converting them overflows). Checked once here for every RPC."""
+    NUL characters (PostgreSQL text and jsonb refuse them), NaN and infinite numbers (JSON has
+    none: json_format.MessageToDict raises on them in a Struct, and json.dumps writes a NaN
+    that jsonb refuses) and out-of-range Durations and Timestamps (converting them
+    overflows). Checked once here for every RPC."""
     name = message.DESCRIPTOR.full_name
     if name == "google.protobuf.Duration":
         seconds, nanos = message.seconds, message.nanos
@@ -64,4 +68,7 @@ def _value_violations(field_descriptor: Any, value: Any, path: str) -> list[Fiel
         return request_violations(value, path)
     if isinstance(value, str) and "\x00" in value:
         return [FieldViolation(path, "must not contain NUL characters")]
+    # Every float and double field: Struct/Value number_value, ModelConfig.temperature.
+    if isinstance(value, float) and not math.isfinite(value):
+        return [FieldViolation(path, "must be a finite number")]
     return []

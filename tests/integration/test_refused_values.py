@@ -1,0 +1,140 @@
+"""Values a fuzz review found answered with INTERNAL, each now INVALID_ARGUMENT naming its
+field: NaN and infinite numbers (in Structs and in plain float fields). Each is sent over
+real gRPC to the four services on loopback, as a project's member or admin would send it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+
+from agentfleet.testing.services import Stack
+from agentfleet.v1 import (
+    common_pb2,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
+    executor_pb2,
+    executor_pb2_grpc,
+    registry_pb2,
+    registry_pb2_grpc,
+)
+
+P = "alpha"
+NON_FINITE = [float("nan"), float("inf"), float("-inf")]
+
+
+async def finished(call: Any) -> None:
+    """Awaits a unary ``call`` or reads a streaming one to its end."""
+    if hasattr(call, "__aiter__"):
+        async for _ in call:
+            pass
+    else:
+        await call
+
+
+async def refusal(call: Any) -> str:
+    """The details of the INVALID_ARGUMENT ``call`` (unary or streaming) answers."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await finished(call)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    return caught.value.details() or ""
+
+
+def struct(document: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(document)
+    return message
+
+
+@pytest.fixture
+async def member(stack: Stack) -> str:
+    return await stack.create_token(P, "member")
+
+
+@pytest.fixture
+async def admin(stack: Stack) -> str:
+    return await stack.create_token(P, "admin")
+
+
+# -- F1, F2: NaN and infinities ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", NON_FINITE)
+async def test_non_finite_numbers_in_task_properties_are_refused(
+    stack: Stack, member: str, number: float
+) -> None:
+    dispatcher = dispatcher_pb2_grpc.DispatcherServiceStub(
+        stack.channel("dispatcher", token=member)
+    )
+    task = dispatcher_pb2.TaskSpec(
+        key="a", title="a", assigned_agent="helper", properties=struct({"deep": [{"x": number}]})
+    )
+    details = await refusal(
+        dispatcher.CreateTaskGraph(
+            dispatcher_pb2.CreateTaskGraphRequest(project_id=P, tasks=[task])
+        )
+    )
+    assert details.startswith("tasks[0].properties.")
+    assert details.endswith("number_value: must be a finite number")
+
+
+async def test_non_finite_numbers_in_registry_documents_are_refused(
+    stack: Stack, admin: str
+) -> None:
+    registry = registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=admin))
+    details = await refusal(
+        registry.InstallProduct(
+            registry_pb2.InstallProductRequest(
+                project_id=P, manifest=struct({"name": "p", "version": float("nan")})
+            )
+        )
+    )
+    assert details == "manifest.fields['version'].number_value: must be a finite number"
+    for where, definition in {
+        "agent_definition.config": common_pb2.AgentDefinition(config=struct({"k": float("inf")})),
+        "agent_definition.output_schema": common_pb2.AgentDefinition(
+            output_schema=struct({"maximum": float("-inf")})
+        ),
+        "agent_definition.model.extra": common_pb2.AgentDefinition(
+            model=common_pb2.ModelConfig(extra=struct({"top_p": float("nan")}))
+        ),
+    }.items():
+        definition.name, definition.model.name = "helper", "gemini-test"
+        details = await refusal(
+            registry.UpsertAgentDefinition(
+                registry_pb2.UpsertAgentDefinitionRequest(project_id=P, agent_definition=definition)
+            )
+        )
+        assert details.startswith(where + ".fields[")
+        assert details.endswith("number_value: must be a finite number")
+
+
+@pytest.mark.parametrize("number", NON_FINITE)
+async def test_a_non_finite_temperature_is_refused(stack: Stack, admin: str, number: float) -> None:
+    """A plain float field, not a Struct: json.dumps wrote NaN, which jsonb refuses."""
+    registry = registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=admin))
+    definition = common_pb2.AgentDefinition(
+        name="helper", model=common_pb2.ModelConfig(name="gemini-test", temperature=number)
+    )
+    details = await refusal(
+        registry.UpsertAgentDefinition(
+            registry_pb2.UpsertAgentDefinitionRequest(project_id=P, agent_definition=definition)
+        )
+    )
+    assert details == "agent_definition.model.temperature: must be a finite number"
+
+
+async def test_non_finite_tool_call_arguments_are_refused(stack: Stack, admin: str) -> None:
+    executor = executor_pb2_grpc.ExecutorServiceStub(stack.channel("executor", token=admin))
+    request = executor_pb2.DecideToolCallRequest(
+        project_id=P,
+        run_id="00000000-0000-0000-0000-000000000001",
+        tool_call_id="c1",
+        decision=executor_pb2.TOOL_CALL_DECISION_APPROVE,
+        arguments=struct({"n": float("nan")}),
+    )
+    details = await refusal(executor.DecideToolCall(request))
+    assert details == "arguments.fields['n'].number_value: must be a finite number"
