@@ -7,9 +7,9 @@ executor when the model calls a tool anyway and when it starts flows and tasks.
 
 The step cap: a run's steps across all its resumes never pass :data:`MAX_TOTAL_STEPS`.
 
-The timeout cap: no run or task asks for more than :data:`MAX_TIMEOUT_S` (StartRun and
-ResumeRun, spawn_agents tasks, task graphs; the manifest schema's ``default_timeout_s``
-repeats it as JSON, checked equal by a unit test).
+The timeout bounds: no run or task asks for less than :data:`MIN_TIMEOUT_S` or more than
+:data:`MAX_TIMEOUT_S` (StartRun and ResumeRun, spawn_agents tasks, task graphs; the manifest
+schema's ``default_timeout_s`` repeats both as JSON, checked equal by a unit test).
 """
 
 from __future__ import annotations
@@ -22,6 +22,17 @@ MAX_TOTAL_STEPS = 500
 """Global cap on a run's steps across all its resumes (seed 000 D10)."""
 MAX_TIMEOUT_S = 24 * 3600
 """Longest timeout, in seconds, a run or a task may be given."""
+MIN_TIMEOUT_S = 0.001
+"""Shortest timeout, in seconds: 1 ms. A run's timeout is a PostgreSQL interval, which keeps
+microseconds, so a Duration of a few nanoseconds became 0 and failed CHECK (timeout > 0);
+no useful run ends within a millisecond either."""
+TIMEOUT_RANGE = f"at least {MIN_TIMEOUT_S}s and at most {MAX_TIMEOUT_S}s"
+"""The bounds as a refused timeout is told them."""
+
+
+def timeout_allowed(seconds: float) -> bool:
+    """Whether a run or a task may be given a timeout of ``seconds``."""
+    return MIN_TIMEOUT_S <= seconds <= MAX_TIMEOUT_S
 
 
 def may_spawn(depth: int) -> bool:

@@ -19,7 +19,7 @@ from agentfleet.graph.task_properties import (
     PRIORITY_MAX,
     PRIORITY_MIN,
 )
-from agentfleet.run_limits import MAX_TIMEOUT_S
+from agentfleet.run_limits import TIMEOUT_RANGE, timeout_allowed
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -134,10 +134,8 @@ def _task_problems(i: int, task: NewTask) -> list[FieldViolation]:
         )
     if not 0 <= task.max_retries <= MAX_RETRIES_LIMIT:
         problems.append(FieldViolation(f"{where}.max_retries", f"must be 0 to {MAX_RETRIES_LIMIT}"))
-    if task.timeout_s is not None and not 0 < task.timeout_s <= MAX_TIMEOUT_S:
-        problems.append(
-            FieldViolation(f"{where}.timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
-        )
+    if task.timeout_s is not None and not timeout_allowed(task.timeout_s):
+        problems.append(FieldViolation(f"{where}.timeout", f"must be {TIMEOUT_RANGE}"))
     for j, tag in enumerate(task.tags):
         if not tag.strip() or len(tag) > 64:
             problems.append(FieldViolation(f"{where}.tags[{j}]", "1 to 64 characters"))

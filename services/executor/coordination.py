@@ -25,7 +25,12 @@ import asyncpg
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentfleet import events
-from agentfleet.run_limits import MAX_SPAWN_DEPTH, MAX_TIMEOUT_S, spawn_tool_refusal
+from agentfleet.run_limits import (
+    MAX_SPAWN_DEPTH,
+    TIMEOUT_RANGE,
+    spawn_tool_refusal,
+    timeout_allowed,
+)
 from services.executor.calls import PlannedCall
 from services.executor.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -106,11 +111,10 @@ def parse_spawn_arguments(arguments: dict[str, Any]) -> tuple[list[ChildTask], i
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
             or not math.isfinite(timeout)
-            or not 0 < timeout <= MAX_TIMEOUT_S
+            or not timeout_allowed(timeout)
         ):
             raise SpawnArgumentError(
-                f"{where}.timeout_s: must be a number of seconds, more than 0 and at most "
-                f"{MAX_TIMEOUT_S}"
+                f"{where}.timeout_s: must be a number of seconds, {TIMEOUT_RANGE}"
             )
         parsed.append(
             ChildTask(

@@ -11,7 +11,7 @@ import uuid
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.request_ids import request_id_violations
-from agentfleet.run_limits import MAX_TIMEOUT_S, MAX_TOTAL_STEPS
+from agentfleet.run_limits import MAX_TOTAL_STEPS, TIMEOUT_RANGE, timeout_allowed
 from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import executor_pb2
 from services.executor.resume import ResumeParams
@@ -76,10 +76,8 @@ def _budget(
     timeout_s: float | None = None
     if request.HasField("timeout"):
         timeout_s = request.timeout.seconds + request.timeout.nanos / 1e9
-        if not 0 < timeout_s <= MAX_TIMEOUT_S:
-            problems.append(
-                FieldViolation("timeout", f"must be more than 0 and at most {MAX_TIMEOUT_S}s")
-            )
+        if not timeout_allowed(timeout_s):
+            problems.append(FieldViolation("timeout", f"must be {TIMEOUT_RANGE}"))
     return max_steps, timeout_s
 
 

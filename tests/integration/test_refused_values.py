@@ -1,5 +1,6 @@
 """Values a fuzz review found answered with INTERNAL, each now INVALID_ARGUMENT naming its
-field: NaN and infinite numbers (in Structs and in plain float fields). Each is sent over
+field: NaN and infinite numbers (in Structs and in plain float fields), run timeouts under
+a millisecond. Each is sent over
 real gRPC to the four services on loopback, as a project's member or admin would send it.
 """
 
@@ -7,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import duration_pb2, struct_pb2
 
+from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
     common_pb2,
@@ -138,3 +141,55 @@ async def test_non_finite_tool_call_arguments_are_refused(stack: Stack, admin: s
     )
     details = await refusal(executor.DecideToolCall(request))
     assert details == "arguments.fields['n'].number_value: must be a finite number"
+
+
+# -- F3: timeouts under the minimum ----------------------------------------------------------
+
+
+async def define_helper(stack: Stack, admin: str) -> None:
+    registry = registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=admin))
+    definition = common_pb2.AgentDefinition(
+        name="helper", model=common_pb2.ModelConfig(name="gemini-test")
+    )
+    await registry.UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(project_id=P, agent_definition=definition)
+    )
+
+
+@pytest.mark.parametrize("nanos", [1, 999, 999_999])
+async def test_run_timeouts_under_a_millisecond_are_refused(
+    stack: Stack, admin: str, db_pool: asyncpg.Pool, nanos: int
+) -> None:
+    """PostgreSQL rounded a timeout of nanoseconds to a 0 interval and CHECK (timeout > 0)
+    failed; the rule is now 1 ms to 24 h for every run timeout."""
+    await define_helper(stack, admin)
+    paused = await f.insert_run(db_pool, project_id=P, agent_name="helper", status="paused")
+    executor = executor_pb2_grpc.ExecutorServiceStub(stack.channel("executor", token=admin))
+    timeout = duration_pb2.Duration(nanos=nanos)
+    start = executor_pb2.StartRunRequest(
+        project_id=P, agent_name="helper", input="hi", timeout=timeout
+    )
+    resume = executor_pb2.ResumeRunRequest(
+        project_id=P, run_id=str(paused["id"]), input="go on", timeout=timeout
+    )
+    for call in (executor.StartRun(start), executor.TriggerRun(start), executor.ResumeRun(resume)):
+        assert await refusal(call) == "timeout: must be at least 0.001s and at most 86400s"
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.agent_runs") == 1
+
+
+async def test_default_timeouts_follow_the_run_timeout_rule(stack: Stack, admin: str) -> None:
+    registry = registry_pb2_grpc.AgentRegistryServiceStub(stack.channel("executor", token=admin))
+
+    def upsert(timeout: duration_pb2.Duration) -> Any:
+        definition = common_pb2.AgentDefinition(
+            name="helper", model=common_pb2.ModelConfig(name="gemini-test"), default_timeout=timeout
+        )
+        return registry.UpsertAgentDefinition(
+            registry_pb2.UpsertAgentDefinitionRequest(project_id=P, agent_definition=definition)
+        )
+
+    for nanos in (1, 999_999):
+        details = await refusal(upsert(duration_pb2.Duration(nanos=nanos)))
+        assert details.startswith("agent_definition.default_timeout: ")
+    stored = await upsert(duration_pb2.Duration(nanos=1_000_000))
+    assert stored.agent_definition.default_timeout.ToMilliseconds() == 1
