@@ -7,9 +7,8 @@ fixes them all at once; a request that passes is a :class:`StartRunParams` or
 
 from __future__ import annotations
 
-import uuid
-
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.graph.task_properties import is_uuid
 from agentfleet.request_ids import request_id_violations
 from agentfleet.run_limits import MAX_TOTAL_STEPS, TIMEOUT_RANGE, timeout_allowed
 from agentfleet.telemetry import current_trace_id
@@ -110,11 +109,3 @@ def checked_request(problems: list[FieldViolation], request_id: str) -> str | No
     if problems:
         raise InvalidArgument.for_fields(problems)
     return request_id or None
-
-
-def is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True

@@ -34,7 +34,7 @@ from services.executor.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.resume import resume_run
-from services.executor.run_requests import is_uuid, resume_params, start_params
+from services.executor.run_requests import resume_params, run_id_violations, start_params
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tool_gateway import GrpcToolGateway, ToolGateway
@@ -90,8 +90,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     async def CancelRun(
         self, request: executor_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> executor_pb2.CancelRunResponse:
-        if not is_uuid(request.run_id):
-            raise InvalidArgument.for_field("run_id", "must be a run id (UUID)")
+        if problems := run_id_violations(request.run_id):
+            raise InvalidArgument.for_fields(problems)
         # The whole tree: the run and every descendant, on whichever executor runs them.
         run = await cancel_tree(
             self.queue,

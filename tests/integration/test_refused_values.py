@@ -1,7 +1,7 @@
 """Values a fuzz review found answered with INTERNAL, each now INVALID_ARGUMENT naming its
-field: NaN and infinite numbers (in Structs and in plain float fields), run timeouts under
-a millisecond. Each is sent over
-real gRPC to the four services on loopback, as a project's member or admin would send it.
+field: NaN and infinite numbers (in Structs and in plain float fields), run timeouts under a
+millisecond, run and task ids in forms uuid.UUID() reads but PostgreSQL does not. Each is
+sent over real gRPC to the four services on loopback, as a project's member or admin would.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2, struct_pb2
 
+from agentfleet.graph import GraphRepository
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
@@ -193,3 +194,61 @@ async def test_default_timeouts_follow_the_run_timeout_rule(stack: Stack, admin:
         assert details.startswith("agent_definition.default_timeout: ")
     stored = await upsert(duration_pb2.Duration(nanos=1_000_000))
     assert stored.agent_definition.default_timeout.ToMilliseconds() == 1
+
+
+# -- F4: ids uuid.UUID() takes but PostgreSQL does not ------------------------------------
+
+
+def loose_forms(value: str) -> list[str]:
+    """``value`` as uuid.UUID() reads it but asyncpg does not (or not as the same text)."""
+    bare = value.replace("-", "")
+    return [
+        "{" + value + "}",
+        "urn:uuid:" + value,
+        bare,
+        "-".join(bare[i : i + 4] for i in range(0, 32, 4)),
+        value + "\n",
+    ]
+
+
+async def test_run_ids_must_be_canonical_uuids(
+    stack: Stack, admin: str, db_pool: asyncpg.Pool
+) -> None:
+    run = await f.insert_run(db_pool, project_id=P, agent_name="helper", status="paused")
+    executor = executor_pb2_grpc.ExecutorServiceStub(stack.channel("executor", token=admin))
+    for run_id in loose_forms(str(run["id"])):
+        calls = {
+            "CancelRun": executor.CancelRun(
+                executor_pb2.CancelRunRequest(project_id=P, run_id=run_id)
+            ),
+            "ResumeRun": executor.ResumeRun(
+                executor_pb2.ResumeRunRequest(project_id=P, run_id=run_id, input="go on")
+            ),
+            "DecideToolCall": executor.DecideToolCall(
+                executor_pb2.DecideToolCallRequest(
+                    project_id=P,
+                    run_id=run_id,
+                    tool_call_id="c1",
+                    decision=executor_pb2.TOOL_CALL_DECISION_APPROVE,
+                )
+            ),
+        }
+        for rpc, call in calls.items():
+            assert await refusal(call) == "run_id: must be a run id (UUID)", (rpc, run_id)
+    assert await db_pool.fetchval("SELECT status FROM kb.agent_runs") == "paused"
+
+
+async def test_task_ids_of_runs_must_be_canonical_uuids(
+    stack: Stack, admin: str, db_pool: asyncpg.Pool
+) -> None:
+    await define_helper(stack, admin)
+    # An existing object: the run's task_id is checked to exist before the run is written.
+    task = await GraphRepository(db_pool).create_object(P, type="SpecTask", properties={})
+    executor = executor_pb2_grpc.ExecutorServiceStub(stack.channel("executor", token=admin))
+    for task_id in loose_forms(task.id):
+        start = executor_pb2.StartRunRequest(
+            project_id=P, agent_name="helper", input="hi", task_id=task_id
+        )
+        for call in (executor.StartRun(start), executor.TriggerRun(start)):
+            assert await refusal(call) == "task_id: must be a UUID", task_id
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.agent_runs") == 0

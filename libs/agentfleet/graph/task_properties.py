@@ -72,8 +72,10 @@ def agent_allowed(agent_name: str, patterns: Sequence[str]) -> bool:
 
 
 def is_uuid(value: object) -> bool:
-    """Whether ``value`` is a UUID in its canonical text form (as graph ids are stored)."""
-    return isinstance(value, str) and _UUID_RE.match(value) is not None
+    """Whether ``value`` is a UUID in its canonical text form (as graph ids are stored): the
+    one check of ids that go to SQL as text. uuid.UUID() also takes braces, "urn:uuid:" and
+    dashes anywhere, which asyncpg refuses; fullmatch, since ``$`` passes a final newline."""
+    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
 
 
 def whole_number(value: object, low: int, high: int) -> int | None:
