@@ -36,6 +36,9 @@ CHILDREN_LIMIT = 500
 MAX_PREVIEW_CHARS = 2000
 DEFAULT_STATS_WINDOW = timedelta(hours=24)
 MAX_STATS_WINDOW = timedelta(days=90)
+MAX_SEQ = 2**31 - 1
+"""Largest event seq: seqs are integer (int32) columns, so a larger after_seq cannot even be
+sent as a query argument (the proto field is int64)."""
 
 _Row = TypeVar("_Row")
 
@@ -262,8 +265,8 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
     ) -> AsyncIterator[common_pb2.RunEvent]:
         run_id = _uuid(request.run_id, "run_id")
         assert run_id is not None
-        if request.after_seq < 0:
-            raise InvalidArgument.for_field("after_seq", "must not be negative")
+        if not 0 <= request.after_seq <= MAX_SEQ:
+            raise InvalidArgument.for_field("after_seq", f"must be 0 to {MAX_SEQ}")
         if request.include_descendants or request.descendant_after_seq:
             raise Unimplemented("WatchRun: include_descendants is not supported yet")
         with metrics.watch_subscriber():

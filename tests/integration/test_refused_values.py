@@ -1,7 +1,8 @@
 """Values a fuzz review found answered with INTERNAL, each now INVALID_ARGUMENT naming its
 field: NaN and infinite numbers (in Structs and in plain float fields), run timeouts under a
-millisecond, run and task ids in forms uuid.UUID() reads but PostgreSQL does not. Each is
-sent over real gRPC to the four services on loopback, as a project's member or admin would.
+millisecond, run and task ids in forms uuid.UUID() reads but PostgreSQL does not, WatchRun
+after_seq past the int32 seqs. Each is sent over real gRPC to the four services on
+loopback, as a project's member or admin would.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from agentfleet.v1 import (
     dispatcher_pb2_grpc,
     executor_pb2,
     executor_pb2_grpc,
+    history_pb2,
+    history_pb2_grpc,
     registry_pb2,
     registry_pb2_grpc,
 )
@@ -252,3 +255,25 @@ async def test_task_ids_of_runs_must_be_canonical_uuids(
         for call in (executor.StartRun(start), executor.TriggerRun(start)):
             assert await refusal(call) == "task_id: must be a UUID", task_id
     assert await db_pool.fetchval("SELECT count(*) FROM kb.agent_runs") == 0
+
+
+# -- F8: after_seq past the int32 seqs -----------------------------------------------------
+
+
+@pytest.mark.parametrize("after_seq", [-1, 2**31, 2**63 - 1])
+async def test_watch_run_after_seq_outside_the_seqs_is_refused(
+    stack: Stack, member: str, db_pool: asyncpg.Pool, after_seq: int
+) -> None:
+    run = await f.insert_run(db_pool, project_id=P, agent_name="helper")
+    history = history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=member))
+    request = history_pb2.WatchRunRequest(project_id=P, run_id=str(run["id"]), after_seq=after_seq)
+    assert await refusal(history.WatchRun(request)) == "after_seq: must be 0 to 2147483647"
+
+
+async def test_watch_run_after_the_last_possible_seq_sends_nothing(
+    stack: Stack, member: str, db_pool: asyncpg.Pool
+) -> None:
+    run = await f.insert_run(db_pool, project_id=P, agent_name="helper")
+    history = history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=member))
+    request = history_pb2.WatchRunRequest(project_id=P, run_id=str(run["id"]), after_seq=2**31 - 1)
+    assert [event async for event in history.WatchRun(request, timeout=10)] == []
