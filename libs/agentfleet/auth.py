@@ -70,7 +70,11 @@ class Principal:
     def check_project(self, project_id: str) -> None:
         """Raises PermissionDenied unless this principal may act on ``project_id``."""
         if self.project_id is not None and self.project_id != project_id:
-            raise PermissionDenied(f"this token belongs to another project, not {project_id!r}")
+            # Quoted cut, as the caller's other refused values are (revoke's token_id): the
+            # text is the caller's, of any length, and goes into the answer and the log.
+            raise PermissionDenied(
+                f"this token belongs to another project, not {project_id[:80]!r}"
+            )
 
     def check_method(self, method: str, *, admin_only: bool) -> None:
         """Raises PermissionDenied unless this principal may call ``method`` (full name).

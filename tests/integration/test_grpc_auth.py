@@ -276,6 +276,25 @@ async def test_every_service_refuses_missing_and_foreign_tokens(stack: Stack) ->
             assert await _code_of(call()) == expected, (name, token)
 
 
+async def test_a_refused_project_is_not_echoed_in_full(
+    stack: Stack, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The refused project_id is the caller's own text, of any length (1 MB here): the
+    answer and the rpc_refused log line quote only its first 80 characters."""
+    member = await stack.create_token("alpha", role="member")
+    huge = "b" * 1_000_000
+    capfd.readouterr()
+    for name, call in _one_call_per_service(stack, member, huge).items():
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call()
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, name
+        details = caught.value.details()
+        assert details == f"this token belongs to another project, not {'b' * 80!r}", name
+    logged = capfd.readouterr()
+    assert "rpc_refused" in logged.out + logged.err
+    assert "b" * 81 not in logged.out + logged.err
+
+
 async def test_every_service_lets_a_valid_token_through(stack: Stack) -> None:
     alpha = await stack.create_token("alpha", role="admin")
     refused = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
