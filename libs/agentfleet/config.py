@@ -52,8 +52,9 @@ class Settings:
     token_cache_ttl_s: float = 10.0
     """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
-    """AGENTFLEET_GRPC_* and AGENTFLEET_MAX_STREAMS_PER_TOKEN: the limits every gRPC server
-    applies, one field each (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
+    """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN and AGENTFLEET_MAX_UNARY_PER_TOKEN /
+    _PER_PROJECT: the limits every gRPC server applies, one field each
+    (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float
@@ -304,6 +305,16 @@ def _server_limits(env: _Env) -> ServerLimits:
             "AGENTFLEET_MAX_STREAMS_PER_TOKEN",
             default.max_streams_per_token,
             parsers.int_range(1, 100_000),
+        ),
+        max_unary_per_token=env.get(
+            "AGENTFLEET_MAX_UNARY_PER_TOKEN",
+            default.max_unary_per_token,
+            parsers.int_range(1, 1_000_000),
+        ),
+        max_unary_per_project=env.get(
+            "AGENTFLEET_MAX_UNARY_PER_PROJECT",
+            default.max_unary_per_project,
+            parsers.int_range(1, 1_000_000),
         ),
         keepalive_time_s=env.get("AGENTFLEET_GRPC_KEEPALIVE_S", default.keepalive_time_s, seconds),
         keepalive_timeout_s=env.get(

@@ -1,18 +1,25 @@
-"""Limits every gRPC server applies: concurrency, connections, and open streams per token.
+"""Limits every gRPC server applies: concurrency, connections, and calls per caller.
 
 :class:`ServerLimits` holds them (from the ``AGENTFLEET_GRPC_*`` and
-``AGENTFLEET_MAX_STREAMS_PER_TOKEN`` settings); :func:`server_options` turns them into the
-channel arguments of ``grpc.aio.server``; :class:`StreamSlots` counts the response streams
-each token holds open in this process and refuses one past the limit with
-RESOURCE_EXHAUSTED naming the limit.
+``AGENTFLEET_MAX_STREAMS_PER_TOKEN`` / ``_MAX_UNARY_PER_TOKEN`` / ``_MAX_UNARY_PER_PROJECT``
+settings); :func:`server_options` turns them into the channel arguments of
+``grpc.aio.server``; :class:`CallSlots` counts the response streams each token holds open
+and the unary calls each token and project has in progress in this process, and refuses
+one past a limit with RESOURCE_EXHAUSTED naming the limit.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentfleet.errors import ResourceExhausted
+
+if TYPE_CHECKING:  # auth imports config, which imports this module
+    from agentfleet.auth import Principal
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,6 +32,12 @@ class ServerLimits:
     """AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION: HTTP/2 streams one connection may open."""
     max_streams_per_token: int = 64
     """AGENTFLEET_MAX_STREAMS_PER_TOKEN: response streams one token may hold open."""
+    max_unary_per_token: int = 100
+    """AGENTFLEET_MAX_UNARY_PER_TOKEN: unary calls one project token may have in progress
+    (service identities are not counted)."""
+    max_unary_per_project: int = 200
+    """AGENTFLEET_MAX_UNARY_PER_PROJECT: unary calls the tokens of one project may have in
+    progress together; a fifth of the server-wide cap by default."""
     keepalive_time_s: float = 60.0
     """AGENTFLEET_GRPC_KEEPALIVE_S: the server pings an idle client this often."""
     keepalive_timeout_s: float = 20.0
@@ -60,34 +73,109 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-class StreamSlots:
-    """Open response streams per token id in this process, at most ``limit`` each.
+class Slots:
+    """Calls one holder (a token id, a project id) has in progress in this process, at most
+    ``limit`` each; one past it is refused with RESOURCE_EXHAUSTED naming the limit and the
+    setting that holds it.
 
-    Callers without a token id (authentication off, the local demo) are not counted: the
-    server-wide RPC cap still bounds them.
+    A holder of None (authentication off, the local demo) is not counted: the server-wide
+    RPC cap still bounds it.
     """
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._open: Counter[str] = Counter()
+    def __init__(self, limit: int, *, holder: str, calls: str, variable: str, advice: str) -> None:
+        self.limit = limit
+        self._holder = holder
+        self._calls = calls
+        self._variable = variable
+        self._advice = advice
+        self._held: Counter[str] = Counter()
 
-    def acquire(self, token_id: str | None) -> None:
-        """Takes a slot for ``token_id`` or raises ResourceExhausted naming the limit."""
-        if token_id is None:
+    def acquire(self, key: str | None) -> None:
+        """Takes a slot for ``key`` or raises ResourceExhausted naming the limit."""
+        if key is None:
             return
-        if self._open[token_id] >= self._limit:
+        if self._held[key] >= self.limit:
+            holder = self._holder.format(key=key)
             raise ResourceExhausted(
-                f"this token already has {self._limit} open streams, the limit "
-                "(AGENTFLEET_MAX_STREAMS_PER_TOKEN); close one first"
+                f"{holder} already has {self.limit} {self._calls}, the limit "
+                f"({self._variable}); {self._advice}"
             )
-        self._open[token_id] += 1
+        self._held[key] += 1
 
-    def release(self, token_id: str | None) -> None:
-        if token_id is None:
+    def release(self, key: str | None) -> None:
+        if key is None:
             return
-        self._open[token_id] -= 1
-        if self._open[token_id] <= 0:
-            del self._open[token_id]
+        self._held[key] -= 1
+        if self._held[key] <= 0:
+            del self._held[key]
 
-    def open_streams(self, token_id: str) -> int:
-        return self._open[token_id]
+    def held(self, key: str) -> int:
+        return self._held[key]
+
+    @contextlib.contextmanager
+    def holding(self, key: str | None) -> Iterator[None]:
+        """A slot of ``key`` for the block (ResourceExhausted past the limit)."""
+        self.acquire(key)
+        try:
+            yield
+        finally:
+            self.release(key)
+
+
+class CallSlots:
+    """Every per-caller cap of one server: open response streams per token, unary calls in
+    progress per token and per project.
+
+    Without the unary caps one member could take every slot of the server-wide RPC cap:
+    a thousand ListTools waiting on its own MCP server that never answers (connect timeout
+    up to 300 s), and every other project's calls, the executor's included, were refused.
+    The project cap is there because a project may hold many tokens (the operator mints
+    them on request), each with its own token cap.
+
+    Service identities (the executor's ResolveTools and CallTool for every project, the
+    dispatcher's TriggerRun) are not counted in the unary caps: they call for all projects
+    at once, so a tenant-sized cap would refuse work of projects that did nothing wrong;
+    their volume is bounded by their own limits (executor concurrency, runs per project)
+    and by the server-wide cap.
+    """
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.streams = Slots(
+            limits.max_streams_per_token,
+            holder="this token",
+            calls="open streams",
+            variable="AGENTFLEET_MAX_STREAMS_PER_TOKEN",
+            advice="close one first",
+        )
+        self.unary_per_token = Slots(
+            limits.max_unary_per_token,
+            holder="this token",
+            calls="calls in progress",
+            variable="AGENTFLEET_MAX_UNARY_PER_TOKEN",
+            advice="wait for one to finish",
+        )
+        self.unary_per_project = Slots(
+            limits.max_unary_per_project,
+            holder="project {key!r}",
+            calls="calls in progress",
+            variable="AGENTFLEET_MAX_UNARY_PER_PROJECT",
+            advice="wait for one to finish",
+        )
+
+    def stream(self, principal: Principal) -> contextlib.AbstractContextManager[None]:
+        """A stream slot of the principal's token for the block."""
+        return self.streams.holding(principal.token_id)
+
+    @contextlib.contextmanager
+    def unary(self, principal: Principal) -> Iterator[None]:
+        """A unary slot of the principal's token and of its project for the block; none
+        for a service identity. The token is checked first, so a token at its own cap is
+        told so, not that its project is full."""
+        if principal.role == "service" or principal.token_id is None:
+            yield
+            return
+        with (
+            self.unary_per_token.holding(principal.token_id),
+            self.unary_per_project.holding(principal.project_id),
+        ):
+            yield

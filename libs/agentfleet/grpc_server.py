@@ -41,7 +41,7 @@ from agentfleet.errors import (
     InvalidArgument,
     Unavailable,
 )
-from agentfleet.grpc_limits import ServerLimits, StreamSlots, server_options
+from agentfleet.grpc_limits import CallSlots, ServerLimits, server_options
 from agentfleet.grpc_streams import (
     HandlerInterceptor,
     Stream,
@@ -153,7 +153,7 @@ async def start_server(
             RequestInterceptor(
                 authenticator,
                 admin_methods=frozenset(admin),
-                stream_slots=StreamSlots(limits.max_streams_per_token),
+                call_slots=CallSlots(limits),
             ),
             *extra_interceptors,
         ],
@@ -230,11 +230,11 @@ class RequestInterceptor(HandlerInterceptor):
         authenticator: Authenticator,
         *,
         admin_methods: frozenset[str],
-        stream_slots: StreamSlots | None = None,
+        call_slots: CallSlots | None = None,
     ) -> None:
         self._authenticator = authenticator
         self._admin_methods = admin_methods
-        self._stream_slots = stream_slots or StreamSlots(ServerLimits().max_streams_per_token)
+        self._slots = call_slots or CallSlots(ServerLimits())
 
     def wrap(
         self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
@@ -272,11 +272,13 @@ class RequestInterceptor(HandlerInterceptor):
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
                     principal = await self._admit(method, token, request)
-                    reset = current_principal.set(principal)
-                    try:
-                        return await behavior(request, context)
-                    finally:
-                        current_principal.reset(reset)
+                    # Counted only once admitted: a refused call holds nothing.
+                    with self._slots.unary(principal):
+                        reset = current_principal.set(principal)
+                        try:
+                            return await behavior(request, context)
+                        finally:
+                            current_principal.reset(reset)
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
 
@@ -290,15 +292,14 @@ class RequestInterceptor(HandlerInterceptor):
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
                     principal = await self._admit(method, token, request)
-                    self._stream_slots.acquire(principal.token_id)
-                    reset = current_principal.set(principal)
-                    try:
-                        async with contextlib.aclosing(behavior(request, context)) as responses:
-                            async for response in responses:
-                                yield response
-                    finally:
-                        current_principal.reset(reset)
-                        self._stream_slots.release(principal.token_id)
+                    with self._slots.stream(principal):
+                        reset = current_principal.set(principal)
+                        try:
+                            async with contextlib.aclosing(behavior(request, context)) as responses:
+                                async for response in responses:
+                                    yield response
+                        finally:
+                            current_principal.reset(reset)
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
 

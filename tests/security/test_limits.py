@@ -122,6 +122,8 @@ def test_server_limits_come_from_the_settings_with_documented_defaults() -> None
                 "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS": "50",
                 "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION": "20",
                 "AGENTFLEET_MAX_STREAMS_PER_TOKEN": "5",
+                "AGENTFLEET_MAX_UNARY_PER_TOKEN": "7",
+                "AGENTFLEET_MAX_UNARY_PER_PROJECT": "9",
                 "AGENTFLEET_GRPC_KEEPALIVE_S": "30",
                 "AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S": "5",
                 "AGENTFLEET_GRPC_MIN_PING_INTERVAL_S": "15",
@@ -132,6 +134,7 @@ def test_server_limits_come_from_the_settings_with_documented_defaults() -> None
         )
     )
     assert (limits.max_concurrent_rpcs, limits.max_streams_per_token) == (50, 5)
+    assert (limits.max_unary_per_token, limits.max_unary_per_project) == (7, 9)
     assert dict(server_options(limits)) == {
         "grpc.max_concurrent_streams": 20,
         "grpc.keepalive_time_ms": 30_000,

@@ -1,0 +1,52 @@
+"""CallSlots: which callers the per-token and per-project unary caps count."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from agentfleet.auth import UNRESTRICTED, Principal
+from agentfleet.errors import ResourceExhausted
+from agentfleet.grpc_limits import CallSlots, ServerLimits
+
+P = "alpha"
+
+
+def _hold(slots: CallSlots, principal: Principal, n: int) -> contextlib.ExitStack:
+    """``n`` unary slots of ``principal`` held together until the stack closes."""
+    held = contextlib.ExitStack()
+    for _ in range(n):
+        held.enter_context(slots.unary(principal))
+    return held
+
+
+def test_a_token_past_its_cap_is_refused_naming_the_setting() -> None:
+    slots = CallSlots(ServerLimits(max_unary_per_token=2, max_unary_per_project=10))
+    member = Principal(token_id="m", project_id=P, role="member")
+    with _hold(slots, member, 2):
+        with pytest.raises(ResourceExhausted, match="AGENTFLEET_MAX_UNARY_PER_TOKEN"):
+            _hold(slots, member, 1)
+        # The refused call took nothing: neither the token's slot nor the project's.
+        assert (slots.unary_per_token.held("m"), slots.unary_per_project.held(P)) == (2, 2)
+    assert (slots.unary_per_token.held("m"), slots.unary_per_project.held(P)) == (0, 0)
+
+
+def test_a_projects_tokens_share_its_cap() -> None:
+    slots = CallSlots(ServerLimits(max_unary_per_token=2, max_unary_per_project=3))
+    first = Principal(token_id="a", project_id=P, role="member")
+    second = Principal(token_id="b", project_id=P, role="admin")
+    other = Principal(token_id="c", project_id="beta", role="member")
+    with _hold(slots, first, 2), _hold(slots, second, 1):
+        with pytest.raises(ResourceExhausted, match=r"project 'alpha' .*_PER_PROJECT"):
+            _hold(slots, second, 1)
+        assert slots.unary_per_token.held("b") == 1  # the token's slot was given back
+        with _hold(slots, other, 2):
+            pass
+
+
+def test_service_identities_and_auth_off_are_not_counted() -> None:
+    slots = CallSlots(ServerLimits(max_unary_per_token=1, max_unary_per_project=1))
+    executor = Principal(token_id="svc", project_id=None, role="service", service="executor")
+    with _hold(slots, executor, 50), _hold(slots, UNRESTRICTED, 50):
+        assert slots.unary_per_token.held("svc") == 0
