@@ -110,15 +110,22 @@ def hash_token(token: str) -> str:
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, token: str | None) -> Principal:
-        """Returns the token's principal or raises Unauthenticated."""
+    revocation_delay_s: float | None
+    """At most this long after its revocation a token may still be accepted; None when no
+    token is ever revoked (auth off), so open streams need no re-check."""
+
+    async def authenticate(self, token: str | None, *, max_age_s: float | None = None) -> Principal:
+        """Returns the token's principal or raises Unauthenticated; ``max_age_s``: accept no
+        verdict checked longer ago than that (an open stream's re-check)."""
         ...
 
 
 class AllowAll:
     """Authentication switched off (AGENTFLEET_AUTH=off)."""
 
-    async def authenticate(self, token: str | None) -> Principal:
+    revocation_delay_s: float | None = None
+
+    async def authenticate(self, token: str | None, *, max_age_s: float | None = None) -> Principal:
         return UNRESTRICTED
 
 
@@ -242,16 +249,20 @@ class TokenAuthenticator:
     ) -> None:
         self._store = store
         self._ttl_s = ttl_s
+        self.revocation_delay_s: float | None = ttl_s
         self._clock = clock
         self._accepted: _VerdictCache[Principal] = _VerdictCache(max_entries)
         self._refused: _VerdictCache[None] = _VerdictCache(max_refusals)
 
-    async def authenticate(self, token: str | None) -> Principal:
+    async def authenticate(self, token: str | None, *, max_age_s: float | None = None) -> Principal:
         if not token:
             raise Unauthenticated("missing bearer token: send 'authorization: Bearer <token>'")
         digest = hash_token(token)
         now = self._clock()
-        principal = self._accepted.get(digest, now)
+        # A verdict checked more than max_age_s ago is read again (and cached anew): an
+        # entry expires ttl_s after its check, so it is that fresh if it outlives this.
+        fresh_until = now + max(0.0, self._ttl_s - max_age_s) if max_age_s is not None else now
+        principal = self._accepted.get(digest, fresh_until)
         if principal is not None:
             return principal
         if self._refused.has(digest, now):

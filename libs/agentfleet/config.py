@@ -50,7 +50,8 @@ class Settings:
     service_token_file: Path | None = None
     """AGENTFLEET_SERVICE_TOKEN_FILE: file holding that token, re-read when it changes."""
     token_cache_ttl_s: float = 10.0
-    """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay)."""
+    """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay);
+    open streams re-check their token every half of it (:mod:`agentfleet.stream_reauth`)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
     """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN and AGENTFLEET_MAX_UNARY_PER_TOKEN /
     _PER_PROJECT: the limits every gRPC server applies, one field each

@@ -50,6 +50,7 @@ from agentfleet.grpc_streams import (
     serving,
 )
 from agentfleet.request_checks import request_violations
+from agentfleet.stream_reauth import END, StreamReauth
 from agentfleet.telemetry import current_trace_id
 from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
 
@@ -295,8 +296,12 @@ class RequestInterceptor(HandlerInterceptor):
                     with self._slots.stream(principal):
                         reset = current_principal.set(principal)
                         try:
-                            async with contextlib.aclosing(behavior(request, context)) as responses:
-                                async for response in responses:
+                            async with (
+                                contextlib.aclosing(behavior(request, context)) as responses,
+                                # Authenticated once above; re-checked while it stays open.
+                                StreamReauth(self._authenticator, token) as reauth,
+                            ):
+                                while (response := await reauth.next(responses)) is not END:
                                     yield response
                         finally:
                             current_principal.reset(reset)

@@ -45,3 +45,20 @@ async def test_a_zero_ttl_checks_the_database_on_every_call(db_pool: asyncpg.Poo
     await store.revoke(created.token_id)
     with pytest.raises(Unauthenticated):
         await authenticator.authenticate(created.token)
+
+
+async def test_max_age_reads_again_a_verdict_checked_longer_ago(db_pool: asyncpg.Pool) -> None:
+    """An open stream's re-check: half the delay old at most, so it is refused in time."""
+    store = TokenStore(db_pool)
+    created = await store.create(project_id="alpha", role="member")
+    clock = Clock()
+    authenticator = TokenAuthenticator(store, clock=clock)
+    await authenticator.authenticate(created.token)
+    await store.revoke(created.token_id)
+    half = REVOCATION_DELAY_S / 2
+    clock.now += half - 0.1
+    assert (await authenticator.authenticate(created.token, max_age_s=half)).role == "member"
+    clock.now += 0.2
+    # A new RPC would still be served from the cache; the stream's re-check reads again.
+    with pytest.raises(Unauthenticated):
+        await authenticator.authenticate(created.token, max_age_s=half)
