@@ -7,10 +7,11 @@ each watcher takes the part after its own last seq. A watcher that is behind the
 (a replay, or a slow client) reads the store itself until it reaches the buffer, so a slow
 watcher never holds the others back and never loses an event.
 
-Reads are single-flight and numbered. Whoever needs fresh rows calls :meth:`refresh` with
-the number of reads started when the need arose (a notification, a reconnect, a recheck);
-the first caller reads, everyone else waits for that read's result. Many watchers woken by
-one notification therefore cost one query, not one each.
+Reads are single-flight and numbered (:class:`agentfleet.shared_reads.SharedReads`). Whoever
+needs fresh rows calls :meth:`refresh` with the number of reads started when the need arose
+(a notification, a reconnect, a recheck); the first caller reads, everyone else waits for
+that read's result. Many watchers woken by one notification therefore cost one query, not
+one each.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Sequence
 import asyncpg
 
 from agentfleet import events as ev
+from agentfleet.shared_reads import SharedReads
 from agentfleet.v1 import common_pb2
 
 STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
@@ -31,8 +33,6 @@ BATCH = 500
 """Rows per read, the feed's and a catching-up watcher's."""
 CAPACITY = 1024
 """Events kept in memory per run; a watcher further behind reads the store."""
-NO_READ = -1
-"""A :meth:`RunFeed.refresh` mark asking for no read beyond those already owed."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,11 +115,7 @@ class RunFeed:
         """Last seq read from the store; None until a complete read tells where the end is."""
         self._complete = True
         self._stopped_at: int | None = None
-        self._reads_started = 0
-        self._reads_done = 0
-        self._wanted = NO_READ
-        """A read numbered above this is owed to a notification or a full batch."""
-        self._reading: asyncio.Event | None = None
+        self._reads = SharedReads(self._read)
 
     # -- watchers -----------------------------------------------------------------------
 
@@ -141,13 +137,13 @@ class RunFeed:
     @property
     def reads_started(self) -> int:
         """The mark to pass to :meth:`refresh` for "a read that starts from now on"."""
-        return self._reads_started
+        return self._reads.started
 
     def notify(self, seq: int | None) -> None:
         """The run has events up to ``seq`` (None: unknown, e.g. after a reconnect)."""
         if seq is not None and self._head is not None and seq <= self._head:
             return  # already read: the read that got them woke every watcher
-        self._wanted = self._reads_started
+        self._reads.owe()
         self._wake_all()
 
     def _wake_all(self) -> None:
@@ -231,25 +227,9 @@ class RunFeed:
     # -- reading ------------------------------------------------------------------------
 
     async def refresh(self, need: int) -> None:
-        """Returns once a read numbered above ``need`` (and above any read owed now) is done.
-
-        The caller whose turn it is runs the read; callers arriving meanwhile wait for it.
-        If the reading caller is cancelled or fails, a waiting one reads instead.
-        """
-        target = max(need, self._wanted)
-        while self._reads_done <= target:
-            if self._reading is not None:
-                await self._reading.wait()
-                continue
-            self._reading = reading = asyncio.Event()
-            self._reads_started += 1
-            number = self._reads_started
-            try:
-                await self._read()
-                self._reads_done = number
-            finally:
-                self._reading = None
-                reading.set()
+        """Returns once a read numbered above ``need`` (and above any read owed now) is done
+        (:meth:`agentfleet.shared_reads.SharedReads.refresh`)."""
+        await self._reads.refresh(need)
 
     async def _read(self) -> None:
         assert self._head is not None, "refresh before the feed was seeded"
@@ -282,6 +262,6 @@ class RunFeed:
         self._append(await self.convert_all(batch))
         self._complete = len(batch) < BATCH
         if not self._complete:
-            self._wanted = self._reads_started  # the rest is owed to the next refresh
+            self._reads.owe()  # the rest is owed to the next refresh
         self._wake_all()
         return True

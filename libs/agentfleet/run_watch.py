@@ -31,7 +31,8 @@ from agentfleet import events as ev
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.events import delta as events_delta
-from agentfleet.run_feed import BATCH, NO_READ, STOPPED, RunFeed, RunTarget, RunTargets, Step
+from agentfleet.run_feed import BATCH, STOPPED, RunFeed, RunTarget, RunTargets, Step
+from agentfleet.shared_reads import NO_READ
 from agentfleet.v1 import common_pb2
 
 __all__ = ["RECHECK_INTERVAL_S", "OnChange", "RunWatch"]
