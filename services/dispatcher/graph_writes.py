@@ -35,7 +35,7 @@ from services.dispatcher.models import (
 )
 from services.dispatcher.store import statistics, task_graphs
 from services.dispatcher.store.agents import defined_agents
-from services.dispatcher.store.common import notify_changes, notify_ready
+from services.dispatcher.store.common import notify_ready
 from services.dispatcher.store.reads import graph_edges, graph_object, graph_tasks
 
 __all__ = ["GraphStore", "task_properties"]
@@ -151,9 +151,8 @@ class GraphStore:
             await repo.create_relationships(
                 project_id, [(BLOCKS, ids[s], ids[d]) for s, d in graph.edges]
             )
-            await notify_tasks_added(conn, project_id)
+            await notify_tasks_added(conn, project_id, str(graph_id))
             await notify_ready(conn, project_id)
-            await notify_changes(conn, [str(graph_id)])
         return str(graph_id)
 
     async def add_tasks(
@@ -223,9 +222,8 @@ class GraphStore:
                         )
                     ],
                 )
-            await notify_tasks_added(conn, project_id)
+            await notify_tasks_added(conn, project_id, graph_id)
             await notify_ready(conn, project_id)
-            await notify_changes(conn, [graph_id])
         await statistics.refresh_after_write(
             self._pool, max(len(validated.tasks), len(validated.edges))
         )

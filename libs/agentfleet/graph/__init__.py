@@ -30,11 +30,13 @@ from agentfleet.graph.reserved import (
     reserved_relationship_refusal,
 )
 from agentfleet.graph.tasks import (
+    TASK_CHANGES_CHANNEL,
     TASKS_ADDED_CHANNEL,
     blocks_edges,
     cycle_with_new_edges,
     graph_of_run,
     lock_task_dag,
+    notify_task_changes,
     notify_tasks_added,
     task_keys_taken,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "SESSION",
     "SPEC_TASK",
     "TASKS_ADDED_CHANNEL",
+    "TASK_CHANGES_CHANNEL",
     "TASK_GRAPH",
     "TASK_GRAPH_ADDITION",
     "Direction",
@@ -70,6 +73,7 @@ __all__ = [
     "find_cycle",
     "graph_of_run",
     "lock_task_dag",
+    "notify_task_changes",
     "notify_tasks_added",
     "parse_id",
     "reserved_object_refusal",

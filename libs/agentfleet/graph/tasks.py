@@ -23,16 +23,21 @@ __all__ = [
     "BLOCKS",
     "SPEC_TASK",
     "TASKS_ADDED_CHANNEL",
+    "TASK_CHANGES_CHANNEL",
     "blocks_edges",
     "cycle_with_new_edges",
     "graph_of_run",
     "lock_task_dag",
+    "notify_task_changes",
     "notify_tasks_added",
     "task_keys_taken",
 ]
 
 TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
-"""NOTIFY channel (payload: project id) sent at commit when tasks were added."""
+"""NOTIFY channel (payload: project id) sent at commit when tasks were added (dispatchers)."""
+TASK_CHANGES_CHANNEL = "agentfleet_task_changes"
+"""NOTIFY channel (payload: graph id) sent at commit of every change of a graph's tasks
+(WatchTaskGraph streams: they re-read only the graph named)."""
 
 
 async def lock_task_dag(conn: asyncpg.Connection, project_id: str) -> None:
@@ -119,6 +124,14 @@ async def task_keys_taken(
     return [row["key"] for row in rows]
 
 
-async def notify_tasks_added(conn: asyncpg.Connection, project_id: str) -> None:
-    """Wakes dispatchers (delivered at commit, so never for a rolled-back batch)."""
+async def notify_task_changes(conn: asyncpg.Connection, graph_ids: Sequence[str]) -> None:
+    """Wakes watchers of the graphs (delivered at commit)."""
+    for graph_id in dict.fromkeys(graph_ids):
+        await conn.execute("SELECT pg_notify($1, $2)", TASK_CHANGES_CHANNEL, graph_id)
+
+
+async def notify_tasks_added(conn: asyncpg.Connection, project_id: str, graph_id: str) -> None:
+    """Wakes dispatchers, and the watchers of the graph the tasks were added to (delivered
+    at commit, so never for a rolled-back batch)."""
     await conn.execute("SELECT pg_notify($1, $2)", TASKS_ADDED_CHANNEL, project_id)
+    await notify_task_changes(conn, [graph_id])

@@ -3,11 +3,11 @@ NOTIFY channels (with their senders) that wake dispatchers and watchers at commi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import asyncpg
 
 from agentfleet.graph import BLOCKS
+from agentfleet.graph import TASK_CHANGES_CHANNEL as CHANGES_CHANNEL
+from agentfleet.graph import notify_task_changes as notify_changes
 
 __all__ = [
     "CHANGES_CHANNEL",
@@ -19,8 +19,6 @@ __all__ = [
     "notify_ready",
 ]
 
-CHANGES_CHANNEL = "agentfleet_task_changes"
-"""NOTIFY channel (payload: graph id) at commit of every task change (watchers)."""
 READY_CHANNEL = "agentfleet_tasks_ready"
 """NOTIFY channel (payload: project id) when tasks may have become available (dispatchers)."""
 
@@ -37,12 +35,6 @@ DEAD_BLOCKER = f"""
     EXISTS (SELECT 1 FROM kb.graph_relationships r JOIN kb.graph_objects b ON b.id = r.src_id
             WHERE r.project_id = t.project_id AND r.dst_id = t.id AND r.type = '{BLOCKS}'
               AND b.status IN ('failed', 'paused', 'cancelled'))"""
-
-
-async def notify_changes(conn: asyncpg.Connection, graph_ids: Sequence[str]) -> None:
-    """Wakes watchers of the graphs (delivered at commit)."""
-    for graph_id in dict.fromkeys(graph_ids):
-        await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, graph_id)
 
 
 async def notify_ready(conn: asyncpg.Connection, project_id: str) -> None:

@@ -176,7 +176,7 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
             ],
         )
         await tx.create_relationships(ctx.project_id, [(BLOCKS, s, d) for s, d in plan.edges])
-        await notify_tasks_added(conn, ctx.project_id)
+        await notify_tasks_added(conn, ctx.project_id, graph_id)
     summaries = [
         {"id": t.id, "key": t.properties["key"], "title": t.properties["title"]} for t in created
     ]
