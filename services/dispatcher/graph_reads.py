@@ -26,6 +26,7 @@ from services.dispatcher.store.reads import (
     graph_counts,
     graph_edges,
     graph_page,
+    graph_stamp,
     graph_tasks,
     graph_with_status,
 )
@@ -75,13 +76,19 @@ class GraphReader:
     async def load(self, project_id: str, graph_id: str, *, with_tasks: bool = True) -> GraphView:
         """The graph with its derived status, and its tasks (topological) and edges."""
         async with self._snapshot() as conn:
-            graph, status = await graph_with_status(conn, project_id, graph_id)
-            found = await graph_counts(conn, project_id, [graph.id])
-            view = view_of(graph, status, found.get(graph.id))
-            if with_tasks:
-                view.tasks = topological(await graph_tasks(conn, project_id, graph_id))
-                view.edges = await graph_edges(conn, project_id, graph_id)
-        return view
+            return await _view(conn, project_id, graph_id, with_tasks=with_tasks)
+
+    async def load_if_changed(
+        self, project_id: str, graph_id: str, stamp: tuple[Any, ...] | None
+    ) -> tuple[tuple[Any, ...], GraphView | None]:
+        """The graph's stamp (``store.reads.graph_stamp``) and, if it differs from ``stamp``,
+        the full view of the same snapshot (else None): a watch re-reads a large graph only
+        when something its watchers would be told about changed."""
+        async with self._snapshot() as conn:
+            now = await graph_stamp(conn, project_id, graph_id)
+            if now == stamp:
+                return now, None
+            return now, await _view(conn, project_id, graph_id, with_tasks=True)
 
     async def page(
         self,
@@ -104,6 +111,18 @@ class GraphReader:
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             yield conn
+
+
+async def _view(
+    conn: asyncpg.Connection, project_id: str, graph_id: str, *, with_tasks: bool
+) -> GraphView:
+    graph, status = await graph_with_status(conn, project_id, graph_id)
+    found = await graph_counts(conn, project_id, [graph.id])
+    view = view_of(graph, status, found.get(graph.id))
+    if with_tasks:
+        view.tasks = topological(await graph_tasks(conn, project_id, graph_id))
+        view.edges = await graph_edges(conn, project_id, graph_id)
+    return view
 
 
 def topological(tasks: Sequence[TaskView]) -> list[TaskView]:

@@ -24,6 +24,7 @@ __all__ = [
     "graph_edges",
     "graph_object",
     "graph_page",
+    "graph_stamp",
     "graph_tasks",
     "graph_with_status",
     "running_runs",
@@ -191,6 +192,37 @@ async def graph_with_status(
     if row is None:
         raise NotFound(f"task graph {graph_id} not found in project {project_id}")
     return GraphObject.from_row(row), row["graph_status"]
+
+
+async def graph_stamp(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, graph_id: str
+) -> tuple[Any, ...]:
+    """What a watcher's events depend on, in one row: the derived status, the graph's version
+    and, over its tasks, their number, a digest of every (id, version) and the latest
+    change. Equal stamps mean no task was added or changed and the status is the same, so
+    a re-read would yield no event; one index range (graph_objects_spectask_graph_idx), no
+    properties decoded or sent. NotFound when the project has no such graph."""
+    row = await conn.fetchrow(
+        f"""
+        SELECT s.status, g.version, g.updated_at, t.n, t.digest, t.last_update
+        FROM kb.graph_objects g JOIN kb.task_graph_states s ON s.graph_id = g.id
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n,
+                   coalesce(sum(hashtextextended(x.id::text, x.version)), 0) AS digest,
+                   max(x.updated_at) AS last_update
+            FROM kb.graph_objects x
+            WHERE x.project_id = $1 AND x.type = '{SPEC_TASK}'
+              AND x.properties ->> 'graph_id' = $3
+        ) t
+        WHERE g.project_id = $1 AND g.id = $2 AND g.type = '{TASK_GRAPH}'
+        """,
+        project_id,
+        parse_id(graph_id, "task_graph_id"),
+        graph_id,
+    )
+    if row is None:
+        raise NotFound(f"task graph {graph_id} not found in project {project_id}")
+    return tuple(row)
 
 
 async def running_runs(pool: asyncpg.Pool, project_id: str, graph_id: str) -> list[str]:
