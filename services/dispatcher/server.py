@@ -225,11 +225,9 @@ async def build(context: ServiceContext) -> ServiceParts:
     runs = GrpcRunControl(channel)
     listener = Listener(context.database_url)
     await listener.start()
-    servicer = DispatcherServicer(
-        pool=context.pool,
-        runs=runs,
-        watcher=GraphWatcher(GraphReader(context.pool), context.pool, listener),
-    )
+    watcher = GraphWatcher(GraphReader(context.pool), context.pool, listener)
+    await watcher.start()
+    servicer = DispatcherServicer(pool=context.pool, runs=runs, watcher=watcher)
     # One model client for the selector and the evaluator; its HTTP sessions close at stop.
     needs_model = settings.dispatcher_selector_model or settings.dispatcher_evaluator_model
     model_client = GenaiModelClient.from_settings(settings) if needs_model else None

@@ -1,128 +1,127 @@
 """WatchTaskGraph: a snapshot of every task, then each change, until the graph is done.
 
-Changes are found by re-reading the graph when ``NOTIFY agentfleet_task_changes`` (payload:
-graph id) or ``agentfleet_tasks_added`` (payload: project id, sent by ``create_subtasks``)
-arrives, or after a short poll, and comparing task versions with what was already sent.
+Every stream of a graph in this process shares one :class:`~services.dispatcher.graph_feed.
+GraphFeed`: a change is read once for all of them, when ``NOTIFY agentfleet_task_changes``
+names the graph (every writer of its tasks sends it, ``create_subtasks`` included) or at
+the periodic recheck, which first compares the graph's stamp and reads in full only if it
+differs. Events are what changed since the snapshot the stream last sent (task versions),
+so any replica sends the same events in the same order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 
 from agentfleet.db import Listener, Notification
-from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject, GraphRepository
-from agentfleet.timestamps import timestamp_proto
+from agentfleet.shared_reads import NO_READ
 from agentfleet.v1 import dispatcher_pb2
-from services.dispatcher.graph_reads import GraphReader, GraphView
-from services.dispatcher.models import (
-    GRAPH_STATUS,
-    TASK_STATUS,
-    TERMINAL_GRAPH,
-    session_to_proto,
-    task_to_proto,
-)
+from services.dispatcher.graph_feed import GraphFeed, task_event
+from services.dispatcher.graph_reads import GraphReader
+from services.dispatcher.models import TASK_STATUS, TERMINAL_GRAPH, session_to_proto
 from services.dispatcher.store.common import CHANGES_CHANNEL
 
 __all__ = ["GraphWatcher"]
 
 POLL_S = 1.0
+"""The recheck when no notification came (one lost, or a write that sends none): a stamp
+read per graph per process, not per stream."""
 E = dispatcher_pb2
 
 
 class GraphWatcher:
-    """Streams task graph changes; one shared listener for every watch of the process."""
+    """Streams task graph changes; one listener subscription and one feed per watched graph
+    for every stream of the process. The owner calls :meth:`start` once the listener is."""
 
     def __init__(self, graphs: GraphReader, pool: asyncpg.Pool, listener: Listener) -> None:
         self._graphs = graphs
         self._pool = pool
         self._listener = listener
+        self._feeds: dict[str, dict[str, GraphFeed]] = {}
+        """graph_id -> project_id -> feed. A graph has one project; the key keeps a feed's
+        reads scoped by the project its streams were checked against."""
+
+    async def start(self) -> None:
+        await self._listener.subscribe(CHANGES_CHANNEL, self._on_note)
+        # Notifications sent while the listener was away are lost: every feed re-reads.
+        self._listener.add_reconnect_callback(self._wake_all)
+
+    def feed(self, project_id: str, graph_id: str) -> GraphFeed | None:
+        """The graph's current feed, if it has streams here (for tests and diagnostics)."""
+        return self._feeds.get(graph_id, {}).get(project_id)
+
+    def _on_note(self, note: Notification) -> None:
+        for feed in self._feeds.get(note.payload, {}).values():
+            feed.notify()
+
+    def _wake_all(self) -> None:
+        for feeds in self._feeds.values():
+            for feed in feeds.values():
+                feed.notify()
 
     async def watch(self, project_id: str, graph_id: str) -> AsyncIterator[E.TaskEvent]:
-        signal = asyncio.Event()
-
-        def on_note(note: Notification) -> None:
-            if note.payload in (graph_id, project_id):
-                signal.set()
-
-        await self._listener.subscribe(CHANGES_CHANNEL, on_note)
-        await self._listener.subscribe(TASKS_ADDED_CHANNEL, on_note)
-        try:
-            view = await self._graphs.load(project_id, graph_id)
-            sent: dict[str, tuple[int, str]] = {}
-            for task in view.tasks:
-                sent[task.object.id] = (task.object.version, str(task.object.status))
-                yield self._event(view, E.TASK_EVENT_TYPE_SNAPSHOT, task=task_to_proto(task))
-            status = view.status
+        with self._joined(project_id, graph_id) as (feed, waiter):
+            # A read that starts after joining: the snapshot is as fresh as the request.
+            snapshot = await feed.current(feed.reads_started)
+            for event in snapshot.opening():
+                yield event
+            seen, status = snapshot.seen, snapshot.view.status
             while status not in TERMINAL_GRAPH:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(signal.wait(), timeout=POLL_S)
-                signal.clear()
-                view = await self._graphs.load(project_id, graph_id)
-                changed = [
-                    t
-                    for t in view.tasks
-                    if sent.get(t.object.id, (None, None))[0] != t.object.version
-                ]
-                sessions = await self._sessions(project_id, [t.object for t in changed])
-                for task in changed:
-                    before = sent.get(task.object.id)
-                    sent[task.object.id] = (task.object.version, str(task.object.status))
-                    if before is None:
-                        yield self._event(
-                            view, E.TASK_EVENT_TYPE_TASK_ADDED, task=task_to_proto(task)
+                snapshot = await feed.current(await self._wait(feed, waiter))
+                if snapshot.seen.number == seen.number:
+                    continue
+                view = snapshot.view
+                for change in await feed.changes(seen, snapshot):
+                    task = change.task
+                    if change.before is None:
+                        yield task_event(
+                            view, E.TASK_EVENT_TYPE_TASK_ADDED, task=snapshot.task_proto(task)
                         )
-                    elif before[1] != task.object.status:
-                        session = sessions.get(str(task.object.properties.get("session_id")))
-                        yield self._event(
+                    elif change.before[1] != task.object.status:
+                        session = change.session
+                        yield task_event(
                             view,
                             E.TASK_EVENT_TYPE_TASK_STATUS_CHANGED,
-                            task=task_to_proto(task),
-                            previous=TASK_STATUS.get(before[1], 0),
+                            task=snapshot.task_proto(task),
+                            previous=TASK_STATUS.get(change.before[1], 0),
                             session=session_to_proto(session) if session else None,
                         )
+                seen = snapshot.seen
                 if view.status != status:
                     status = view.status
-                    yield self._event(view, E.TASK_EVENT_TYPE_GRAPH_STATUS_CHANGED)
-        finally:
-            await self._listener.unsubscribe(CHANGES_CHANNEL, on_note)
-            await self._listener.unsubscribe(TASKS_ADDED_CHANNEL, on_note)
+                    yield task_event(view, E.TASK_EVENT_TYPE_GRAPH_STATUS_CHANGED)
 
-    async def _sessions(self, project_id: str, tasks: list[GraphObject]) -> dict[str, GraphObject]:
-        ids = [
-            str(uuid.UUID(str(t.properties["session_id"])))
-            for t in tasks
-            if t.properties.get("session_id")
-        ]
-        if not ids:
-            return {}
-        return await GraphRepository(self._pool).get_objects(project_id, ids)
+    @contextlib.contextmanager
+    def _joined(self, project_id: str, graph_id: str) -> Iterator[tuple[GraphFeed, asyncio.Event]]:
+        feeds = self._feeds.setdefault(graph_id, {})
+        feed = feeds.get(project_id)
+        if feed is None:
+            feed = feeds[project_id] = GraphFeed(
+                reader=self._graphs, pool=self._pool, project_id=project_id, graph_id=graph_id
+            )
+        try:
+            with feed.joined() as waiter:
+                yield feed, waiter
+        finally:
+            if feed.idle and feeds.get(project_id) is feed:
+                del feeds[project_id]
+                if not feeds:
+                    self._feeds.pop(graph_id, None)
 
     @staticmethod
-    def _event(
-        view: GraphView,
-        kind: int,
-        *,
-        task: E.Task | None = None,
-        previous: int = 0,
-        session: E.TaskSession | None = None,
-    ) -> E.TaskEvent:
-        event = E.TaskEvent(
-            type=kind,  # type: ignore[arg-type]
-            task_graph_id=view.object.id,
-            previous_status=previous,  # type: ignore[arg-type]
-            graph_status=GRAPH_STATUS[view.status],
-            counts=view.counts.to_proto(),
-        )
-        if task is not None:
-            event.task.CopyFrom(task)
-        if session is not None:
-            event.session.CopyFrom(session)
-        stamp = timestamp_proto(view.update_time)
-        if stamp is not None:
-            event.create_time.CopyFrom(stamp)
-        return event
+    async def _wait(feed: GraphFeed, waiter: asyncio.Event) -> int:
+        """Waits for a wake-up; returns the read mark the next snapshot needs. A wake-up
+        owes its read to the feed already (or brought a snapshot); a timeout is the
+        recheck, and one read that starts after it serves every stream timing out with it."""
+        mark = feed.reads_started
+        try:
+            async with asyncio.timeout(POLL_S):
+                await waiter.wait()
+        except TimeoutError:
+            return mark
+        finally:
+            waiter.clear()
+        return NO_READ
