@@ -41,6 +41,16 @@ class SessionLost(Exception):
         """Provably not processed by the server (it refused an unknown session)."""
 
 
+async def why_lost(conn: McpConnection, lost: SessionLost) -> str:
+    """Why the transport ended (a refused message, a dropped stream), else the SDK's word."""
+    if not lost.unsent and conn.end_error is None:
+        # The owner ends soon after its transport; its cause tells why, and whether the
+        # request was refused before reaching the server. (A refused message is known at
+        # once; stopping that server may take its grace period.)
+        await conn.wait_ended(1.0)
+    return conn.end_reason or lost.reason
+
+
 async def list_tools(conn: McpConnection, timeout_s: float) -> list[McpToolInfo]:
     """Every tool of the server, following pagination (at most 50 pages)."""
     session = await conn.wait_ready()

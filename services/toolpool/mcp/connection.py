@@ -29,7 +29,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import structlog
-from mcp import StdioServerParameters, stdio_client
+from mcp import StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate
@@ -39,8 +39,10 @@ from agentfleet.mcp_jail import launcher_argv
 from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
+from .limits import LimitedTransport, MessageLimit, MessageTooLarge
 from .redaction import Redactor, redactor
 from .session import Re2ClientSession
+from .stdio import stdio_transport
 
 log = structlog.get_logger(__name__)
 
@@ -102,6 +104,7 @@ class McpConnection:
         self.server_info: types.Implementation | None = None
         self.end_error: BaseException | None = None
         """Why the transport ended, when it ended with an error (innermost exception)."""
+        self._limit = MessageLimit(self._refuse_message)
 
     @property
     def alive(self) -> bool:
@@ -138,6 +141,11 @@ class McpConnection:
         """The initialized session; :class:`McpUnavailableError` or :class:`McpTimeoutError`."""
         return await asyncio.shield(self._ready)
 
+    @property
+    def end_reason(self) -> str | None:
+        """Why the transport ended, redacted and bounded; ``None`` when it ended cleanly."""
+        return self.redact.bounded(describe(self.end_error)) if self.end_error else None
+
     async def wait_ended(self, timeout_s: float) -> bool:
         """Waits up to ``timeout_s`` for the owner to finish; whether it did."""
         with contextlib.suppress(TimeoutError):
@@ -148,6 +156,17 @@ class McpConnection:
     def close(self) -> None:
         """Asks the owner to close the session (idempotent, returns at once)."""
         self._closing = True
+        self._stop()
+
+    def _refuse_message(self, error: MessageTooLarge) -> None:
+        """A message past the limit: the session ends, and says why to whoever used it."""
+        if self.end_error is None:
+            self.end_error = error
+            log.warning("mcp_message_refused", server=self.label, reason=str(error))
+        self._fail(McpUnavailableError(f"cannot connect to MCP server {self.label}: {error}"))
+        self._stop()
+
+    def _stop(self) -> None:
         self._finish.set()
         if self.session is None and self._scope is not None:
             # Still connecting: nothing to close gracefully, abandon the attempt.
@@ -190,7 +209,8 @@ class McpConnection:
                         )
                     )
         except Exception as exc:
-            self.end_error = innermost(exc)
+            # A refused message ended it first; what the transport raised then is its echo.
+            self.end_error = self.end_error or innermost(exc)
             reason = self.redact.bounded(describe(exc))
             if not self._ready.done():
                 self._fail(
@@ -219,29 +239,37 @@ class McpConnection:
             params = StdioServerParameters(
                 command=launcher, args=launcher_args, env=dict(resolved.env)
             )
-            return stdio_client(params, errlog=self._errlog or sys.stderr)
+            return stdio_transport(params, self._errlog or sys.stderr, self._limit)
         assert resolved.url is not None
         if resolved.transport == "sse":
             return sse_client(
                 resolved.url,
                 headers=dict(resolved.headers),
                 timeout=self._connect_timeout_s,
-                httpx_client_factory=functools.partial(_traced_http_client, egress=self._egress),
+                httpx_client_factory=functools.partial(
+                    _traced_http_client, egress=self._egress, limit=self._limit
+                ),
             )
         return _streamable_http(
-            resolved.url, resolved.headers, self._connect_timeout_s, self._egress
+            resolved.url, resolved.headers, self._connect_timeout_s, self._egress, self._limit
         )
 
 
 @contextlib.asynccontextmanager
 async def _streamable_http(
-    url: str, headers: dict[str, str], connect_timeout_s: float, egress: EgressPolicy
+    url: str,
+    headers: dict[str, str],
+    connect_timeout_s: float,
+    egress: EgressPolicy,
+    limit: MessageLimit,
 ) -> AsyncIterator[tuple[Any, Any]]:
     # The per-call limit bounds reads; an httpx read timeout would cut long calls short.
     timeout = httpx2.Timeout(connect_timeout_s, read=None)
+    client = _traced_http_client(headers=dict(headers), timeout=timeout, egress=egress, limit=limit)
     async with (
-        _traced_http_client(headers=dict(headers), timeout=timeout, egress=egress) as client,
-        streamable_http_client(url, http_client=client) as streams,
+        client,
+        # Events are bounded by the client's transport (limits.py), as every other body is.
+        streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams,
     ):
         yield streams
 
@@ -258,16 +286,18 @@ def _traced_http_client(
     auth: httpx2.Auth | None = None,
     *,
     egress: EgressPolicy,
+    limit: MessageLimit,
 ) -> httpx2.AsyncClient:
-    """An HTTP client that adds W3C ``traceparent`` to every request it sends and connects
-    only where ``egress`` allows, at every connect (redirects included); no proxy from the
-    environment."""
+    """An HTTP client that adds W3C ``traceparent`` to every request it sends, connects
+    only where ``egress`` allows, at every connect (redirects included), with no proxy from
+    the environment, and refuses a response body or event past ``limit``."""
     return httpx2.AsyncClient(
-        headers=headers,
+        # Uncompressed bodies only: the limit counts bytes before httpx decodes them.
+        headers={**(headers or {}), "Accept-Encoding": "identity"},
         timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0),
         auth=auth,
         event_hooks={"request": [_inject_trace_context]},
-        transport=guarded_transport(egress),
+        transport=LimitedTransport(guarded_transport(egress), limit),
         trust_env=False,
     )
 

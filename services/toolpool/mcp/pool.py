@@ -28,7 +28,7 @@ from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.mcp_stdio import StdioAllowlist
 
 from .breaker import BreakerState, CircuitBreaker
-from .calls import SessionLost, call_tool, list_tools
+from .calls import SessionLost, call_tool, list_tools, why_lost
 from .connection import CURRENT_MARK, McpConnection, SendMark
 from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result, redacted_error
 from .egress import EgressPolicy
@@ -188,8 +188,9 @@ class McpClientPool:
             try:
                 tools = await list_tools(conn, config.connect_timeout_s)
             except SessionLost as lost:
+                reason = await why_lost(conn, lost)
                 raise McpUnavailableError(
-                    f"MCP server {conn.label}: session lost while listing tools: {lost.reason}"
+                    f"MCP server {conn.label}: session lost while listing tools: {reason}"
                 ) from None
             info = conn.server_info
             return McpServerProbe(
@@ -335,16 +336,13 @@ class McpClientPool:
             return await operation(conn)
         except SessionLost as lost:
             self._drop(conn)
-            if not lost.unsent:
-                # The owner ends quickly once its transport is gone; its cause tells
-                # whether the request was refused before reaching the server.
-                await conn.wait_ended(1.0)
+            reason = await why_lost(conn, lost)
             unsent = lost.unsent or not mark.sent or conn.refused
             if unsent and not last:
-                raise _Retryable(lost.reason) from None
+                raise _Retryable(reason) from None
             ran = "it did not run" if unsent else "it may or may not have run"
             raise McpUnavailableError(
-                f"MCP server {conn.label}: session lost during the call ({ran}): {lost.reason}"
+                f"MCP server {conn.label}: session lost during the call ({ran}): {reason}"
             ) from None
         finally:
             conn.release()
