@@ -178,6 +178,8 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             )
         return toolpool_pb2.TestMcpServerResponse(
             ok=True,
+            # What a listing past its limits left out: the admin should know it is partial.
+            error=probe.left_out or "",
             duration=_duration(time.monotonic() - started),
             tools=[tool_definition(mcp_tool_spec(config, tool)) for tool in probe.tools],
             server_name=probe.server_name,

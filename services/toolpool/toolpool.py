@@ -55,7 +55,8 @@ class Catalog:
     tools: list[ToolSpec]
     """By name."""
     unavailable: list[tuple[str, str]] = field(default_factory=list)
-    """(server name, reason) of enabled MCP servers whose tools could not be listed."""
+    """(server name, reason) of enabled MCP servers whose tools could not be listed, or
+    not all of them (a listing past its limits keeps its first tools)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -239,10 +240,11 @@ class ToolPool:
         self, config: McpServerConfig, secrets: dict[str, str]
     ) -> tuple[list[ToolSpec], str | None]:
         try:
-            tools = await self.mcp.list_tools(config, secrets)
+            listing = await self.mcp.list_tools(config, secrets)
         except AgentFleetError as exc:
             return [], exc.message
-        return [mcp_tool_spec(config, tool) for tool in tools], None
+        # Tools left out of a bounded listing are reported like an unlisted server's.
+        return [mcp_tool_spec(config, tool) for tool in listing.tools], listing.left_out
 
     @staticmethod
     def _raise_if_served_by_unavailable(patterns: Sequence[str], catalog: Catalog) -> None:

@@ -248,7 +248,7 @@ async def test_notify_invalidates_cached_tools_and_sessions(
         await pool.listen(listener)
         before = await server.stats()
         tools = await pool.list_tools(config, {})
-        assert {t.name for t in tools} >= {"echo", "add", "slow", "env", "fail", "header"}
+        assert {t.name for t in tools.tools} >= {"echo", "add", "slow", "env", "fail", "header"}
         assert await pool.list_tools(config, {}) == tools  # from the cache
         assert (await server.stats())["list_tools"] - before["list_tools"] == 1
 
@@ -309,7 +309,7 @@ async def test_published_time_server_over_stdio(pool: McpClientPool) -> None:
         command=str(Path(sys.executable).parent / "mcp-server-time"),
     )
     assert children("mcp-server-time") == []
-    names = {t.name for t in await pool.list_tools(config, {})}
+    names = {t.name for t in (await pool.list_tools(config, {})).tools}
     assert {"get_current_time", "convert_time"} <= names
     result = await pool.call_tool(config, {}, "get_current_time", {"timezone": "UTC"})
     assert not result.is_error, result.error

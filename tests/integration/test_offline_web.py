@@ -19,7 +19,7 @@ async def test_search_and_fetch_over_stdio() -> None:
     )
     pool = McpClientPool(stdio_allowlist=((sys.executable, str(SERVER)),))
     try:
-        tools = {t.name for t in await pool.list_tools(config, {})}
+        tools = {t.name for t in (await pool.list_tools(config, {})).tools}
         assert tools == {"web_search", "web_fetch"}
         found = await pool.call_tool(
             config, {}, "web_search", {"query": "WebAssembly vs Docker startup benchmark"}

@@ -35,7 +35,7 @@ async def test_an_mcp_server_cannot_shadow_a_built_in_tool(db_pool: asyncpg.Pool
     await McpServerStore(db_pool).upsert(config)
     try:
         # The server is up and does offer those names...
-        offered = {t.name for t in await mcp.list_tools(config, {})}
+        offered = {t.name for t in (await mcp.list_tools(config, {})).tools}
         assert set(NAMES) <= offered
         # ...yet the catalog keeps the built-ins, and both resolutions agree.
         catalog = await toolpool.catalog(PROJECT)

@@ -20,11 +20,19 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from services.toolpool.results import json_size
+
 from .connection import McpConnection, describe
 from .errors import McpProtocolError, McpTimeoutError
-from .models import McpToolInfo
+from .models import McpToolInfo, McpToolList
 
 MAX_TOOL_PAGES = 50
+MAX_TOOLS_PER_SERVER = 1000
+"""Tools kept of one server. Real servers list tens to a couple of hundred; every tool is
+held in the toolpool's cache and walked by each ListTools and ResolveTools of the project."""
+MAX_TOOL_SCHEMA_BYTES = 64 * 1024
+"""Description and schemas of one tool, as JSON: a tool the model is shown must fit beside
+others in its context (a tool result is cut at the same 64 KiB)."""
 # Beyond the SDK's own request timeout: a transport stuck before the request is written.
 _TIMEOUT_GRACE_S = 2.0
 
@@ -51,27 +59,55 @@ async def why_lost(conn: McpConnection, lost: SessionLost) -> str:
     return conn.end_reason or lost.reason
 
 
-async def list_tools(conn: McpConnection, timeout_s: float) -> list[McpToolInfo]:
-    """Every tool of the server, following pagination (at most 50 pages)."""
+async def list_tools(conn: McpConnection, timeout_s: float) -> McpToolList:
+    """The server's tools, following pagination (at most 50 pages): the first
+    :data:`MAX_TOOLS_PER_SERVER`, each within :data:`MAX_TOOL_SCHEMA_BYTES`.
+
+    The rest is left out and said so (``left_out``), not refused: a server a little past a
+    limit keeps its other tools, and the listing is cached like a whole one, so a hostile
+    server's size is paid once per configuration, not at every ListTools."""
     session = await conn.wait_ready()
     tools: list[McpToolInfo] = []
+    oversized = 0
+    more = False
     cursor: str | None = None
     for _ in range(MAX_TOOL_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await _request(conn, session.list_tools(params=params), timeout_s)
-        tools += [
-            McpToolInfo(
+        for tool in page.tools:
+            if len(tools) == MAX_TOOLS_PER_SERVER:
+                more = True
+                break
+            info = McpToolInfo(
                 name=tool.name,
                 description=tool.description or "",
                 input_schema=dict(tool.input_schema),
                 output_schema=dict(tool.output_schema) if tool.output_schema else None,
             )
-            for tool in page.tools
-        ]
+            if json_size([info.description, info.input_schema, info.output_schema]) > (
+                MAX_TOOL_SCHEMA_BYTES
+            ):
+                oversized += 1
+            else:
+                tools.append(info)
         cursor = page.next_cursor
-        if not cursor:
+        if more or not cursor:
             break
-    return tools
+    return McpToolList(tools=tools, left_out=_left_out(more, oversized))
+
+
+def _left_out(more: bool, oversized: int) -> str | None:
+    reasons = []
+    if more:
+        reasons.append(
+            f"only its first {MAX_TOOLS_PER_SERVER} tools are kept (the limit per server)"
+        )
+    if oversized:
+        reasons.append(
+            f"{oversized} tools are left out: their description and schemas exceed "
+            f"{MAX_TOOL_SCHEMA_BYTES} bytes (the limit per tool)"
+        )
+    return "; ".join(reasons) or None
 
 
 async def call_tool(

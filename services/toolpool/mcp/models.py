@@ -27,10 +27,22 @@ class McpToolInfo:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class McpToolList:
+    """A server's tools as the toolpool keeps them: bounded in number and size."""
+
+    tools: list[McpToolInfo]
+    left_out: str | None = None
+    """Why some tools the server listed are not in ``tools`` (past the limits of a listing,
+    :mod:`services.toolpool.mcp.calls`); ``None`` when none were left out."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class McpServerProbe:
     """What :meth:`McpClientPool.test_server` learned from a fresh session."""
 
     tools: list[McpToolInfo]
+    left_out: str | None
+    """As :attr:`McpToolList.left_out`."""
     server_name: str
     server_version: str
     duration_s: float

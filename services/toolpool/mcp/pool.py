@@ -40,7 +40,7 @@ from .errors import (
     MissingSecretError,
 )
 from .interpolate import ResolvedServer, resolve_server
-from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolInfo
+from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolList
 from .redaction import redactor
 from .store import CHANGES_CHANNEL
 from .validation import check_stdio_allowed
@@ -88,7 +88,7 @@ class McpClientPool:
         self._errlog = errlog
         self._connections: dict[Key, McpConnection] = {}
         self._breakers: dict[Key, CircuitBreaker] = {}
-        self._tools: dict[Key, tuple[tuple[object, ...], list[McpToolInfo]]] = {}
+        self._tools: dict[Key, tuple[tuple[object, ...], McpToolList]] = {}
         self._owners: set[asyncio.Task[None]] = set()
         # Bumped by every invalidation, so a listing that straddles one is not cached.
         self._generation = 0
@@ -96,10 +96,8 @@ class McpClientPool:
 
     # -- the API the toolpool server calls -------------------------------------------
 
-    async def list_tools(
-        self, config: McpServerConfig, secrets: Mapping[str, str]
-    ) -> list[McpToolInfo]:
-        """The server's tools (cached until its configuration or secrets change).
+    async def list_tools(self, config: McpServerConfig, secrets: Mapping[str, str]) -> McpToolList:
+        """The server's tools, bounded (cached until its configuration or secrets change).
 
         Raises :class:`MissingSecretError`, :class:`CircuitOpenError`,
         :class:`McpUnavailableError`, :class:`McpTimeoutError` or :class:`McpProtocolError`.
@@ -186,7 +184,7 @@ class McpClientPool:
         try:
             await conn.wait_ready()
             try:
-                tools = await list_tools(conn, config.connect_timeout_s)
+                listing = await list_tools(conn, config.connect_timeout_s)
             except SessionLost as lost:
                 reason = await why_lost(conn, lost)
                 raise McpUnavailableError(
@@ -194,7 +192,8 @@ class McpClientPool:
                 ) from None
             info = conn.server_info
             return McpServerProbe(
-                tools=tools,
+                tools=listing.tools,
+                left_out=listing.left_out,
                 server_name=info.name if info else "",
                 server_version=info.version if info else "",
                 duration_s=time.monotonic() - started,
