@@ -188,14 +188,17 @@ class RunQueue:
         them raced their end: they were not taken over)."""
         return await run_reads.ended(self._pool, run_ids)
 
-    async def release(self, run_ids: Sequence[str], owner: str) -> int:
+    async def release(
+        self, run_ids: Sequence[str], owner: str, *, hand_to: str | None = None
+    ) -> int:
         """Ends ``owner``'s leases now (shutdown at a step boundary), so the runs can be taken
         over at once by crash recovery, and wakes the other workers. Returns how many it
-        released."""
+        released. ``hand_to``: the lease owner the runs are left under instead of ``owner``
+        (a claim never executed gives a resumed run back as :data:`RESUME_LEASE_OWNER`)."""
         if not run_ids:
             return 0
         async with self._pool.acquire() as conn, conn.transaction():
-            released = await runs.release(conn, run_ids, owner)
+            released = await runs.release(conn, run_ids, owner, hand_to=hand_to)
             if released:
                 await notify(conn, QUEUED_CHANNEL, "released")
         return released

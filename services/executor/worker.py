@@ -15,6 +15,10 @@ than the writes wait) is run again by this worker from what it recorded, once th
 answers -- for up to ``outage_s``, after which the run ends ``failed`` as usual. Claims and
 heartbeats failing meanwhile log one warning per outage, not a traceback each; a lease that
 expired during the outage is renewed by the next heartbeat if no other worker took it.
+
+A run resumed while this worker's execution that paused it still winds down is claimed as a
+new execution and begins once that one has ended (never dropped as a renewed lease); never
+begun (shutdown, a lost lease), it goes back to ResumeRun's lease owner for the next worker.
 """
 
 from __future__ import annotations
@@ -71,8 +75,16 @@ class _ActiveRun:
     control: RunControl
     task: asyncio.Task[None] | None = None
     started: bool = False
-    """The task has begun: a task cancelled before its first step never runs its body (nor
-    its ``finally``), which would leave the run in ``_active``, heartbeated forever."""
+    """The execution has begun: a task cancelled before its first step never runs its body
+    (nor its ``finally``), which would leave the run in ``_active``, heartbeated forever;
+    one still waiting :attr:`behind` its predecessor is not cut either (a cancel request
+    ends it once it begins, as the loop records a cancellation)."""
+    previous_owner: str | None = None
+    """The lease owner the claim took the run from; a claim that never began executing
+    hands the run back to it (``RESUME_LEASE_OWNER``: the next claimer knows it resumes)."""
+    behind: _ActiveRun | None = None
+    """This worker's previous execution of the run, still winding down (the run paused, its
+    descendants being cancelled) when ResumeRun's claim came: this one begins after it."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -98,6 +110,11 @@ class RunWorker:
     @property
     def active_run_ids(self) -> list[str]:
         return list(self._active)
+
+    def control(self, run_id: str) -> RunControl | None:
+        """What the worker tells the run's current execution here (None: none here)."""
+        active = self._active.get(run_id)
+        return active.control if active is not None else None
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Claims and executes runs until ``stopping`` is set, then drains."""
@@ -168,12 +185,16 @@ class RunWorker:
         taken: list[ClaimedRun] = []
         for claim in await self.queue.claim(self.owner, self.lease_s, limit=free):
             run, previous = claim.run, claim.previous_owner
-            if run.id in self._active:
+            if run.id in self._active and previous == RESUME_LEASE_OWNER:
+                # Resumed while our execution that paused it still winds down: a new
+                # execution, begun once that one has ended (_start queues it behind).
+                log.info("resume_queued_behind_ending_execution", run_id=run.id)
+            elif run.id in self._active:
                 # Our own run, whose lease expired while the database was away: the claim
                 # renewed it; the execution under way goes on.
                 log.info("lease_renewed_after_outage", run_id=run.id)
                 continue
-            if previous is not None:
+            elif previous is not None:
                 log.info("run_taken_over", run_id=run.id, previous_owner=previous)
             taken.append(claim)
         return taken
@@ -185,16 +206,28 @@ class RunWorker:
             definition=claim.definition,
             never_started=claim.never_started,
         )
-        active = _ActiveRun(run=run, control=control)
+        # The run's entry is the newest execution's: heartbeats and cancel requests are for
+        # it. The one it waits behind stays reachable (drain) through ``behind``.
+        active = _ActiveRun(
+            run=run,
+            control=control,
+            previous_owner=claim.previous_owner,
+            behind=self._active.get(run.id),
+        )
         self._active[run.id] = active
         active.task = group.create_task(self._execute(active), name=f"run-{run.id}")
 
     async def _execute(self, active: _ActiveRun) -> None:
         run = active.run
-        active.started = True
         still_ours = True
         try:
-            still_ours = await self._execute_through_outages(active)
+            if active.behind is not None and active.behind.task is not None:
+                # Two executions of one run never overlap; the old one only winds down.
+                await asyncio.wait([active.behind.task])
+            active.behind = None
+            if not active.control.draining:  # shutdown came while it waited: not begun
+                active.started = True
+                still_ours = await self._execute_through_outages(active)
         except asyncio.CancelledError:
             # Shutdown cut the run short: the run stays running for crash recovery.
             log.info("run_interrupted", run_id=run.id)
@@ -202,12 +235,17 @@ class RunWorker:
             # The loop records its own failures; reaching here means it could not.
             log.exception("run_task_failed", run_id=run.id)
         finally:
-            self._active.pop(run.id, None)
-            if still_ours:
+            superseded = self._active.get(run.id) is not active
+            if not superseded:
+                self._active.pop(run.id)
+            # Superseded: the lease is the queued execution's now, not to be released.
+            if still_ours and not superseded:
                 # Left running (drain, cut short, failed to record): hand it over at once. A
                 # run that ended or moved on holds no lease of ours: no round trip for it.
+                # Never begun: back to whom the claim took it from, as it was.
+                hand_to = None if active.started else active.previous_owner
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.queue.release([run.id], self.owner))
+                    await asyncio.shield(self.queue.release([run.id], self.owner, hand_to=hand_to))
             self._wake.set()
 
     async def _execute_through_outages(self, active: _ActiveRun) -> bool:
@@ -236,6 +274,10 @@ class RunWorker:
             # The toolpool answering UNAVAILABLE is not waited for below: back off a little.
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 2.0)
+            if self._active.get(active.run.id) is not active:
+                # Resumed meanwhile (the cut execution had paused it): the lease this worker
+                # holds is the queued execution's, which must not be run as this one.
+                return False
             run = active.run
             try:
                 current = await retry_on_disconnect(
@@ -294,9 +336,12 @@ class RunWorker:
         if not self._active:
             return
         log.info("draining", runs=len(self._active), drain_s=self.drain_s)
-        for active in self._active.values():
+        # With the executions that resumed ones wait behind (at most one each).
+        executions = list(self._active.values())
+        executions += [a.behind for a in executions if a.behind is not None]
+        for active in executions:
             active.control.draining = True
-        tasks = [a.task for a in self._active.values() if a.task is not None]
+        tasks = [a.task for a in executions if a.task is not None]
         _done, pending = await asyncio.wait(tasks, timeout=self.drain_s)
         for task in pending:
             task.cancel()

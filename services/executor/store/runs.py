@@ -214,13 +214,16 @@ async def heartbeat(
     return [(str(r["id"]), r["cancel_requested_at"] is not None) for r in rows]
 
 
-async def release(db: Db, run_ids: Sequence[str], owner: str) -> int:
-    """Expires ``owner``'s leases on ``run_ids`` now (any project); how many it released."""
+async def release(db: Db, run_ids: Sequence[str], owner: str, *, hand_to: str | None = None) -> int:
+    """Expires ``owner``'s leases on ``run_ids`` now (any project), left under ``hand_to``
+    when given (else still ``owner``'s); how many it released."""
     result = await db.execute(
-        "UPDATE kb.agent_runs SET lease_expires_at = now() "
+        "UPDATE kb.agent_runs SET lease_expires_at = now(), "
+        "lease_owner = coalesce($3::text, lease_owner) "
         "WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'",
         list(run_ids),
         owner,
+        hand_to,
     )
     return int(result.split()[-1])
 
