@@ -48,6 +48,9 @@ WITH inserted AS ({_INSERT})
 SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
 """
 
+DEFINITION_FOREIGN_KEY = "agent_runs_agent_definition_id_fkey"
+"""agent_runs.agent_definition_id's foreign key (migration 0004)."""
+
 _ELAPSED_MS = """greatest(0, (extract(epoch FROM clock_timestamp()
                                        - coalesce(started_at, created_at)) * 1000)::bigint)"""
 
@@ -143,7 +146,26 @@ async def insert_queued(
     conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None
 ) -> RunRecord | None:
     """Inserts a ``queued`` run and NOTIFYs the workers (at commit); None when the project's
-    ``request_id`` exists already or ``max_queued`` capped runs are queued there."""
+    ``request_id`` exists already or ``max_queued`` capped runs are queued there.
+    :class:`NotFound` naming the agent when its definition (``agent_definition_id``) was
+    deleted since the caller read it; the caller's transaction is then aborted."""
+    try:
+        return await _insert(conn, params, max_queued)
+    except asyncpg.ForeignKeyViolationError as exc:
+        # The definition's delete (DeleteAgentDefinition, a product upgrade) committed between
+        # the caller's read and this insert. The foreign key's own check is the one that sees
+        # it, so it is answered here, once for every caller, as the agent being missing;
+        # locking the row in each caller's transaction would cost a round trip per run.
+        if exc.constraint_name != DEFINITION_FOREIGN_KEY:
+            raise
+        raise NotFound(
+            f"agent {params.agent_name!r} not found in project {params.project_id!r}"
+        ) from exc
+
+
+async def _insert(
+    conn: asyncpg.Connection, params: StartRunParams, max_queued: int | None
+) -> RunRecord | None:
     return await _one(
         conn,
         _INSERT_AND_NOTIFY,
