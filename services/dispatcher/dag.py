@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.graph import find_cycle
+from agentfleet.graph import MAX_TASKS_PER_GRAPH, find_cycle, graph_size_problem
 from agentfleet.graph.task_properties import (
     DEFAULT_MAX_RETRIES,
     MAX_RETRIES_LIMIT,
@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-MAX_TASKS_PER_GRAPH = 10_000
 MAX_TITLE_CHARS = 500
 MAX_DESCRIPTION_CHARS = 100_000
 
@@ -78,10 +77,9 @@ def validate_graph(
     problems: list[FieldViolation] = []
     if require_tasks and not tasks:
         problems.append(FieldViolation("tasks", "at least one task is required"))
-    if len(tasks) + len(existing_keys) > MAX_TASKS_PER_GRAPH:
-        problems.append(
-            FieldViolation("tasks", f"a graph holds at most {MAX_TASKS_PER_GRAPH} tasks")
-        )
+    too_many = graph_size_problem(len(existing_keys), len(tasks))
+    if too_many is not None:
+        problems.append(FieldViolation("tasks", too_many))
     seen: dict[str, int] = {}
     for i, task in enumerate(tasks):
         problems += _task_problems(i, task)

@@ -21,12 +21,15 @@ from agentfleet.graph.reserved import BLOCKS, SPEC_TASK
 
 __all__ = [
     "BLOCKS",
+    "MAX_TASKS_PER_GRAPH",
     "SPEC_TASK",
     "TASKS_ADDED_CHANNEL",
     "TASK_CHANGES_CHANNEL",
     "blocks_edges",
     "cycle_with_new_edges",
     "graph_of_run",
+    "graph_size_problem",
+    "graph_task_count",
     "lock_task_dag",
     "notify_task_changes",
     "notify_tasks_added",
@@ -38,6 +41,34 @@ TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
 TASK_CHANGES_CHANNEL = "agentfleet_task_changes"
 """NOTIFY channel (payload: graph id) sent at commit of every change of a graph's tasks
 (WatchTaskGraph streams: they re-read only the graph named)."""
+
+MAX_TASKS_PER_GRAPH = 10_000
+"""The most SpecTasks one task graph holds, whoever adds them (CreateTaskGraph, AddTasks,
+``create_subtasks``): the graph's views and the status rule read all of them."""
+
+
+def graph_size_problem(existing: int, adding: int) -> str | None:
+    """Why a graph of ``existing`` tasks may not take ``adding`` more, else ``None``. The
+    one check of :data:`MAX_TASKS_PER_GRAPH`; callers count under the project's DAG lock,
+    so concurrent writers cannot pass it together."""
+    if existing + adding > MAX_TASKS_PER_GRAPH:
+        return f"a graph holds at most {MAX_TASKS_PER_GRAPH} tasks"
+    return None
+
+
+async def graph_task_count(conn: asyncpg.Connection, project_id: str, graph_id: str) -> int:
+    """How many SpecTasks the graph has (``graph_id`` canonical, as tasks store it)."""
+    count = await conn.fetchval(
+        """
+        SELECT count(*) FROM kb.graph_objects
+        WHERE project_id = $1 AND type = $2
+          AND properties @> jsonb_build_object('graph_id', $3::text)
+        """,
+        project_id,
+        SPEC_TASK,
+        graph_id,
+    )
+    return int(count)
 
 
 async def lock_task_dag(conn: asyncpg.Connection, project_id: str) -> None:

@@ -36,6 +36,8 @@ from agentfleet.graph import (
     NewObject,
     cycle_with_new_edges,
     graph_of_run,
+    graph_size_problem,
+    graph_task_count,
     lock_task_dag,
     notify_tasks_added,
     parse_id,
@@ -156,6 +158,12 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
         await lock_task_dag(conn, ctx.project_id)
         existing = await _existing_tasks(tx, ctx.project_id, plan)
         graph_id = await _graph_id(tx, ctx, args, plan, existing)
+        # The same limit as CreateTaskGraph/AddTasks: without it a model grew one graph
+        # past it, MAX_SUBTASKS at a time.
+        size = await graph_task_count(conn, ctx.project_id, graph_id)
+        too_many = graph_size_problem(size, len(plan.tasks))
+        if too_many is not None:
+            raise ToolError(f"task graph {graph_id} has {size} tasks; {too_many}")
         taken = await task_keys_taken(conn, ctx.project_id, graph_id, list(plan.ids))
         if taken:
             raise ToolError(f"keys already used in task graph {graph_id}: {', '.join(taken)}")
