@@ -24,9 +24,9 @@ from agentfleet.graph import (
     TASK_GRAPH_ADDITION,
     GraphRepository,
     NewObject,
+    canonical_id,
     lock_task_dag,
     notify_tasks_added,
-    parse_id,
 )
 from services.dispatcher.dag import NewTask, ValidatedGraph, validate_graph
 from services.dispatcher.models import (
@@ -165,7 +165,8 @@ class GraphStore:
         request_id: str,
     ) -> list[str]:
         """Adds tasks and edges after the same DAG check; returns the new task ids."""
-        parse_id(graph_id, "task_graph_id")
+        # Tasks store the graph id as text and every reader compares it as text.
+        graph_id = canonical_id(graph_id, "task_graph_id")
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_task_dag(conn, project_id)
             graph = await graph_object(conn, project_id, graph_id, for_update=True)

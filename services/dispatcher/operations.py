@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from agentfleet.errors import FailedPrecondition, NotFound
-from agentfleet.graph import GraphObject, parse_id
+from agentfleet.graph import GraphObject, canonical_id, parse_id
 from agentfleet.graph.task_properties import whole_number
 from agentfleet.pagination import (
     clamp_page_size,
@@ -76,7 +76,7 @@ async def cancel_graph(
 ) -> None:
     """Pending tasks end CANCELLED at once; in-flight runs are cancelled (their tasks end
     CANCELLED when the dispatcher following them sees the run end). Idempotent."""
-    parse_id(graph_id, "task_graph_id")
+    graph_id = canonical_id(graph_id, "task_graph_id")  # its tasks match it as text
     async with pool.acquire() as conn, conn.transaction():
         if not await task_graphs.cancel_graph(conn, project_id, graph_id, reason):
             raise NotFound(f"task graph {graph_id} not found in project {project_id}")

@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.graph import canonical_id
 from agentfleet.grpc_server import Registration
 from agentfleet.llm import GenaiModelClient
 from agentfleet.request_ids import checked_request_id
@@ -40,6 +41,13 @@ from services.dispatcher.watch import GraphWatcher
 __all__ = ["DispatcherServicer", "build", "graph_to_proto", "new_tasks"]
 
 DEFAULT_CANCEL_REASON = "task graph cancelled"
+
+_GraphRequest = (
+    pb.AddTasksRequest
+    | pb.GetTaskGraphRequest
+    | pb.CancelTaskGraphRequest
+    | pb.WatchTaskGraphRequest
+)
 
 
 def new_tasks(specs: list[pb.TaskSpec]) -> list[NewTask]:
@@ -100,6 +108,15 @@ def _require(**fields: str) -> None:
         raise InvalidArgument.for_fields(problems)
 
 
+def _graph_id(request: _GraphRequest) -> str:
+    """The request's project and task_graph_id required, the id canonical: tasks store it
+    and every view, watch and cancellation compares it as text, so another spelling of the
+    same UUID (uppercase, braces, urn:uuid:, no hyphens) found the graph but none of its
+    tasks, and tasks added under it belonged to no graph yet were dispatched."""
+    _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+    return canonical_id(request.task_graph_id, "task_graph_id")
+
+
 class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     def __init__(self, *, pool: asyncpg.Pool, runs: RunControl, watcher: GraphWatcher) -> None:
         self._pool = pool
@@ -132,17 +149,17 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     async def AddTasks(
         self, request: pb.AddTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.AddTasksResponse:
-        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        graph_id = _graph_id(request)
         if not request.tasks and not request.edges:
             raise InvalidArgument.for_field("tasks", "give at least one task or edge")
         ids = await self._store.add_tasks(
             request.project_id,
-            request.task_graph_id,
+            graph_id,
             tasks=new_tasks(list(request.tasks)),
             edges=[(e.blocker_key, e.blocked_key) for e in request.edges],
             request_id=checked_request_id(request.request_id),
         )
-        view = await self._graphs.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, graph_id)
         graph = graph_to_proto(view, with_tasks=True)
         wanted = set(ids)
         return pb.AddTasksResponse(
@@ -152,8 +169,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     async def GetTaskGraph(
         self, request: pb.GetTaskGraphRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTaskGraphResponse:
-        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
-        view = await self._graphs.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, _graph_id(request))
         return pb.GetTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
 
     async def ListTaskGraphs(
@@ -180,15 +196,15 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     async def CancelTaskGraph(
         self, request: pb.CancelTaskGraphRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelTaskGraphResponse:
-        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
+        graph_id = _graph_id(request)
         await operations.cancel_graph(
             self._pool,
             self._runs,
             request.project_id,
-            request.task_graph_id,
+            graph_id,
             request.reason or DEFAULT_CANCEL_REASON,
         )
-        view = await self._graphs.load(request.project_id, request.task_graph_id)
+        view = await self._graphs.load(request.project_id, graph_id)
         return pb.CancelTaskGraphResponse(task_graph=graph_to_proto(view, with_tasks=True))
 
     async def RetryTask(
@@ -203,8 +219,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
     async def WatchTaskGraph(
         self, request: pb.WatchTaskGraphRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TaskEvent]:
-        _require(project_id=request.project_id, task_graph_id=request.task_graph_id)
-        async for event in self._watcher.watch(request.project_id, request.task_graph_id):
+        async for event in self._watcher.watch(request.project_id, _graph_id(request)):
             yield event
 
     async def ListTaskSessions(

@@ -1,7 +1,7 @@
 """The knowledge graph: objects and relationships of ``kb.graph_*``, shared by the toolpool's
 built-in tools and the dispatcher's task DAGs."""
 
-from agentfleet.graph._common import OBJECT_COLUMNS, parse_id
+from agentfleet.graph._common import OBJECT_COLUMNS, canonical_id, parse_id
 from agentfleet.graph.dag import find_cycle
 from agentfleet.graph.models import (
     Direction,
@@ -73,6 +73,7 @@ __all__ = [
     "Traversal",
     "TraversalNode",
     "blocks_edges",
+    "canonical_id",
     "cycle_with_new_edges",
     "find_cycle",
     "graph_of_run",

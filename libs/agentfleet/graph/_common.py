@@ -48,6 +48,14 @@ def parse_id(value: str | uuid.UUID, field: str = "id") -> uuid.UUID:
         raise InvalidArgument.for_field(field, f"{value!r} is not a valid id") from exc
 
 
+def canonical_id(value: str | uuid.UUID, field: str = "id") -> str:
+    """``value`` as the text ids are stored and compared as (lowercase, hyphenated):
+    :func:`parse_id` also accepts uppercase, braces, ``urn:uuid:`` and no hyphens, and a
+    graph id kept in that form matches no text comparison (a task stored with it belongs
+    to no graph)."""
+    return str(parse_id(value, field))
+
+
 def found(row: asyncpg.Record | None, what: str) -> asyncpg.Record:
     """``row``, or :class:`NotFound` saying that ``what`` is not found."""
     if row is None:

@@ -275,6 +275,7 @@ async def _graph_id(
             given = None
         if given is None or given.type != TASK_GRAPH:
             raise ToolError(f"graph_id: task graph {graph_id} not found")
+        graph_id = given.id  # canonical: tasks store it and readers compare it as text
     else:
         graph_id = await graph_of_run(conn, ctx.project_id, ctx.run_id)
     if graph_id is None:
