@@ -97,6 +97,7 @@ EXPECTED_INDEXES = {
         "graph_objects_key_uidx", "graph_objects_properties_idx", "graph_objects_search_idx",
         "graph_objects_search_trgm_idx", "graph_objects_pending_spectasks_idx",
         "graph_objects_ready_spectasks_idx", "graph_objects_ready_spectasks_project_idx",
+        "graph_objects_ready_spectasks_graph_idx",
         "graph_objects_inprogress_spectasks_idx",
         "graph_objects_spectask_graph_idx",
     },

@@ -19,13 +19,19 @@ the graph's lock by ``claims._claim_limited``.
 
 Cost: the tasks in progress (at most every dispatcher's slots, plus expired leases not yet
 adopted; graph_objects_inprogress_spectasks_idx), one probe per project with available
-tasks (projects are made by the operator, not by tenants), then up to $1 +
-SKIP_LOCKED_SPARE tasks from each on graph_objects_ready_spectasks_project_idx. A project's
-walk also passes over its own tasks of graphs at their limit that rank above its next
-claimable one: that is its own backlog, never another project's. Each row of that walk
-costs a heap fetch and a hash probe of the full graphs; only the rows of graphs with room
-are checked against their blockers (an index probe per blocker), so those probes number
-about the project's offer (plus any tasks with a stale ready hint), not its backlog.
+tasks (projects are made by the operator, not by tenants), then at most $1 +
+SKIP_LOCKED_SPARE + WALK_SPARE rows of each project's walk on
+graph_objects_ready_spectasks_project_idx, whatever they are. Before, the walk went on over
+every task of the project's full graphs ranking above its next claimable one, each claim:
+a member's backlog of 9,999 ready tasks per full graph cost every claim of every dispatcher
+about 12 ms per graph. A project whose walk ends on full graphs before filling its offer
+goes on graph by graph (0021: graph_objects_ready_spectasks_graph_idx): a loose scan of its
+graphs with ready tasks, one probe per graph, passing over each full graph in one probe,
+keeping the first $1 + SKIP_LOCKED_SPARE, and each kept graph's best tasks past the walk
+up to its room. So the rows a claim reads per project are bounded by the claim's size and
+the tasks in progress, not by any backlog; only the rows of graphs with room are probed for
+their blockers. The price is paid by that project alone: in that case its offer orders by
+priority the tasks of those graphs only (its graphs past the first ones, by id, wait).
 """
 
 from __future__ import annotations
@@ -86,15 +92,37 @@ _READY = f"""t.type = '{SPEC_TASK}' AND t.status = 'pending'
               AND (t.properties ->> 'ready') = 'true'"""
 _OFFER_ORDER = "x.priority DESC NULLS LAST, x.created_at, x.id"
 
-# in_flight: the tasks in progress per graph. full_graphs: the graphs at their limit.
-# offers: each project's best available tasks, but those of full graphs: CASE makes the
-# cheap full-graph test run before the blocker check (as two conditions, the planner was
-# free to order them and probed the blockers of every task of a full graph's backlog), and
-# keeps both inside the LIMIT, so a project still offers every available task it has up to
-# it (an IN that is NULL, for a task without a graph id, is not full). room: how many
-# more tasks each offered limited graph admits. ranked: the offers a limited graph has room
-# for, numbered per project after the project's tasks in progress (its turns), the claim's
-# first $1 + SKIP_LOCKED_SPARE turns. candidates: those locked, in turn order.
+# How many rows of a project's walk (graph_objects_ready_spectasks_project_idx) the claim
+# reads at most: its offer, plus this many rows it may pass over (tasks of graphs at their
+# limit, stale ready hints, retries in backoff) before it goes graph by graph instead.
+WALK_SPARE = 32
+_OFFER = f"$1 + {SKIP_LOCKED_SPARE}"
+_WALK = f"$1 + {SKIP_LOCKED_SPARE + WALK_SPARE}"
+_AFTER_WALK = f"""CASE WHEN EXISTS (SELECT 1 FROM full_graphs f WHERE f.project_id = t.project_id
+                                     AND f.graph_id = t.properties ->> 'graph_id') THEN false
+                   ELSE NOT {UNFINISHED_BLOCKER} END"""
+
+# in_flight: the tasks in progress per graph. full_graphs: the graphs at their limit (at
+# most one per task in progress). walked: the first _WALK rows of each project's walk in
+# its offer order, whatever they are: the only rows of the project index a claim reads, so
+# a full graph's backlog, however long, costs at most _WALK rows (it was read whole, each
+# row a heap fetch and a hash probe, on every claim). offered: those available and not of
+# a full graph (CASE: the cheap full-graph test first, the blocker probes only for the
+# rest), the project's best _OFFER. further: the projects whose walk ended on full graphs
+# before filling their offer (it read _WALK rows and more may follow), and what room they
+# have left. graph_walk: for those only, the project's graphs with ready tasks in id order
+# (a loose scan of graph_objects_ready_spectasks_graph_idx, one probe per graph), passing
+# over full graphs (one probe each) and keeping the first _OFFER: bounded by the tasks in
+# progress and the claim's size, not by any backlog. deeper: each kept graph's best tasks
+# beyond the walk (every row above the walk's end was walked), at most its room. offers:
+# the walk's, then the graphs' (all rank below the walk's), the project's best _OFFER. In
+# that case priority orders the project's own tasks among those graphs only (its graphs
+# past the first _OFFER wait); another project's offer is never affected.
+# room: how many more tasks each offered limited graph admits. ranked: the offers a
+# limited graph has room for, numbered per project after the project's tasks in progress
+# (its turns), the claim's first $1 + SKIP_LOCKED_SPARE turns. candidates: those locked,
+# in turn order (= ANY: their rows by primary key; the planner, misjudging how few ready
+# tasks pass AVAILABLE, could otherwise scan every ready task to join them).
 _FAIR_CANDIDATES = f"""
 in_flight AS MATERIALIZED (
     SELECT t.project_id, t.properties ->> 'graph_id' AS graph_id, count(*) AS n
@@ -116,20 +144,73 @@ in_flight AS MATERIALIZED (
             LIMIT 1)
     FROM projects p
     WHERE p.project_id IS NOT NULL
-), offers AS MATERIALIZED (
+), walked AS MATERIALIZED (
     SELECT o.* FROM projects p
     CROSS JOIN LATERAL (
         SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id,
-               t.properties -> 'priority' AS priority, t.created_at
+               t.properties -> 'priority' AS priority, t.created_at,
+               ({_HINTED}) AND {_AFTER_WALK} AS offered
         FROM kb.graph_objects t
-        WHERE t.project_id = p.project_id AND {_HINTED}
-          AND CASE WHEN (t.project_id, t.properties ->> 'graph_id')
-                        IN (SELECT f.project_id, f.graph_id FROM full_graphs f) THEN false
-                   ELSE NOT {UNFINISHED_BLOCKER} END
+        WHERE t.project_id = p.project_id AND {_READY}
         ORDER BY t.project_id, (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id
-        LIMIT $1 + {SKIP_LOCKED_SPARE}
+        LIMIT {_WALK}
     ) o
     WHERE p.project_id IS NOT NULL
+), offered AS MATERIALIZED (
+    SELECT x.*, row_number() OVER (PARTITION BY x.project_id ORDER BY {_OFFER_ORDER}) AS nth
+    FROM walked x WHERE x.offered
+), further AS MATERIALIZED (
+    SELECT w.project_id, {_OFFER} - coalesce(max(o.nth), 0) AS wanted
+    FROM walked w LEFT JOIN offered o ON o.id = w.id
+    GROUP BY w.project_id
+    HAVING count(*) = {_WALK} AND coalesce(max(o.nth), 0) < {_OFFER}
+), graph_walk AS (
+    SELECT f.project_id, ''::text AS graph_id, 0::bigint AS kept, 0 AS steps FROM further f
+    UNION ALL
+    SELECT w.project_id, n.graph_id,
+           w.kept + (NOT EXISTS (SELECT 1 FROM full_graphs f WHERE f.project_id = w.project_id
+                                 AND f.graph_id = n.graph_id))::int,
+           w.steps + 1
+    FROM graph_walk w
+    CROSS JOIN LATERAL (
+        SELECT t.properties ->> 'graph_id' AS graph_id FROM kb.graph_objects t
+        WHERE t.project_id = w.project_id AND {_READY}
+          AND t.properties ->> 'graph_id' > w.graph_id
+        ORDER BY t.project_id, t.properties ->> 'graph_id'
+        LIMIT 1
+    ) n
+    WHERE w.kept < {_OFFER}
+), deeper AS MATERIALIZED (
+    SELECT o.* FROM (
+        SELECT DISTINCT ON (w.project_id, w.graph_id) w.project_id, w.graph_id
+        FROM graph_walk w
+        WHERE w.steps > 0 AND NOT EXISTS (SELECT 1 FROM full_graphs f
+                                          WHERE f.project_id = w.project_id
+                                            AND f.graph_id = w.graph_id)
+    ) x
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id,
+               t.properties -> 'priority' AS priority, t.created_at,
+               ({_HINTED}) AND NOT {UNFINISHED_BLOCKER} AS offered
+        FROM kb.graph_objects t
+        WHERE t.project_id = x.project_id AND {_READY}
+          AND t.properties ->> 'graph_id' = x.graph_id
+          AND t.id NOT IN (SELECT id FROM walked)
+        ORDER BY t.project_id, t.properties ->> 'graph_id',
+                 (t.properties -> 'priority') DESC NULLS LAST, t.created_at, t.id
+        LIMIT {_OFFER}
+    ) o
+    WHERE o.offered
+), offers AS MATERIALIZED (
+    SELECT o.id, o.project_id, o.graph_id, o.priority, o.created_at
+    FROM offered o WHERE o.nth <= {_OFFER}
+    UNION ALL
+    SELECT d.id, d.project_id, d.graph_id, d.priority, d.created_at
+    FROM (SELECT x.*, row_number() OVER (PARTITION BY x.project_id
+                                         ORDER BY {_OFFER_ORDER}) AS nth
+          FROM deeper x) d
+    JOIN further f ON f.project_id = d.project_id
+    WHERE d.nth <= f.wanted
 ), room AS MATERIALIZED (
     SELECT x.project_id, x.graph_id, nullif({_GRAPH_LIMIT}, 0) - coalesce(f.n, 0) AS n
     FROM (SELECT DISTINCT project_id, graph_id FROM offers) x
@@ -149,7 +230,7 @@ in_flight AS MATERIALIZED (
 ), candidates AS MATERIALIZED (
     SELECT t.id, t.project_id, t.properties ->> 'graph_id' AS graph_id, r.turn, r.created_at
     FROM ranked r JOIN kb.graph_objects t ON t.id = r.id
-    WHERE {AVAILABLE}
+    WHERE {AVAILABLE} AND t.id = ANY (ARRAY(SELECT id FROM ranked))
     ORDER BY r.turn, r.created_at, r.id
     LIMIT $1
     FOR UPDATE OF t SKIP LOCKED

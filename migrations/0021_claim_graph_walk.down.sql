@@ -1,0 +1,1 @@
+DROP INDEX kb.graph_objects_ready_spectasks_graph_idx;
