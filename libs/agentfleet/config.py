@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentfleet import config_values as parsers
 from agentfleet.grpc_limits import ServerLimits
@@ -287,54 +287,34 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     )
 
 
+_SECONDS = parsers.positive_float
+_SERVER_LIMITS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
+    "max_concurrent_rpcs": ("AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS", parsers.int_range(1, 1_000_000)),
+    "max_streams_per_connection": (
+        "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION",
+        parsers.int_range(1, 100_000),
+    ),
+    "max_streams_per_token": ("AGENTFLEET_MAX_STREAMS_PER_TOKEN", parsers.int_range(1, 100_000)),
+    "max_unary_per_token": ("AGENTFLEET_MAX_UNARY_PER_TOKEN", parsers.int_range(1, 1_000_000)),
+    "max_unary_per_project": ("AGENTFLEET_MAX_UNARY_PER_PROJECT", parsers.int_range(1, 1_000_000)),
+    "keepalive_time_s": ("AGENTFLEET_GRPC_KEEPALIVE_S", _SECONDS),
+    "keepalive_timeout_s": ("AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S", _SECONDS),
+    "min_client_ping_interval_s": ("AGENTFLEET_GRPC_MIN_PING_INTERVAL_S", _SECONDS),
+    "max_connection_idle_s": ("AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S", _SECONDS),
+    "max_connection_age_s": ("AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S", _SECONDS),
+    "max_connection_age_grace_s": ("AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S", _SECONDS),
+}
+"""Each field of :class:`ServerLimits`: its variable and how its value is read."""
+
+
 def _server_limits(env: _Env) -> ServerLimits:
     """The gRPC server limits; each unset variable keeps :class:`ServerLimits`' default."""
     default = ServerLimits()
-    seconds = parsers.positive_float
     return ServerLimits(
-        max_concurrent_rpcs=env.get(
-            "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS",
-            default.max_concurrent_rpcs,
-            parsers.int_range(1, 1_000_000),
-        ),
-        max_streams_per_connection=env.get(
-            "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION",
-            default.max_streams_per_connection,
-            parsers.int_range(1, 100_000),
-        ),
-        max_streams_per_token=env.get(
-            "AGENTFLEET_MAX_STREAMS_PER_TOKEN",
-            default.max_streams_per_token,
-            parsers.int_range(1, 100_000),
-        ),
-        max_unary_per_token=env.get(
-            "AGENTFLEET_MAX_UNARY_PER_TOKEN",
-            default.max_unary_per_token,
-            parsers.int_range(1, 1_000_000),
-        ),
-        max_unary_per_project=env.get(
-            "AGENTFLEET_MAX_UNARY_PER_PROJECT",
-            default.max_unary_per_project,
-            parsers.int_range(1, 1_000_000),
-        ),
-        keepalive_time_s=env.get("AGENTFLEET_GRPC_KEEPALIVE_S", default.keepalive_time_s, seconds),
-        keepalive_timeout_s=env.get(
-            "AGENTFLEET_GRPC_KEEPALIVE_TIMEOUT_S", default.keepalive_timeout_s, seconds
-        ),
-        min_client_ping_interval_s=env.get(
-            "AGENTFLEET_GRPC_MIN_PING_INTERVAL_S", default.min_client_ping_interval_s, seconds
-        ),
-        max_connection_idle_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_IDLE_S", default.max_connection_idle_s, seconds
-        ),
-        max_connection_age_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_S", default.max_connection_age_s, seconds
-        ),
-        max_connection_age_grace_s=env.get(
-            "AGENTFLEET_GRPC_MAX_CONNECTION_AGE_GRACE_S",
-            default.max_connection_age_grace_s,
-            seconds,
-        ),
+        **{
+            name: env.get(variable, getattr(default, name), parse)
+            for name, (variable, parse) in _SERVER_LIMITS.items()
+        }
     )
 
 

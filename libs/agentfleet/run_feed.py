@@ -16,15 +16,13 @@ one each.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import asyncpg
 
 from agentfleet import events as ev
-from agentfleet.shared_reads import SharedReads
+from agentfleet.shared_reads import SharedFeed
 from agentfleet.v1 import common_pb2
 
 STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
@@ -90,7 +88,7 @@ class Step:
     """``events`` is empty and the run has stopped: nothing more will come."""
 
 
-class RunFeed:
+class RunFeed(SharedFeed):
     """The shared read position, buffer and wake-ups of one run's watchers in this process."""
 
     def __init__(
@@ -102,6 +100,7 @@ class RunFeed:
         run_id: str,
         target: RunTarget,
     ) -> None:
+        super().__init__()
         self.project_id = target_project
         self.run_id = run_id
         self._parent_run_id = target.parent_run_id
@@ -109,35 +108,13 @@ class RunFeed:
         """Set when the run starts if it was enqueued without one (learnt at RUN_STARTED)."""
         self._pool = pool
         self._targets = targets
-        self._waiters: set[asyncio.Event] = set()
         self._events: list[FeedEvent] = []
         self._head: int | None = None
         """Last seq read from the store; None until a complete read tells where the end is."""
         self._complete = True
         self._stopped_at: int | None = None
-        self._reads = SharedReads(self._read)
 
-    # -- watchers -----------------------------------------------------------------------
-
-    @property
-    def idle(self) -> bool:
-        """No watcher left: the owner may drop the feed."""
-        return not self._waiters
-
-    @contextlib.contextmanager
-    def joined(self) -> Iterator[asyncio.Event]:
-        """A wake-up event set whenever new rows or a new need to read arrive."""
-        waiter = asyncio.Event()
-        self._waiters.add(waiter)
-        try:
-            yield waiter
-        finally:
-            self._waiters.discard(waiter)
-
-    @property
-    def reads_started(self) -> int:
-        """The mark to pass to :meth:`refresh` for "a read that starts from now on"."""
-        return self._reads.started
+    # -- watchers --------------------------------------------------------------------------
 
     def notify(self, seq: int | None) -> None:
         """The run has events up to ``seq`` (None: unknown, e.g. after a reconnect)."""
@@ -145,10 +122,6 @@ class RunFeed:
             return  # already read: the read that got them woke every watcher
         self._reads.owe()
         self._wake_all()
-
-    def _wake_all(self) -> None:
-        for waiter in self._waiters:
-            waiter.set()
 
     # -- the buffer ---------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.events import delta as events_delta
 from agentfleet.run_feed import BATCH, STOPPED, RunFeed, RunTarget, RunTargets, Step
-from agentfleet.shared_reads import NO_READ
+from agentfleet.shared_reads import NO_READ, joined_feed
 from agentfleet.v1 import common_pb2
 
 __all__ = ["RECHECK_INTERVAL_S", "OnChange", "RunWatch"]
@@ -205,30 +205,23 @@ class RunWatch:
                     return
                 if step.stopped:
                     return
-                need = await self._wait(feed, waiter)
+                need = await feed.woken(waiter, RECHECK_INTERVAL_S)
 
-    @contextlib.contextmanager
     def _joined(
         self, project_id: str, run_id: str, target: RunTarget
-    ) -> Iterator[tuple[RunFeed, asyncio.Event]]:
-        feeds = self._feeds.setdefault(run_id, {})
-        feed = feeds.get(project_id)
-        if feed is None:
-            feed = feeds[project_id] = RunFeed(
+    ) -> contextlib.AbstractContextManager[tuple[RunFeed, asyncio.Event]]:
+        return joined_feed(
+            self._feeds,
+            run_id,
+            project_id,
+            lambda: RunFeed(
                 pool=self._pool,
                 targets=self._targets,
                 target_project=project_id,
                 run_id=run_id,
                 target=target,
-            )
-        try:
-            with feed.joined() as waiter:
-                yield feed, waiter
-        finally:
-            if feed.idle and feeds.get(project_id) is feed:
-                del feeds[project_id]
-                if not feeds:
-                    del self._feeds[run_id]
+            ),
+        )
 
     @contextlib.contextmanager
     def _following_deltas(
@@ -240,20 +233,6 @@ class RunWatch:
             yield follower
         finally:
             _discard(self._deltas, run_id, follower)
-
-    @staticmethod
-    async def _wait(feed: RunFeed, waiter: asyncio.Event) -> int:
-        """Waits for a wake-up; returns the read mark the next step needs. A wake-up owes
-        its read to the feed already; a timeout is the periodic recheck, and one read that
-        starts after it is shared by every stream of the run timing out with it."""
-        mark = feed.reads_started
-        try:
-            # asyncio.timeout, not wait_for: no task per wait, and there is one per event.
-            async with asyncio.timeout(RECHECK_INTERVAL_S):
-                await waiter.wait()
-        except TimeoutError:
-            return mark
-        return NO_READ
 
     async def _next_step(self, feed: RunFeed, last: int, *, need: int, first: bool) -> Step:
         """The events after ``last``: from the feed if it covers them, else from the store."""

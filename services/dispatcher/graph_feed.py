@@ -14,18 +14,16 @@ nothing changed is one aggregate row, not every task decoded and sorted.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
 from agentfleet.graph import GraphObject, GraphRepository
-from agentfleet.shared_reads import SharedReads
+from agentfleet.shared_reads import SharedFeed
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_reads import GraphReader, GraphView
@@ -101,52 +99,27 @@ class Change:
     session: GraphObject | None
 
 
-class GraphFeed:
+class GraphFeed(SharedFeed):
     """The shared reads, snapshot and wake-ups of one graph's streams in this process."""
 
     def __init__(
         self, *, reader: GraphReader, pool: asyncpg.Pool, project_id: str, graph_id: str
     ) -> None:
+        super().__init__()
         self.project_id = project_id
         self.graph_id = graph_id
         self._reader = reader
         self._pool = pool
-        self._reads = SharedReads(self._read)
-        self._waiters: set[asyncio.Event] = set()
         self._stamp: tuple[Any, ...] | None = None
         self._snapshot: GraphSnapshot | None = None
         self._changes: deque[_Changed] = deque(maxlen=CHANGES_KEPT)
 
-    # -- streams ------------------------------------------------------------------------
-
-    @property
-    def idle(self) -> bool:
-        """No stream left: the owner may drop the feed."""
-        return not self._waiters
-
-    @contextlib.contextmanager
-    def joined(self) -> Iterator[asyncio.Event]:
-        """A wake-up event set whenever a new snapshot or a need to read arrives."""
-        waiter = asyncio.Event()
-        self._waiters.add(waiter)
-        try:
-            yield waiter
-        finally:
-            self._waiters.discard(waiter)
-
-    @property
-    def reads_started(self) -> int:
-        """The mark to pass to :meth:`current` for "a read that starts from now on"."""
-        return self._reads.started
+    # -- streams ---------------------------------------------------------------------------
 
     def notify(self) -> None:
         """The graph changed (a notification, or one may have been lost): read again."""
         self._reads.owe()
         self._wake_all()
-
-    def _wake_all(self) -> None:
-        for waiter in self._waiters:
-            waiter.set()
 
     async def current(self, need: int) -> GraphSnapshot:
         """The snapshot once a read numbered above ``need`` is done (one read for all the

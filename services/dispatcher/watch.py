@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 
 from agentfleet.db import Listener, Notification
-from agentfleet.shared_reads import NO_READ
+from agentfleet.shared_reads import joined_feed
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_feed import GraphFeed, task_event
 from services.dispatcher.graph_reads import GraphReader
@@ -70,7 +70,9 @@ class GraphWatcher:
                 yield event
             seen, status = snapshot.seen, snapshot.view.status
             while status not in TERMINAL_GRAPH:
-                snapshot = await feed.current(await self._wait(feed, waiter))
+                need = await feed.woken(waiter, POLL_S)
+                waiter.clear()  # a wake-up during the read below waits for the next one
+                snapshot = await feed.current(need)
                 if snapshot.seen.number == seen.number:
                     continue
                 view = snapshot.view
@@ -94,34 +96,14 @@ class GraphWatcher:
                     status = view.status
                     yield task_event(view, E.TASK_EVENT_TYPE_GRAPH_STATUS_CHANGED)
 
-    @contextlib.contextmanager
-    def _joined(self, project_id: str, graph_id: str) -> Iterator[tuple[GraphFeed, asyncio.Event]]:
-        feeds = self._feeds.setdefault(graph_id, {})
-        feed = feeds.get(project_id)
-        if feed is None:
-            feed = feeds[project_id] = GraphFeed(
+    def _joined(
+        self, project_id: str, graph_id: str
+    ) -> contextlib.AbstractContextManager[tuple[GraphFeed, asyncio.Event]]:
+        return joined_feed(
+            self._feeds,
+            graph_id,
+            project_id,
+            lambda: GraphFeed(
                 reader=self._graphs, pool=self._pool, project_id=project_id, graph_id=graph_id
-            )
-        try:
-            with feed.joined() as waiter:
-                yield feed, waiter
-        finally:
-            if feed.idle and feeds.get(project_id) is feed:
-                del feeds[project_id]
-                if not feeds:
-                    self._feeds.pop(graph_id, None)
-
-    @staticmethod
-    async def _wait(feed: GraphFeed, waiter: asyncio.Event) -> int:
-        """Waits for a wake-up; returns the read mark the next snapshot needs. A wake-up
-        owes its read to the feed already (or brought a snapshot); a timeout is the
-        recheck, and one read that starts after it serves every stream timing out with it."""
-        mark = feed.reads_started
-        try:
-            async with asyncio.timeout(POLL_S):
-                await waiter.wait()
-        except TimeoutError:
-            return mark
-        finally:
-            waiter.clear()
-        return NO_READ
+            ),
+        )

@@ -1,8 +1,10 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from agentfleet.config import DEFAULT_PORTS, ConfigError, load_settings
+from agentfleet.config import _SERVER_LIMITS, DEFAULT_PORTS, ConfigError, load_settings
+from agentfleet.grpc_limits import ServerLimits
 
 
 def test_defaults_need_no_environment() -> None:
@@ -104,3 +106,14 @@ def test_cli_and_migration_settings(tmp_path: Path) -> None:
     assert "af_secret" not in repr(settings)
     with pytest.raises(ConfigError, match="AGENTFLEET_MIGRATIONS_DIR: is not a directory"):
         load_settings({"AGENTFLEET_MIGRATIONS_DIR": str(tmp_path / "missing")})
+
+
+def test_every_grpc_server_limit_is_read_from_its_variable() -> None:
+    # One variable per ServerLimits field: a field left out of the table would silently keep
+    # its default whatever the operator sets.
+    values = {f.name: getattr(ServerLimits(), f.name) for f in dataclasses.fields(ServerLimits)}
+    environ = {variable: str(values[name] + 1) for name, (variable, _) in _SERVER_LIMITS.items()}
+    limits = load_settings(environ).grpc_limits
+    assert {f.name: getattr(limits, f.name) for f in dataclasses.fields(ServerLimits)} == {
+        name: value + 1 for name, value in values.items()
+    }

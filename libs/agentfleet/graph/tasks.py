@@ -19,23 +19,6 @@ from agentfleet.graph._common import parse_id
 from agentfleet.graph.dag import find_cycle
 from agentfleet.graph.reserved import BLOCKS, SPEC_TASK
 
-__all__ = [
-    "BLOCKS",
-    "MAX_TASKS_PER_GRAPH",
-    "SPEC_TASK",
-    "TASKS_ADDED_CHANNEL",
-    "TASK_CHANGES_CHANNEL",
-    "blocks_edges",
-    "cycle_with_new_edges",
-    "graph_of_run",
-    "graph_size_problem",
-    "graph_task_count",
-    "lock_task_dag",
-    "notify_task_changes",
-    "notify_tasks_added",
-    "task_keys_taken",
-]
-
 TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
 """NOTIFY channel (payload: project id) sent at commit when tasks were added (dispatchers)."""
 TASK_CHANGES_CHANNEL = "agentfleet_task_changes"
