@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -266,20 +266,33 @@ class RequestInterceptor(HandlerInterceptor):
             raise InvalidArgument.for_fields(violations)
         return principal
 
+    @contextlib.asynccontextmanager
+    async def _admitted(
+        self,
+        method: str,
+        token: str | None,
+        request: Any,
+        slot: Callable[[Principal], contextlib.AbstractContextManager[None]],
+    ) -> AsyncIterator[None]:
+        """The call admitted (:meth:`_admit`), holding its ``slot`` and with its principal
+        current for the block."""
+        principal = await self._admit(method, token, request)
+        # Counted only once admitted: a refused call holds nothing.
+        with slot(principal):
+            reset = current_principal.set(principal)
+            try:
+                yield
+            finally:
+                current_principal.reset(reset)
+
     def _wrap_unary(
         self, behavior: Callable[..., Awaitable[Any]], method: str, token: str | None
     ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
-                    principal = await self._admit(method, token, request)
-                    # Counted only once admitted: a refused call holds nothing.
-                    with self._slots.unary(principal):
-                        reset = current_principal.set(principal)
-                        try:
-                            return await behavior(request, context)
-                        finally:
-                            current_principal.reset(reset)
+                    async with self._admitted(method, token, request, self._slots.unary):
+                        return await behavior(request, context)
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
 
@@ -292,19 +305,14 @@ class RequestInterceptor(HandlerInterceptor):
         ) -> AsyncGenerator[Any, None]:
             with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
                 try:
-                    principal = await self._admit(method, token, request)
-                    with self._slots.stream(principal):
-                        reset = current_principal.set(principal)
-                        try:
-                            async with (
-                                contextlib.aclosing(behavior(request, context)) as responses,
-                                # Authenticated once above; re-checked while it stays open.
-                                StreamReauth(self._authenticator, token) as reauth,
-                            ):
-                                while (response := await reauth.next(responses)) is not END:
-                                    yield response
-                        finally:
-                            current_principal.reset(reset)
+                    async with (
+                        self._admitted(method, token, request, self._slots.stream),
+                        contextlib.aclosing(behavior(request, context)) as responses,
+                        # Authenticated once on admission; re-checked while it stays open.
+                        StreamReauth(self._authenticator, token) as reauth,
+                    ):
+                        while (response := await reauth.next(responses)) is not END:
+                            yield response
                 except Exception as exc:  # every failure becomes a status in _abort
                     await _abort(context, method, exc)
 
