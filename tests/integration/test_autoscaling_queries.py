@@ -127,10 +127,12 @@ async def test_the_gauge_samples_count_runs_per_project_and_tasks_per_state(
         (
             DISPATCHER_LOAD_SQL,
             "graph_objects",
-            # Either partial index of the available tasks serves the count (0018 added the
-            # per-project one the claim walks; the planner may pick it).
+            # Any partial index of the available tasks serves the count (0018 added the
+            # per-project one the claim walks, 0021 the per-graph one; the planner may pick
+            # either).
             {
-                "graph_objects_ready_spectasks_idx|graph_objects_ready_spectasks_project_idx",
+                "graph_objects_ready_spectasks_idx|graph_objects_ready_spectasks_project_idx"
+                "|graph_objects_ready_spectasks_graph_idx",
                 "graph_objects_inprogress_spectasks_idx",
             },
         ),
