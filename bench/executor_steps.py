@@ -15,6 +15,8 @@ times. Measured:
 - database round trips per step (every statement a pooled connection sends, counted by an
   asyncpg query logger, so BEGIN and COMMIT count too; the pool releases connections as
   ``db.create_pool``'s does, without a reset query): a figure machine noise cannot move;
+  the RunEventNotifier's sends (the NOTIFY of the start and step writes, after they commit)
+  are counted apart;
 - the executor process's CPU time per step (``time.process_time``): less sensitive than
   wall time to what else the machine runs, yet a busy neighbour on a shared 2-core machine
   moves one run's figure by +-30%, so the 200-step runs print their median and range; with
@@ -83,6 +85,8 @@ from services.executor.server import settle_heap
 from services.executor.tool_gateway import InMemoryToolGateway, ToolGateway
 
 PROJECT = "bench"
+NOTIFY_SEND = "pg_notify($1, payload)"
+"""What the RunEventNotifier's statement holds (agentfleet.events.notifier)."""
 OWNER = "bench-worker"
 
 
@@ -312,6 +316,7 @@ class Part:
             cpu_ms.append(cpu.executor_ms(200))
             cpu_text = cpu.per_step(200)
             run_statements = self.statements.count - sent_before
+            sends = sum(NOTIFY_SEND in s for s in self.statements.statements[sent_before:])
             # Boundaries mark the start of steps 1..200; a step with a tool is the gap
             # between two marks (the last step, the final answer, has no following mark).
             run_steps = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)][5:]
@@ -333,7 +338,10 @@ class Part:
         )
         print(
             f"  database round trips: {run_statements} for the run of 200 steps = "
-            f"{run_statements / 200:.2f} per step (claim, start, finish included)"
+            f"{run_statements / 200:.2f} per step (claim, start, finish included): "
+            f"{(run_statements - sends) / 200:.2f} on the run's path, "
+            f"{sends / 200:.2f} notification sends after its writes commit (off its path; a "
+            "lone run's are not shared, many runs' share one)"
         )
         if self.repeats == 1:
             print(f"  executor CPU {cpu_text}")
