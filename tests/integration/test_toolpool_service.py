@@ -80,16 +80,21 @@ def _args(**values: object) -> struct_pb2.Struct:
     return struct
 
 
-async def _call(stub, project: str, run_id: str, tool: str, **args: object):  # type: ignore[no-untyped-def]
-    return await stub.CallTool(
-        toolpool_pb2.CallToolRequest(
-            project_id=project,
-            run_id=run_id,
-            tool_call_id=f"call-{uuid.uuid4().hex[:6]}",
-            tool_name=tool,
-            arguments=_args(**args),
-        )
+def call_request(
+    project: str, run_id: str, tool: str, **args: object
+) -> toolpool_pb2.CallToolRequest:
+    """A CallTool request of ``tool`` for the run, with a new tool_call_id."""
+    return toolpool_pb2.CallToolRequest(
+        project_id=project,
+        run_id=run_id,
+        tool_call_id=f"call-{uuid.uuid4().hex[:6]}",
+        tool_name=tool,
+        arguments=_args(**args),
     )
+
+
+async def _call(stub, project: str, run_id: str, tool: str, **args: object):  # type: ignore[no-untyped-def]
+    return await stub.CallTool(call_request(project, run_id, tool, **args))
 
 
 async def _code(call) -> grpc.StatusCode:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import asyncpg
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 
 from agentfleet.mcp_stdio import format_allowlist
 from agentfleet.testing.loop_stall import longest_stall_during
@@ -28,7 +28,7 @@ from agentfleet.testing.services import toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.results import MAX_RESULT_BYTES
-from tests.integration.test_toolpool_service import make_run
+from tests.integration.test_toolpool_service import call_request, make_run
 from tests.security.big_error_mcp_server import secret_forms
 
 SERVER = (sys.executable, str(Path(__file__).with_name("big_error_mcp_server.py")))
@@ -66,15 +66,7 @@ async def test_a_huge_error_result_is_cut_before_redaction_and_leaks_nothing(
         run_id = await make_run(db_pool, PROJECT, ["hostile__fail_big"])
 
         def fail_big(chars: int) -> toolpool_pb2.CallToolRequest:
-            arguments = struct_pb2.Struct()
-            arguments.update({"chars": chars})
-            return toolpool_pb2.CallToolRequest(
-                project_id=PROJECT,
-                run_id=run_id,
-                tool_call_id=f"big-{chars}",
-                tool_name="hostile__fail_big",
-                arguments=arguments,
-            )
+            return call_request(PROJECT, run_id, "hostile__fail_big", chars=chars)
 
         # Connected and listed before the clock starts; a small error is masked as before.
         small = await executor.CallTool(fail_big(100), timeout=60)

@@ -30,7 +30,7 @@ from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.mcp.calls import MAX_TOOLS_PER_SERVER
 from services.toolpool.mcp.limits import MAX_MESSAGE_BYTES
 from services.toolpool.results import MAX_RESULT_BYTES
-from tests.integration.test_toolpool_service import make_run
+from tests.integration.test_toolpool_service import call_request, make_run
 
 SERVER = (sys.executable, str(Path(__file__).with_name("huge_mcp_server.py")))
 ENVIRON = {"AGENTFLEET_MCP_STDIO_ALLOWLIST": format_allowlist([*TEST_STDIO_COMMANDS, SERVER])}
@@ -72,15 +72,7 @@ async def test_a_huge_success_result_is_refused_quickly_and_others_are_served(
         victim_run = await make_run(db_pool, VICTIM, ["create_entity"])
 
         def big_ok(megabytes: float) -> toolpool_pb2.CallToolRequest:
-            arguments = struct_pb2.Struct()
-            arguments.update({"mb": megabytes})
-            return toolpool_pb2.CallToolRequest(
-                project_id=HOSTILE,
-                run_id=run_id,
-                tool_call_id=f"big-{megabytes}",
-                tool_name="huge__big_ok",
-                arguments=arguments,
-            )
+            return call_request(HOSTILE, run_id, "huge__big_ok", mb=megabytes)
 
         # A large result under the limit is shown cut, as before.
         large = await executor.CallTool(big_ok(1), timeout=60)
