@@ -27,6 +27,7 @@ import asyncpg
 import structlog
 
 from agentfleet.events.store import CHANNEL
+from agentfleet.reconnect import database_outage, is_disconnect
 
 __all__ = ["RunEventNotifier"]
 
@@ -69,8 +70,12 @@ class RunEventNotifier:
                 payloads = [f"{run_id}:{seq}" for run_id, seq in batch.items()]
                 try:
                     await self._pool.execute(_SEND, CHANNEL, payloads)
-                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-                    # Followers re-read on their own within RECHECK_INTERVAL_S.
-                    log.warning("run event notifications lost", runs=len(batch), error=str(exc))
+                except Exception as exc:  # a lost notification costs latency only
+                    # Followers re-read on their own within RECHECK_INTERVAL_S. An outage
+                    # is said once per process, with every other operation's.
+                    if is_disconnect(exc):
+                        database_outage.lost(exc, what="notifying run events")
+                    else:
+                        log.warning("run_event_notifications_lost", runs=len(batch), error=str(exc))
         finally:
             self._sending = None
