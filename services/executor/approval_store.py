@@ -17,8 +17,6 @@ run's event appenders.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +26,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
+from agentfleet.request_ids import check_same_request, request_fingerprint
 from agentfleet.tenant_regex import SchemaValidator
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
@@ -55,10 +54,7 @@ class Decision:
 
     def digest(self) -> str:
         """What the request asked, so a replayed request_id with other content is caught."""
-        body = json.dumps(
-            [self.tool_call_id, self.approve, self.reason, self.arguments], sort_keys=True
-        )
-        return hashlib.sha256(body.encode()).hexdigest()
+        return request_fingerprint([self.tool_call_id, self.approve, self.reason, self.arguments])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,10 +82,7 @@ async def decide_tool_call(pool: asyncpg.Pool, decision: Decision) -> DecisionOu
         if call is None:
             raise NotFound(f"tool call {decision.tool_call_id!r} not found in run {run.id}")
         if decision.request_id is not None and call.decision_request_id == decision.request_id:
-            if call.decision_digest != decision.digest():
-                raise InvalidArgument.for_field(
-                    "request_id", "was already used for a different decision of this call"
-                )
+            check_same_request(call.decision_digest, decision.digest())
             waiting = await tool_calls.awaiting_ids(conn, project_id, run.id)
             return DecisionOutcome(run=run, call_status=call.status, waiting=waiting, stored=[])
         if call.status != "awaiting_approval":

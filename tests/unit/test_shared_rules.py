@@ -3,12 +3,21 @@ timestamps on the wire, and the tests' wait helper."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 
 import pytest
 
 from agentfleet.errors import InvalidArgument
-from agentfleet.request_ids import MAX_REQUEST_ID_CHARS, checked_request_id, request_id_violations
+from agentfleet.request_ids import (
+    MAX_REQUEST_ID_CHARS,
+    REUSED_REQUEST_ID,
+    check_same_request,
+    checked_request_id,
+    request_fingerprint,
+    request_id_violations,
+)
 from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn, spawn_tool_refusal
 from agentfleet.testing.waiting import wait_for
 from agentfleet.timestamps import timestamp_proto
@@ -35,6 +44,27 @@ def test_request_id_limit() -> None:
     assert [v.field for v in request_id_violations(fits + "r")] == ["request_id"]
     with pytest.raises(InvalidArgument, match=f"request_id: is longer than {MAX_REQUEST_ID_CHARS}"):
         checked_request_id(fits + "r")
+
+
+def test_request_fingerprint_is_canonical_and_keeps_decide_tool_calls_digests() -> None:
+    assert request_fingerprint({"b": 1, "a": [2]}) == request_fingerprint({"a": [2], "b": 1})
+    assert request_fingerprint({"a": 1}) != request_fingerprint({"a": 2})
+    # DecideToolCall's digest before the shared helper, stored in rows that must still match.
+    body = json.dumps(["call-1", True, "", {"k": "é"}], sort_keys=True)
+    assert request_fingerprint(["call-1", True, "", {"k": "é"}]) == (
+        hashlib.sha256(body.encode()).hexdigest()
+    )
+
+
+def test_a_request_id_repeated_with_another_request_is_refused_naming_it() -> None:
+    check_same_request("same", "same")
+    check_same_request(None, "new")  # stored before fingerprints: replayed as always
+    check_same_request("stored", None)  # a key the service derives: replayed as always
+    with pytest.raises(InvalidArgument) as refused:
+        check_same_request("first", "second")
+    assert [(v.field, v.description) for v in refused.value.violations] == [
+        ("request_id", REUSED_REQUEST_ID)
+    ]
 
 
 def test_timestamps_on_the_wire() -> None:
