@@ -10,9 +10,9 @@ from typing import Any
 
 import asyncpg
 import grpc
-import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.testing.rpc_errors import rpc_error
 from agentfleet.testing.services import Stack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
@@ -42,12 +42,6 @@ def tasks(*keys: str, agent: str = "", **fields: Any) -> list[pb.TaskSpec]:
 
 def edge(blocker: str, blocked: str) -> pb.TaskEdge:
     return pb.TaskEdge(blocker_key=blocker, blocked_key=blocked)
-
-
-async def rpc_error(call: Any) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    return caught.value
 
 
 async def test_max_parallel_caps_a_graph_but_not_its_neighbour(

@@ -13,8 +13,6 @@ import asyncpg
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from agentfleet.auth import TokenAuthenticator, TokenStore
 from agentfleet.clients import open_channel
@@ -23,6 +21,7 @@ from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
 from agentfleet.mcp_config import HIDDEN_VALUE
 from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
+from agentfleet.testing.rpc_errors import field_violations, rpc_error
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -100,23 +99,6 @@ def install_request(
 ) -> registry_pb2.InstallProductRequest:
     manifest = json_format.ParseDict(document, struct_pb2.Struct())
     return registry_pb2.InstallProductRequest(project_id=project_id, manifest=manifest, **fields)
-
-
-async def rpc_error(call: Any) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    return caught.value
-
-
-def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
-    status = rpc_status.from_call(error)
-    assert status is not None
-    out: dict[str, str] = {}
-    for detail in status.details:
-        bad_request = error_details_pb2.BadRequest()
-        if detail.Unpack(bad_request):
-            out.update({v.field: v.description for v in bad_request.field_violations})
-    return out
 
 
 async def stored_counts(pool: asyncpg.Pool, project: str = "alpha") -> tuple[int, int, int]:

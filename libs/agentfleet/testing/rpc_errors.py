@@ -1,0 +1,38 @@
+"""What a refused RPC said: its error (a unary call or a whole stream) and the
+``google.rpc.BadRequest`` field violations of its status."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+
+async def rpc_error(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.aio.AioRpcError:
+    """The error of a unary call, or of a stream read to its end; AssertionError when the
+    call succeeds."""
+    try:
+        # A stream call (UnaryStreamCall) iterates but is no AsyncIterator to isinstance.
+        if hasattr(call, "__aiter__"):
+            async for _ in call:  # type: ignore[union-attr]
+                pass
+        else:
+            await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as exc:
+        return exc
+    raise AssertionError("the call succeeded; a refusal was expected")
+
+
+def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
+    """Field path -> description of every BadRequest violation in the error's status."""
+    status = rpc_status.from_call(error)
+    assert status is not None
+    out: dict[str, str] = {}
+    for detail in status.details:
+        bad_request = error_details_pb2.BadRequest()
+        if detail.Unpack(bad_request):
+            out.update({v.field: v.description for v in bad_request.field_violations})
+    return out
