@@ -31,6 +31,7 @@ from google.protobuf import json_format, struct_pb2
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import Stack, start_stack
+from agentfleet.testing.snapshots import table_rows
 from agentfleet.v1 import (
     common_pb2,
     dispatcher_pb2,
@@ -204,11 +205,7 @@ async def world(
 
 async def snapshot(pool: asyncpg.Pool) -> dict[str, list[str]]:
     """Every row of every table a call could change, as sorted text."""
-    out = {}
-    for table in TABLES:
-        rows = await pool.fetch(f"SELECT t::text AS row FROM kb.{table} t")
-        out[table] = sorted(r["row"] for r in rows)
-    return out
+    return await table_rows(pool, TABLES)
 
 
 async def code_of(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.StatusCode:

@@ -10,6 +10,8 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from agentfleet.request_ids import REUSED_REQUEST_ID
+
 
 async def rpc_error(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.aio.AioRpcError:
     """The error of a unary call, or of a stream read to its end; AssertionError when the
@@ -36,3 +38,9 @@ def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
         if detail.Unpack(bad_request):
             out.update({v.field: v.description for v in bad_request.field_violations})
     return out
+
+
+def assert_reused_request_id(error: grpc.aio.AioRpcError) -> None:
+    """The refusal of a request_id used before for a different request (AIP-155)."""
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert field_violations(error) == {"request_id": REUSED_REQUEST_ID}
