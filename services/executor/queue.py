@@ -27,6 +27,7 @@ import asyncpg
 from agentfleet import events
 from agentfleet.db import lock_key, notify
 from agentfleet.errors import ResourceExhausted
+from agentfleet.request_ids import check_same_request
 from services.executor.approval_store import (
     SWEEP_BATCH,
     answer_held_calls,
@@ -98,7 +99,9 @@ class RunQueue:
     async def enqueue(self, params: StartRunParams) -> tuple[RunRecord, bool]:
         """Inserts a ``queued`` run with its RUN_QUEUED event and NOTIFYs the workers.
 
-        With a ``request_id`` seen before in the project, returns that run and False. A
+        With a ``request_id`` seen before in the project, returns that run and False
+        (:class:`InvalidArgument` naming ``request_id`` when that run was asked for
+        otherwise, :func:`~agentfleet.request_ids.check_same_request`). A
         run that counts toward the caps (:func:`~services.executor.store.caps.is_capped`:
         top-level, or of a task) is refused with :class:`ResourceExhausted` when its project
         already has ``max_queued_per_project`` such runs queued; nothing is written then.
@@ -134,6 +137,9 @@ class RunQueue:
                     f"project {params.project_id!r} already has {max_queued} queued runs, the "
                     f"limit set by {MAX_QUEUED_SETTING}; retry when some have started"
                 )
+            # Read after the insert's conflict: a concurrent first request with the id has
+            # committed by now, so the loser of that race is compared with it too.
+            check_same_request(existing.request_fingerprint, params.request_fingerprint)
             return existing, False, []
         stored = await append_run_events(
             conn, run, [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())]

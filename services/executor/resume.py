@@ -9,7 +9,8 @@ budget, in one transaction that
 
 The run is handed over as an already-expired lease owned by :data:`RESUME_LEASE_OWNER`:
 the first free worker claims it like a recovered run, at once, and knows it was resumed.
-A ``request_id`` makes the resume idempotent: the same id streams the same execution. The
+A ``request_id`` makes the resume idempotent: the same id streams the same execution (the
+same id with another input or budget is refused, INVALID_ARGUMENT on ``request_id``). The
 id is kept as a key (``kb.agent_run_resume_requests``, migration 0016) naming the resume's
 STATUS_CHANGED; the reason text only shows it to people.
 """
@@ -25,6 +26,7 @@ from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import content_to_json
+from agentfleet.request_ids import check_same_request
 from services.executor.queue import RESUME_LEASE_OWNER
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.safety import resume_budget_error
@@ -49,6 +51,10 @@ class ResumeParams:
     max_tokens: int | None = None
     """New token budget of the run (a child resumed by spawn_agents); None keeps it."""
     request_id: str | None = None
+    request_fingerprint: str | None = None
+    """What the ResumeRun request asked (:func:`~services.executor.run_requests.
+    resume_fingerprint`); a repeat of ``request_id`` asking otherwise is refused. None for
+    spawn_agents' resumes, found again by their derived key after a recovery."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,14 +72,16 @@ def resume_reason(request_id: str | None) -> str:
 
 async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
     """Resumes a paused run. NotFound when the run is not in the project;
-    FailedPrecondition when it is not paused or the global step cap forbids it."""
+    FailedPrecondition when it is not paused or the global step cap forbids it;
+    InvalidArgument when its request_id resumed it before with another request."""
     reason = resume_reason(params.request_id)
     async with pool.acquire() as conn, conn.transaction():
         run = await read_run(conn, params.project_id, params.run_id, lock=True)
         if params.request_id:
-            seq = await resume_requests.event_seq(conn, run.id, params.request_id)
-            if seq is not None:
-                return ResumedRun(run=run, after_seq=seq - 1)
+            earlier = await resume_requests.find(conn, run.id, params.request_id)
+            if earlier is not None:
+                check_same_request(earlier.request_fingerprint, params.request_fingerprint)
+                return ResumedRun(run=run, after_seq=earlier.event_seq - 1)
         if run.status != "paused":
             raise FailedPrecondition(
                 f"run {run.id} is {run.status}: only a paused run can be resumed"
@@ -117,6 +125,8 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
             ],
         )
         if params.request_id:
-            await resume_requests.record(conn, run.id, params.request_id, stored[0].seq)
+            await resume_requests.record(
+                conn, run.id, params.request_id, stored[0].seq, params.request_fingerprint
+            )
         await notify(conn, QUEUED_CHANNEL, run.id)
     return ResumedRun(run=resumed, after_seq=stored[0].seq - 1)

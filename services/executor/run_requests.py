@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph.task_properties import is_uuid
-from agentfleet.request_ids import request_id_violations
+from agentfleet.request_ids import request_fingerprint, request_id_violations
 from agentfleet.run_limits import MAX_TOTAL_STEPS, TIMEOUT_RANGE, timeout_allowed
 from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import executor_pb2
@@ -47,7 +47,7 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         )
     if problems:
         raise InvalidArgument.for_fields(problems)
-    return StartRunParams(
+    params = StartRunParams(
         project_id=request.project_id,
         agent_name=request.agent_name.strip(),
         agent_definition_id=None,
@@ -59,6 +59,26 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         task_id=request.task_id or None,
         trace_id=current_trace_id(),
         thread_id=request.thread_id or None,
+    )
+    if params.request_id is not None:
+        params.request_fingerprint = start_fingerprint(params)
+    return params
+
+
+def start_fingerprint(params: StartRunParams) -> str:
+    """What a StartRun/TriggerRun request asks, for its ``request_id``: the validated fields
+    that shape the run. Not ``include_internal`` (what a stream shows) nor which of the two
+    RPCs (TriggerRun, then StartRun to follow the same run, is one request), nor the trace."""
+    return request_fingerprint(
+        {
+            "agent_name": params.agent_name,
+            "input": params.input,
+            "max_steps": params.max_steps,
+            "timeout_s": params.timeout_s,
+            "labels": dict(params.labels),
+            "task_id": params.task_id,
+            "thread_id": params.thread_id,
+        }
     )
 
 
@@ -94,6 +114,17 @@ def resume_params(request: executor_pb2.ResumeRunRequest) -> ResumeParams:
         max_steps=max_steps,
         timeout_s=timeout_s,
         request_id=request_id,
+        request_fingerprint=(
+            resume_fingerprint(request.input, max_steps, timeout_s) if request_id else None
+        ),
+    )
+
+
+def resume_fingerprint(input_text: str, max_steps: int | None, timeout_s: float | None) -> str:
+    """What a ResumeRun request asks, for its ``request_id`` (scoped to the run): the
+    validated input and budget. Not ``include_internal``, which only changes the stream."""
+    return request_fingerprint(
+        {"input": input_text, "max_steps": max_steps, "timeout_s": timeout_s}
     )
 
 

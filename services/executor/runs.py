@@ -45,6 +45,11 @@ class StartRunParams:
     labels: Mapping[str, str] = field(default_factory=dict)
     request_id: str | None = None
     """Idempotency key; None = not idempotent."""
+    request_fingerprint: str | None = None
+    """What the StartRun/TriggerRun request asked (:func:`~services.executor.run_requests.
+    start_fingerprint`), stored beside ``request_id``; a repeat of the id asking otherwise is
+    refused. None for children: their derived key finds them again after a recovery,
+    whatever their rebuilt parameters say."""
     task_id: str | None = None
     trace_id: str | None = None
     """Trace of the request that queued the run, so the run joins it."""
@@ -107,6 +112,9 @@ class RunRecord:
     """Time spent WAITING for approvals so far (column waited_ms)."""
     stream_deltas: bool = False
     """Whether its model calls stream MODEL_TEXT_DELTA events (column stream_deltas)."""
+    request_fingerprint: str | None = None
+    """What the request of ``request_id`` asked (column request_fingerprint, migration
+    0022); None before it, or for a run the executor started itself."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -118,6 +126,7 @@ class RunRecord:
         values["thread_id"] = row.get("thread_id")
         values["waited_ms"] = row.get("waited_ms") or 0
         values["stream_deltas"] = bool(row.get("stream_deltas"))
+        values["request_fingerprint"] = row.get("request_fingerprint")
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -157,5 +166,7 @@ def streams_deltas(definition_streaming: bool | None, *, followed: bool) -> bool
     return followed if definition_streaming is None else definition_streaming
 
 
-_OPTIONAL_COLUMNS = frozenset({"output", "thread_id", "waited_ms", "stream_deltas"})
+_OPTIONAL_COLUMNS = frozenset(
+    {"output", "thread_id", "waited_ms", "stream_deltas", "request_fingerprint"}
+)
 """Columns some statements do not select; the others are required."""
