@@ -21,7 +21,8 @@ from agentfleet.errors import AlreadyExists
 from agentfleet.grpc_server import Registration, start_server
 from agentfleet.mcp_config import HIDDEN_VALUE
 from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
-from agentfleet.testing.rpc_errors import field_violations, rpc_error
+from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violations, rpc_error
+from agentfleet.testing.snapshots import table_rows
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -99,6 +100,10 @@ def install_request(
 ) -> registry_pb2.InstallProductRequest:
     manifest = json_format.ParseDict(document, struct_pb2.Struct())
     return registry_pb2.InstallProductRequest(project_id=project_id, manifest=manifest, **fields)
+
+
+INSTALL_TABLES = ("products", "agent_definitions", "mcp_servers", "product_install_requests")
+"""Every table an install writes."""
 
 
 async def stored_counts(pool: asyncpg.Pool, project: str = "alpha") -> tuple[int, int, int]:
@@ -313,14 +318,29 @@ async def test_validate_only_reports_the_changes_and_writes_nothing(registry: Re
     assert await stored_counts(registry.pool) == (0, 0, 0)
 
 
-async def test_a_repeated_request_id_returns_the_first_result(registry: Registry) -> None:
+async def test_a_repeated_request_id_returns_the_first_result_of_the_same_manifest_only(
+    registry: Registry,
+) -> None:
     first = await registry.stub.InstallProduct(install_request(example(), request_id="req-1"))
+    before = await table_rows(registry.pool, INSTALL_TABLES)
     v2 = copy.deepcopy(example())
     v2["version"] = "2.0.0"
-    repeat = await registry.stub.InstallProduct(install_request(v2, request_id="req-1"))
-    assert repeat == first
-    assert sorted(repeat.created_agent_names) == AGENTS
-    assert await registry.pool.fetchval("SELECT version FROM kb.products") == "1.0.0"
+    for validate_only in (False, True):
+        refused = await rpc_error(
+            registry.stub.InstallProduct(
+                install_request(v2, request_id="req-1", validate_only=validate_only)
+            )
+        )
+        assert_reused_request_id(refused)
+    assert await table_rows(registry.pool, INSTALL_TABLES) == before
+
+    for validate_only in (False, True):
+        repeat = await registry.stub.InstallProduct(
+            install_request(example(), request_id="req-1", validate_only=validate_only)
+        )
+        assert repeat == first
+    assert sorted(first.created_agent_names) == AGENTS
+    assert await table_rows(registry.pool, INSTALL_TABLES) == before
 
 
 async def test_visibility_filters_listings_only_when_asked(registry: Registry) -> None:

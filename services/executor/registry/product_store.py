@@ -5,6 +5,7 @@ on the caller's connection (inside the caller's transaction) and is scoped by ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -21,13 +22,22 @@ async def lock(conn: asyncpg.Connection, key: str) -> None:
     await db.lock_key(conn, key)
 
 
-async def stored_response(
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredRequest:
+    """What an earlier InstallProduct with a ``request_id`` answered and asked."""
+
+    response: dict[str, Any]
+    request_fingerprint: str | None
+    """Fingerprint of its manifest; None when recorded before migration 0022."""
+
+
+async def stored_request(
     conn: asyncpg.Connection, project_id: str, request_id: str
-) -> dict[str, Any] | None:
-    """The response recorded for ``request_id``, or None for a new request."""
+) -> StoredRequest | None:
+    """The request recorded for ``request_id``, or None for a new request."""
     try:
-        return await conn.fetchval(
-            "SELECT response FROM kb.product_install_requests "
+        row = await conn.fetchrow(
+            "SELECT response, request_fingerprint FROM kb.product_install_requests "
             "WHERE project_id = $1 AND request_id = $2",
             project_id,
             request_id,
@@ -38,6 +48,9 @@ async def stored_response(
             "request_id is not supported by this database yet (kb.product_install_requests "
             "is missing); retry without request_id"
         ) from exc
+    if row is None:
+        return None
+    return StoredRequest(response=row["response"], request_fingerprint=row["request_fingerprint"])
 
 
 async def record_response(
@@ -46,13 +59,16 @@ async def record_response(
     request_id: str,
     product_name: str,
     response: dict[str, Any],
+    request_fingerprint: str,
 ) -> None:
-    """Records the response of ``request_id`` so a repeat returns it."""
+    """Records the response of ``request_id`` and what it asked, so a repeat returns it."""
     await conn.execute(
-        "INSERT INTO kb.product_install_requests (project_id, request_id, product_name, response) "
-        "VALUES ($1, $2, $3, $4::jsonb)",
+        "INSERT INTO kb.product_install_requests "
+        "(project_id, request_id, product_name, response, request_fingerprint) "
+        "VALUES ($1, $2, $3, $4::jsonb, $5)",
         project_id,
         request_id,
         product_name,
         response,
+        request_fingerprint,
     )

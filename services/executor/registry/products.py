@@ -29,7 +29,7 @@ from agentfleet.mcp_config import LiteralRefusal
 from agentfleet.mcp_servers import McpServerConfig, McpServerRepository
 from agentfleet.mcp_stdio import StdioAllowlist
 from agentfleet.project_rows import project_name_page
-from agentfleet.request_ids import checked_request_id
+from agentfleet.request_ids import check_same_request, checked_request_id, request_fingerprint
 from agentfleet.rows import from_row
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.manifest import (
@@ -44,7 +44,7 @@ from services.executor.registry.product_store import (
     PRODUCT_COLUMNS,
     lock,
     record_response,
-    stored_response,
+    stored_request,
 )
 from services.toolpool.mcp.egress import EgressPolicy
 
@@ -145,26 +145,31 @@ class ProductRegistry:
 
         :class:`InvalidArgument` lists every manifest error by field path and stores
         nothing; :class:`AlreadyExists` names definitions or MCP servers of the project
-        the product does not own. A ``request_id`` seen before returns the first result.
+        the product does not own. A ``request_id`` seen before returns the first result, or
+        is :class:`InvalidArgument` naming it when the manifest is not the first one.
         ``validate_only`` does all the work and checks, then rolls it back.
         """
         checked_request_id(request_id)
         manifest = parse_manifest(document)
         check_url_destinations(manifest, self._mcp_url_refusal)
         check_stdio_servers(manifest, self._stdio_allowlist)
+        # validate_only is not part of what the request asks: a validation under a used
+        # request_id answers (or is refused) as the install itself would be.
+        fingerprint = request_fingerprint(manifest.document)
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 if request_id:
                     await lock(conn, f"install-request:{project_id}/{request_id}")
-                    stored = await stored_response(conn, project_id, request_id)
+                    stored = await stored_request(conn, project_id, request_id)
                     if stored is not None:
-                        return InstallResult.from_json(stored)
+                        check_same_request(stored.request_fingerprint, fingerprint)
+                        return InstallResult.from_json(stored.response)
                 result = await self._install_in(conn, project_id, manifest)
                 if validate_only:
                     raise _Rollback(result)
                 if request_id:
                     await record_response(
-                        conn, project_id, request_id, manifest.name, result.to_json()
+                        conn, project_id, request_id, manifest.name, result.to_json(), fingerprint
                     )
                 return result
         except _Rollback as done:
