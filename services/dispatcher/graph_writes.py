@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import asyncpg
@@ -28,6 +29,7 @@ from agentfleet.graph import (
     lock_task_dag,
     notify_tasks_added,
 )
+from agentfleet.request_ids import check_same_request, request_fingerprint
 from services.dispatcher.dag import NewTask, ValidatedGraph, validate_graph
 from services.dispatcher.models import (
     TASK_GRAPH,
@@ -68,6 +70,18 @@ def task_properties(task: NewTask, graph_id: str, *, ready: bool) -> dict[str, A
     return properties
 
 
+def _task_fields(tasks: Sequence[NewTask]) -> list[dict[str, Any]]:
+    """The tasks of a request as it asked for them (checked field by field), for its
+    fingerprint."""
+    return [asdict(t) for t in tasks]
+
+
+def _replayed_graph(earlier: task_graphs.EarlierGraph, asked: NewObject) -> str:
+    """The earlier graph of the request_id, when this request asked for the same one."""
+    check_same_request(earlier.request_fingerprint, asked.properties.get("request_fingerprint"))
+    return earlier.graph_id
+
+
 class GraphStore:
     """Writes of task graphs on a pool."""
 
@@ -86,28 +100,40 @@ class GraphStore:
         request_id: str,
         validate_only: bool,
     ) -> str | None:
-        """Creates the graph; returns its id (``None`` for validate_only)."""
+        """Creates the graph; returns its id (``None`` for validate_only). A ``request_id``
+        seen before returns that graph, or is :class:`InvalidArgument` naming it when the
+        graph was asked for otherwise (validate_only too: it answers as the call would)."""
         graph = validate_graph(tasks, edges)
         graph_id = uuid.uuid4()
+        properties: dict[str, Any] = {
+            "title": title or f"graph {graph_id}",
+            "status": "active",
+            "max_parallel": max_parallel,
+            "labels": labels,
+        }
+        if request_id:
+            # Beside the request_id (the graph's key), what the request asked.
+            properties["request_fingerprint"] = request_fingerprint(
+                {
+                    "title": title,
+                    "tasks": _task_fields(graph.tasks),
+                    "edges": graph.edges,
+                    "max_parallel": max_parallel,
+                    "labels": labels,
+                }
+            )
         graph_object = NewObject(
-            id=graph_id,
-            type=TASK_GRAPH,
-            key=request_id or None,
-            properties={
-                "title": title or f"graph {graph_id}",
-                "status": "active",
-                "max_parallel": max_parallel,
-                "labels": labels,
-            },
+            id=graph_id, type=TASK_GRAPH, key=request_id or None, properties=properties
         )
         try:
             created = await self._create(project_id, graph, graph_object, validate_only)
         except AlreadyExists:
-            # A concurrent call with the same request_id won the key: answer its graph.
+            # A concurrent call with the same request_id won the key: answer its graph, if
+            # this call asked for the same one.
             earlier = await task_graphs.graph_of_request(self._pool, project_id, request_id)
             if earlier is None:
                 raise
-            return earlier
+            return _replayed_graph(earlier, graph_object)
         if created is not None:
             await statistics.refresh_after_write(
                 self._pool, max(len(graph.tasks), len(graph.edges))
@@ -125,12 +151,13 @@ class GraphStore:
         (the object's key) if there is one."""
         async with self._pool.acquire() as conn, conn.transaction():
             await self._check_agents(conn, project_id, graph.tasks)
-            if validate_only:
-                return None
             if graph_object.key:
                 earlier = await task_graphs.graph_of_request(conn, project_id, graph_object.key)
                 if earlier is not None:
-                    return earlier
+                    replayed = _replayed_graph(earlier, graph_object)
+                    return None if validate_only else replayed
+            if validate_only:
+                return None
             await lock_task_dag(conn, project_id)
             repo = GraphRepository.bound(conn)
             await repo.create_objects(project_id, [graph_object])
@@ -164,7 +191,9 @@ class GraphStore:
         edges: Sequence[tuple[str, str]],
         request_id: str,
     ) -> list[str]:
-        """Adds tasks and edges after the same DAG check; returns the new task ids."""
+        """Adds tasks and edges after the same DAG check; returns the new task ids. A
+        ``request_id`` seen before for the graph returns the ids it added, or is
+        :class:`InvalidArgument` naming it when it added something else."""
         # Tasks store the graph id as text and every reader compares it as text.
         graph_id = canonical_id(graph_id, "task_graph_id")
         async with self._pool.acquire() as conn, conn.transaction():
@@ -173,10 +202,16 @@ class GraphStore:
             if graph.properties.get("status") == "cancelled":
                 raise FailedPrecondition(f"task graph {graph_id} is cancelled")
             marker_key = f"{graph_id}/{request_id}" if request_id else None
+            fingerprint = request_fingerprint(
+                {"tasks": _task_fields(tasks), "edges": [list(e) for e in edges]}
+            )
             if marker_key is not None:
-                earlier = await task_graphs.addition_task_ids(conn, project_id, marker_key)
+                # Under the project's DAG lock: a concurrent repeat waits for the first
+                # one's marker and is compared with it.
+                earlier = await task_graphs.addition_of_request(conn, project_id, marker_key)
                 if earlier is not None:
-                    return earlier
+                    check_same_request(earlier.request_fingerprint, fingerprint)
+                    return earlier.task_ids
             existing = {t.key: t for t in await graph_tasks(conn, project_id, graph_id)}
             validated = validate_graph(
                 tasks,
@@ -219,7 +254,10 @@ class GraphStore:
                         NewObject(
                             type=ADDITION,
                             key=marker_key,
-                            properties={"task_ids": list(ids.values())},
+                            properties={
+                                "task_ids": list(ids.values()),
+                                "request_fingerprint": fingerprint,
+                            },
                         )
                     ],
                 )

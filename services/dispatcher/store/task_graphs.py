@@ -17,8 +17,10 @@ from services.dispatcher.models import TASK_GRAPH, iso_now
 from services.dispatcher.store.common import UNFINISHED_BLOCKER
 
 __all__ = [
+    "EarlierAddition",
+    "EarlierGraph",
     "RetrySubject",
-    "addition_task_ids",
+    "addition_of_request",
     "cancel_graph",
     "cancel_pending_tasks",
     "graph_of_request",
@@ -29,31 +31,55 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EarlierGraph:
+    """The graph an earlier CreateTaskGraph of a request_id made."""
+
+    graph_id: str
+    request_fingerprint: str | None
+    """What that request asked; None for a graph made before fingerprints were kept."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EarlierAddition:
+    """What an earlier AddTasks of a request_id added."""
+
+    task_ids: list[str]
+    request_fingerprint: str | None
+    """What that request asked; None for an addition made before fingerprints were kept."""
+
+
 async def graph_of_request(
     conn: asyncpg.Connection | asyncpg.Pool, project_id: str, request_id: str
-) -> str | None:
+) -> EarlierGraph | None:
     """The graph an earlier CreateTaskGraph of ``request_id`` (the graph's key) made."""
-    found = await conn.fetchval(
-        "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = $2 AND key = $3",
+    row = await conn.fetchrow(
+        "SELECT id, properties ->> 'request_fingerprint' AS fingerprint FROM kb.graph_objects "
+        "WHERE project_id = $1 AND type = $2 AND key = $3",
         project_id,
         TASK_GRAPH,
         request_id,
     )
-    return None if found is None else str(found)
+    if row is None:
+        return None
+    return EarlierGraph(graph_id=str(row["id"]), request_fingerprint=row["fingerprint"])
 
 
-async def addition_task_ids(
+async def addition_of_request(
     conn: asyncpg.Connection, project_id: str, marker_key: str
-) -> list[str] | None:
+) -> EarlierAddition | None:
     """The task ids an earlier AddTasks recorded on its marker object, if there is one."""
-    found = await conn.fetchval(
-        "SELECT properties -> 'task_ids' FROM kb.graph_objects "
+    row = await conn.fetchrow(
+        "SELECT properties -> 'task_ids' AS task_ids, "
+        "properties ->> 'request_fingerprint' AS fingerprint FROM kb.graph_objects "
         "WHERE project_id = $1 AND type = $2 AND key = $3",
         project_id,
         TASK_GRAPH_ADDITION,
         marker_key,
     )
-    return None if found is None else list(found)
+    if row is None:
+        return None
+    return EarlierAddition(task_ids=list(row["task_ids"]), request_fingerprint=row["fingerprint"])
 
 
 async def lock_task_states(
