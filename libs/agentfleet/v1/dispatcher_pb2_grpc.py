@@ -84,7 +84,8 @@ class DispatcherServiceServicer:
     def CreateTaskGraph(self, request, context):
         """Creates a task graph from tasks and `blocks` edges, validated as a DAG: a cycle is
         INVALID_ARGUMENT naming the task keys in it. Tasks with no pending blocker become
-        available at once. A request_id seen before returns the graph it created.
+        available at once. A request_id seen before returns the graph it created; with a
+        request that asks otherwise it is INVALID_ARGUMENT naming request_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -92,7 +93,9 @@ class DispatcherServiceServicer:
 
     def AddTasks(self, request, context):
         """Adds tasks and edges to an existing graph that is not CANCELLED, with the same DAG
-        check in the same transaction. Edges may reference tasks already in the graph.
+        check in the same transaction. Edges may reference tasks already in the graph. A
+        request_id seen before for the graph returns the tasks it added; with other tasks or
+        edges it is INVALID_ARGUMENT naming request_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -71,8 +71,9 @@ class ExecutorServiceServicer:
         """Queues a run and streams its events until the RUN_FINISHED event, then closes.
         Closing the stream early does not cancel the run: it keeps running and can be watched
         again with HistoryService.WatchRun. A request_id seen before streams the existing run's
-        events from the start. Errors: NOT_FOUND (agent), INVALID_ARGUMENT (fields),
-        RESOURCE_EXHAUSTED (project's concurrent run limit).
+        events from the start. Errors: NOT_FOUND (agent), INVALID_ARGUMENT (fields; a
+        request_id seen before with a request that asks otherwise), RESOURCE_EXHAUSTED
+        (project's concurrent run limit).
 
         Lint exception (signature fixed by DESIGN §2): streams the shared RunEvent.
         buf:lint:ignore RPC_RESPONSE_STANDARD_NAME

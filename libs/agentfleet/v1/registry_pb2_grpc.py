@@ -80,7 +80,8 @@ class AgentRegistryServiceServicer:
         """Installs a product manifest, or upgrades it when a product of that name is installed:
         its agent definitions and MCP servers are created, updated or removed in one
         transaction. INVALID_ARGUMENT lists every manifest error with its field path
-        (e.g. "manifest.agents[2].tools[0]"). A request_id seen before returns the first result.
+        (e.g. "manifest.agents[2].tools[0]"). A request_id seen before returns the first result;
+        with another manifest it is INVALID_ARGUMENT naming request_id (validate_only too).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
