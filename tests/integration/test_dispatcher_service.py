@@ -9,10 +9,10 @@ from pathlib import Path
 
 import asyncpg
 import grpc
-import pytest
 
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import GeminiStub, Reply, Script, StubRequest
+from agentfleet.testing.rpc_errors import rpc_error
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
@@ -146,12 +146,6 @@ async def test_seed002_runs_in_dag_order_with_a_retry_and_sessions(
     assert sum(1 for e in edges if e["type"] == "has_session") == 7
 
 
-async def cycle_error(call) -> grpc.aio.AioRpcError:  # type: ignore[no-untyped-def]
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    return caught.value
-
-
 async def test_bad_graphs_are_clear_errors_and_store_nothing(
     stub_stack: Stack, db_pool: asyncpg.Pool
 ) -> None:
@@ -175,7 +169,7 @@ async def test_bad_graphs_are_clear_errors_and_store_nothing(
     }
     messages = {}
     for name, request in cases.items():
-        error = await cycle_error(api.CreateTaskGraph(request))
+        error = await rpc_error(api.CreateTaskGraph(request))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, name
         messages[name] = error.details()
     assert "a -> b -> a" in messages["direct"] or "b -> a -> b" in messages["direct"]
@@ -196,7 +190,7 @@ async def test_bad_graphs_are_clear_errors_and_store_nothing(
     graph_id = created.task_graph.id
     await api.CancelTaskGraph(pb.CancelTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id))
     await db_pool.fetchval("SELECT count(*) FROM kb.graph_objects")
-    error = await cycle_error(
+    error = await rpc_error(
         api.AddTasks(pb.AddTasksRequest(project_id=PROJECT, task_graph_id=graph_id, tasks=[t[0]]))
     )
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -216,7 +210,7 @@ async def test_add_tasks_rejects_a_cycle_through_existing_tasks(
     )
     graph_id = created.task_graph.id
     before = await db_pool.fetchval("SELECT count(*) FROM kb.graph_objects")
-    error = await cycle_error(
+    error = await rpc_error(
         api.AddTasks(
             pb.AddTasksRequest(
                 project_id=PROJECT,
@@ -233,7 +227,7 @@ async def test_add_tasks_rejects_a_cycle_through_existing_tasks(
     assert "cycle" in error.details()
     assert "x" in error.details()
     assert await db_pool.fetchval("SELECT count(*) FROM kb.graph_objects") == before
-    missing = await cycle_error(
+    missing = await rpc_error(
         api.GetTaskGraph(
             pb.GetTaskGraphRequest(project_id=PROJECT, task_graph_id=str(time.time_ns())[:8])
         )
