@@ -53,9 +53,9 @@ class Settings:
     """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay);
     open streams re-check their token every half of it (:mod:`agentfleet.stream_reauth`)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
-    """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN and AGENTFLEET_MAX_UNARY_PER_TOKEN /
-    _PER_PROJECT: the limits every gRPC server applies, one field each
-    (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
+    """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN / _PER_PROJECT and
+    AGENTFLEET_MAX_UNARY_PER_TOKEN / _PER_PROJECT: the limits every gRPC server applies, one
+    field each (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float
@@ -295,6 +295,10 @@ _SERVER_LIMITS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
         parsers.int_range(1, 100_000),
     ),
     "max_streams_per_token": ("AGENTFLEET_MAX_STREAMS_PER_TOKEN", parsers.int_range(1, 100_000)),
+    "max_streams_per_project": (
+        "AGENTFLEET_MAX_STREAMS_PER_PROJECT",
+        parsers.int_range(1, 1_000_000),
+    ),
     "max_unary_per_token": ("AGENTFLEET_MAX_UNARY_PER_TOKEN", parsers.int_range(1, 1_000_000)),
     "max_unary_per_project": ("AGENTFLEET_MAX_UNARY_PER_PROJECT", parsers.int_range(1, 1_000_000)),
     "keepalive_time_s": ("AGENTFLEET_GRPC_KEEPALIVE_S", _SECONDS),

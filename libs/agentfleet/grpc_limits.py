@@ -1,11 +1,11 @@
 """Limits every gRPC server applies: concurrency, connections, and calls per caller.
 
 :class:`ServerLimits` holds them (from the ``AGENTFLEET_GRPC_*`` and
-``AGENTFLEET_MAX_STREAMS_PER_TOKEN`` / ``_MAX_UNARY_PER_TOKEN`` / ``_MAX_UNARY_PER_PROJECT``
-settings); :func:`server_options` turns them into the channel arguments of
-``grpc.aio.server``; :class:`CallSlots` counts the response streams each token holds open
-and the unary calls each token and project has in progress in this process, and refuses
-one past a limit with RESOURCE_EXHAUSTED naming the limit.
+``AGENTFLEET_MAX_STREAMS_PER_TOKEN`` / ``_PER_PROJECT`` and ``_MAX_UNARY_PER_TOKEN`` /
+``_PER_PROJECT`` settings); :func:`server_options` turns them into the channel arguments of
+``grpc.aio.server``; :class:`CallSlots` counts the response streams each token and project
+holds open and the unary calls each token and project has in progress in this process, and
+refuses one past a limit with RESOURCE_EXHAUSTED naming the limit.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ class ServerLimits:
     """AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION: HTTP/2 streams one connection may open."""
     max_streams_per_token: int = 64
     """AGENTFLEET_MAX_STREAMS_PER_TOKEN: response streams one token may hold open."""
+    max_streams_per_project: int = 128
+    """AGENTFLEET_MAX_STREAMS_PER_PROJECT: response streams the tokens of one project may hold
+    open together (service identities are not counted); two tokens' worth by default, an
+    eighth of the server-wide cap, so one project's watchers leave room for seven others."""
     max_unary_per_token: int = 100
     """AGENTFLEET_MAX_UNARY_PER_TOKEN: unary calls one project token may have in progress
     (service identities are not counted)."""
@@ -123,17 +127,20 @@ class Slots:
 
 
 class CallSlots:
-    """Every per-caller cap of one server: open response streams per token, unary calls in
-    progress per token and per project.
+    """Every per-caller cap of one server: open response streams and unary calls in progress,
+    each per token and per project.
 
     Without the unary caps one member could take every slot of the server-wide RPC cap:
     a thousand ListTools waiting on its own MCP server that never answers (connect timeout
     up to 300 s), and every other project's calls, the executor's included, were refused.
-    The project cap is there because a project may hold many tokens (the operator mints
-    them on request), each with its own token cap.
+    The project caps are there because a project may hold many tokens (the operator mints
+    them on request), each with its own token cap: with streams capped per token only, a
+    project's tokens could hold every slot of the server-wide cap open.
 
     Service identities (the executor's ResolveTools and CallTool for every project, the
-    dispatcher's TriggerRun) are not counted in the unary caps: they call for all projects
+    dispatcher's TriggerRun) are not counted in the unary caps, nor in the project's stream
+    cap (the dispatcher's ResumeRun streams, held until their first event, still count
+    against its token's stream cap): they call for all projects
     at once, so a tenant-sized cap would refuse work of projects that did nothing wrong;
     their volume is bounded by their own limits (executor concurrency, runs per project)
     and by the server-wide cap.
@@ -145,6 +152,13 @@ class CallSlots:
             holder="this token",
             calls="open streams",
             variable="AGENTFLEET_MAX_STREAMS_PER_TOKEN",
+            advice="close one first",
+        )
+        self.streams_per_project = Slots(
+            limits.max_streams_per_project,
+            holder="project {key!r}",
+            calls="open streams",
+            variable="AGENTFLEET_MAX_STREAMS_PER_PROJECT",
             advice="close one first",
         )
         self.unary_per_token = Slots(
@@ -162,9 +176,13 @@ class CallSlots:
             advice="wait for one to finish",
         )
 
-    def stream(self, principal: Principal) -> contextlib.AbstractContextManager[None]:
-        """A stream slot of the principal's token for the block."""
-        return self.streams.holding(principal.token_id)
+    @contextlib.contextmanager
+    def stream(self, principal: Principal) -> Iterator[None]:
+        """A stream slot of the principal's token, and of its project unless it is a service
+        identity, for the block. The token is checked first, as for unary calls."""
+        project = None if principal.role == "service" else principal.project_id
+        with self.streams.holding(principal.token_id), self.streams_per_project.holding(project):
+            yield
 
     @contextlib.contextmanager
     def unary(self, principal: Principal) -> Iterator[None]:

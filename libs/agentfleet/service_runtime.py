@@ -116,8 +116,8 @@ def make_authenticator(settings: Settings, pool: asyncpg.Pool) -> Authenticator:
 
 
 def server_limits(settings: Settings) -> ServerLimits:
-    """The gRPC server limits of the AGENTFLEET_GRPC_*, _MAX_STREAMS_PER_TOKEN and
-    _MAX_UNARY_PER_TOKEN / _PER_PROJECT settings."""
+    """The gRPC server limits of the AGENTFLEET_GRPC_*, _MAX_STREAMS_PER_TOKEN / _PER_PROJECT
+    and _MAX_UNARY_PER_TOKEN / _PER_PROJECT settings."""
     return settings.grpc_limits
 
 

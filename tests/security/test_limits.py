@@ -1,7 +1,8 @@
 """Limits a caller cannot exhaust (issue #15, "Fairness and limits"; issue #20's quiet streams).
 
 The token verdict cache is an LRU a flood of random tokens cannot empty; a token holds at
-most AGENTFLEET_MAX_STREAMS_PER_TOKEN response streams and a server runs at most
+most AGENTFLEET_MAX_STREAMS_PER_TOKEN response streams, the tokens of a project together at
+most AGENTFLEET_MAX_STREAMS_PER_PROJECT, and a server runs at most
 AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS RPCs, refused past them with RESOURCE_EXHAUSTED; streams
 abandoned by their caller (cancelled, or a deadline of milliseconds) end without one error
 line in the services' logs.
@@ -122,6 +123,7 @@ def test_server_limits_come_from_the_settings_with_documented_defaults() -> None
                 "AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS": "50",
                 "AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION": "20",
                 "AGENTFLEET_MAX_STREAMS_PER_TOKEN": "5",
+                "AGENTFLEET_MAX_STREAMS_PER_PROJECT": "6",
                 "AGENTFLEET_MAX_UNARY_PER_TOKEN": "7",
                 "AGENTFLEET_MAX_UNARY_PER_PROJECT": "9",
                 "AGENTFLEET_GRPC_KEEPALIVE_S": "30",
@@ -134,6 +136,7 @@ def test_server_limits_come_from_the_settings_with_documented_defaults() -> None
         )
     )
     assert (limits.max_concurrent_rpcs, limits.max_streams_per_token) == (50, 5)
+    assert limits.max_streams_per_project == 6
     assert (limits.max_unary_per_token, limits.max_unary_per_project) == (7, 9)
     assert dict(server_options(limits)) == {
         "grpc.max_concurrent_streams": 20,
@@ -160,17 +163,19 @@ async def _history_stack(
         await stack.close()
 
 
-async def _running_run(db_pool: asyncpg.Pool) -> str:
+async def _running_run(db_pool: asyncpg.Pool, project_id: str = P) -> str:
     """A run that stays running: its watchers get three events, then wait."""
-    run = await f.insert_run(db_pool, project_id=P, agent_name="slow", status="running")
+    run = await f.insert_run(db_pool, project_id=project_id, agent_name="slow", status="running")
     await f.append(db_pool, run=run, events=f.start_events(run))
     return str(run["id"])
 
 
-async def _open_watch(stack: Stack, token: str, run_id: str) -> grpc.aio.UnaryStreamCall:
+async def _open_watch(
+    stack: Stack, token: str, run_id: str, project_id: str = P
+) -> grpc.aio.UnaryStreamCall:
     """A WatchRun stream the server has admitted (its first event has arrived)."""
     history = history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=token))
-    call = history.WatchRun(history_pb2.WatchRunRequest(project_id=P, run_id=run_id))
+    call = history.WatchRun(history_pb2.WatchRunRequest(project_id=project_id, run_id=run_id))
     first = await asyncio.wait_for(call.read(), 10)
     assert isinstance(first, common_pb2.RunEvent)
     return call
@@ -222,6 +227,39 @@ async def test_a_token_holds_at_most_its_limit_of_streams(
             await wait_for(reopened, "the cancelled stream's slot to be freed", timeout_s=10)
         )
         assert (await _refusal(stack, token, run_id)).code() == (grpc.StatusCode.RESOURCE_EXHAUSTED)
+        for call in open_calls:
+            call.cancel()
+
+
+async def test_a_projects_tokens_hold_at_most_its_limit_of_streams(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    # The attack: a project holding several tokens opens the per-token cap of streams on
+    # each, and so takes the server-wide RPC cap for itself. Before the project's cap, the
+    # second token's streams were all admitted.
+    async with _history_stack(
+        database_url,
+        db_pool,
+        AGENTFLEET_MAX_STREAMS_PER_TOKEN="3",
+        AGENTFLEET_MAX_STREAMS_PER_PROJECT="4",
+    ) as stack:
+        first, second = await stack.create_token(P), await stack.create_token(P, "member")
+        victim = await stack.create_token("beta", "member")
+        run_id = await _running_run(db_pool)
+        open_calls = [await _open_watch(stack, first, run_id) for _ in range(3)]
+        open_calls.append(await _open_watch(stack, second, run_id))
+
+        # The second token is under its own cap (1 of 3), its project is at its cap (4).
+        refused = await _refusal(stack, second, run_id)
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"project {P!r} already has 4 open streams" in (refused.details() or "")
+        assert "AGENTFLEET_MAX_STREAMS_PER_PROJECT" in (refused.details() or "")
+
+        # Another project still opens streams, and the capped project's unary calls go on.
+        victim_run = await _running_run(db_pool, "beta")
+        open_calls.append(await _open_watch(stack, victim, victim_run, "beta"))
+        history = history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=second))
+        await history.GetRun(history_pb2.GetRunRequest(project_id=P, run_id=run_id))
         for call in open_calls:
             call.cancel()
 

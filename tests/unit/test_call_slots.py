@@ -1,4 +1,4 @@
-"""CallSlots: which callers the per-token and per-project unary caps count."""
+"""CallSlots: which callers the per-token and per-project stream and unary caps count."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from agentfleet.grpc_limits import CallSlots, ServerLimits
 P = "alpha"
 
 
-def _hold(slots: CallSlots, principal: Principal, n: int) -> contextlib.ExitStack:
-    """``n`` unary slots of ``principal`` held together until the stack closes."""
+def _hold(
+    slots: CallSlots, principal: Principal, n: int, *, streams: bool = False
+) -> contextlib.ExitStack:
+    """``n`` unary (or stream) slots of ``principal`` held together until the stack closes."""
     held = contextlib.ExitStack()
     for _ in range(n):
-        held.enter_context(slots.unary(principal))
+        held.enter_context(slots.stream(principal) if streams else slots.unary(principal))
     return held
 
 
@@ -50,3 +52,33 @@ def test_service_identities_and_auth_off_are_not_counted() -> None:
     executor = Principal(token_id="svc", project_id=None, role="service", service="executor")
     with _hold(slots, executor, 50), _hold(slots, UNRESTRICTED, 50):
         assert slots.unary_per_token.held("svc") == 0
+
+
+def test_a_projects_tokens_share_its_stream_cap() -> None:
+    slots = CallSlots(ServerLimits(max_streams_per_token=2, max_streams_per_project=3))
+    first = Principal(token_id="a", project_id=P, role="member")
+    second = Principal(token_id="b", project_id=P, role="admin")
+    other = Principal(token_id="c", project_id="beta", role="member")
+    with _hold(slots, first, 2, streams=True), _hold(slots, second, 1, streams=True):
+        with pytest.raises(
+            ResourceExhausted,
+            match=r"project 'alpha' already has 3 open streams.*AGENTFLEET_MAX_STREAMS_PER_PROJECT",
+        ):
+            _hold(slots, second, 1, streams=True)
+        assert slots.streams.held("b") == 1  # the token's slot was given back
+        with _hold(slots, other, 2, streams=True):
+            pass
+        # The token's own cap is still the one a token at it is told about.
+        with pytest.raises(ResourceExhausted, match="AGENTFLEET_MAX_STREAMS_PER_TOKEN"):
+            _hold(slots, first, 1, streams=True)
+    assert (slots.streams.held("a"), slots.streams_per_project.held(P)) == (0, 0)
+
+
+def test_service_identities_hold_no_project_stream_slot() -> None:
+    slots = CallSlots(ServerLimits(max_streams_per_token=50, max_streams_per_project=1))
+    dispatcher = Principal(token_id="svc", project_id=None, role="service", service="dispatcher")
+    with _hold(slots, dispatcher, 50, streams=True), _hold(slots, UNRESTRICTED, 50, streams=True):
+        # Its token's own stream cap still applies; no project is charged.
+        assert slots.streams.held("svc") == 50
+        with pytest.raises(ResourceExhausted, match="AGENTFLEET_MAX_STREAMS_PER_TOKEN"):
+            _hold(slots, dispatcher, 1, streams=True)
