@@ -132,7 +132,10 @@ class Settings:
     max_secrets_per_project: int = 100
     """AGENTFLEET_MAX_SECRETS_PER_PROJECT: secrets one project may hold (SetSecret refuses a
     new one past it). Every MCP connection and tool call reads and redacts them all."""
-    """AGENTFLEET_SECRETS_KEYS: ``id:base64key`` AES-256 keys for secrets; the first is current."""
+    max_mcp_calls_per_project: int = 100
+    """AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT: MCP tool calls one project may have in progress
+    in one toolpool process (CallTool past it is RESOURCE_EXHAUSTED, which the run's model
+    reads as the call's error)."""
     tls_cert_file: Path | None = None
     """AGENTFLEET_TLS_CERT_FILE: PEM certificate the gRPC server presents; unset = plain text."""
     tls_key_file: Path | None = None
@@ -278,6 +281,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         max_secrets_per_project=env.get(
             "AGENTFLEET_MAX_SECRETS_PER_PROJECT", 100, parsers.int_range(1, 100_000)
+        ),
+        max_mcp_calls_per_project=env.get(
+            "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT", 100, parsers.int_range(1, 100_000)
         ),
         **tls_files,
         readiness_interval_s=env.get(

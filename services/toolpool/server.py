@@ -344,7 +344,13 @@ async def build(context: ServiceContext) -> ServiceParts:
     )
     mcp = McpClientPool(stdio_allowlist=allowlist, egress=egress)
     metrics.observe_mcp_pool(mcp)
-    toolpool = ToolPool(pool=context.pool, mcp=mcp, servers=servers, secrets=secrets)
+    toolpool = ToolPool(
+        pool=context.pool,
+        mcp=mcp,
+        servers=servers,
+        secrets=secrets,
+        max_mcp_calls_per_project=context.settings.max_mcp_calls_per_project,
+    )
     listener = Listener(context.database_url)
     servicer = ToolPoolServicer(toolpool)
 

@@ -3,6 +3,7 @@
 Every tool call passes through :meth:`ToolPool.call`, which finds the run, checks the tool
 against the run's own whitelist at the run's depth (whoever the caller is), and runs the
 tool inside the run's project. Tool failures come back as error results for the model.
+MCP calls in progress are capped per project (:attr:`ToolPool.max_mcp_calls_per_project`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agentfleet.errors import (
     PermissionDenied,
     Unavailable,
 )
+from agentfleet.grpc_limits import Slots
 from agentfleet.mcp_servers import McpServerConfig
 from services.toolpool.builtin import BUILTIN_TOOLS, ToolContext, ToolError, call_builtin
 from services.toolpool.catalog import COORDINATION_TOOLS, ToolSpec, allows, is_glob, resolve
@@ -36,6 +38,10 @@ tracer = trace.get_tracer("agentfleet.toolpool")
 
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 MAX_TOOL_TIMEOUT_S = 600.0
+DEFAULT_MAX_MCP_CALLS_PER_PROJECT = 100
+"""AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT's default: above what a project's 64 running runs
+(AGENTFLEET_MAX_RUNNING_PER_PROJECT) need at one call each, with room for parallel calls
+and spawned children; a tenth of the toolpool's server-wide RPC cap (1000)."""
 
 BUILTIN_SPECS: tuple[ToolSpec, ...] = tuple(
     ToolSpec(
@@ -105,10 +111,24 @@ class ToolPool:
     servers: McpServerStore
     """The projects' MCP server configurations (``list_all``: a project's enabled ones)."""
     secrets: SecretStore
+    max_mcp_calls_per_project: int = DEFAULT_MAX_MCP_CALLS_PER_PROJECT
+    """MCP tool calls one project may have in progress here; one past it is refused."""
     _runs: RunScopes = field(init=False, repr=False)
+    _mcp_calls: Slots = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._runs = RunScopes(self.pool)
+        # CallTool comes from the executor, a service identity the gRPC caps do not count:
+        # without this, a project whose MCP server hangs until its call timeout could have
+        # any number of calls (tasks, sessions' requests, memory) in flight here, and every
+        # other project's tool calls would wait behind them.
+        self._mcp_calls = Slots(
+            self.max_mcp_calls_per_project,
+            holder="project {key!r}",
+            calls="MCP tool calls in progress",
+            variable="AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT",
+            advice="try again when one has finished",
+        )
 
     async def catalog(self, project_id: str) -> Catalog:
         """Built-in + coordination tools + the tools of every enabled MCP server."""
@@ -151,7 +171,12 @@ class ToolPool:
         arguments: dict[str, Any],
         timeout_s: float | None,
     ) -> ToolOutcome:
-        """Runs one tool for a run, inside the run's project and whitelist."""
+        """Runs one tool for a run, inside the run's project and whitelist.
+
+        An MCP tool past its project's cap of calls in progress is refused with
+        :class:`~agentfleet.errors.ResourceExhausted` naming the setting, before anything
+        is looked up or sent (the executor hands the refusal to the model as the call's
+        error, and the run goes on)."""
         if not tool_call_id:
             raise InvalidArgument.for_field("tool_call_id", "is required")
         if not tool_name:
@@ -172,6 +197,21 @@ class ToolPool:
             )
         # Scope comes from the run, never from what the model wrote.
         arguments = {k: v for k, v in arguments.items() if k != "project_id"}
+        if tool_name in _STATIC:
+            return await self._execute(scope, tool_call_id, tool_name, arguments, timeout_s)
+        # Held from the lookup on: finding the tool may itself wait on the server (connect,
+        # tools/list) as long as the call.
+        with self._mcp_calls.holding(scope.project_id):
+            return await self._execute(scope, tool_call_id, tool_name, arguments, timeout_s)
+
+    async def _execute(
+        self,
+        scope: RunScope,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout_s: float | None,
+    ) -> ToolOutcome:
         spec, config = await self._find(scope, tool_name)
         with tracer.start_as_current_span(
             f"execute_tool {tool_name}",

@@ -17,6 +17,10 @@ def test_defaults_need_no_environment() -> None:
     assert not settings.uses_real_gemini
     assert settings.event_loop == "uvloop"
     assert settings.timeout_grace_s == 30.0  # seed 003: up to 30 s to summarize
+    assert settings.max_mcp_calls_per_project == 100
+    assert (
+        load_settings({"AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT": "7"}).max_mcp_calls_per_project == 7
+    )
 
 
 @pytest.mark.parametrize(
@@ -33,6 +37,7 @@ def test_defaults_need_no_environment() -> None:
         ("AGENTFLEET_SHUTDOWN_GRACE_S", "-1", "greater than 0"),
         ("AGENTFLEET_EVENT_LOOP", "trio", "must be one of"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "http"),
+        ("AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT", "0", "between 1 and"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str, reason: str) -> None:
