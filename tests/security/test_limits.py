@@ -1,11 +1,10 @@
 """Limits a caller cannot exhaust (issue #15, "Fairness and limits"; issue #20's quiet streams).
 
 The token verdict cache is an LRU a flood of random tokens cannot empty; a token holds at
-most AGENTFLEET_MAX_STREAMS_PER_TOKEN response streams, the tokens of a project together at
-most AGENTFLEET_MAX_STREAMS_PER_PROJECT, and a server runs at most
-AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS RPCs, refused past them with RESOURCE_EXHAUSTED; streams
-abandoned by their caller (cancelled, or a deadline of milliseconds) end without one error
-line in the services' logs.
+most AGENTFLEET_MAX_STREAMS_PER_TOKEN response streams (its project's tokens together
+_PER_PROJECT) and a server runs at most AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS RPCs, refused
+past them with RESOURCE_EXHAUSTED; streams abandoned by their caller (cancelled, or a
+deadline of milliseconds) end without one error line in the services' logs.
 """
 
 from __future__ import annotations
@@ -234,29 +233,18 @@ async def test_a_token_holds_at_most_its_limit_of_streams(
 async def test_a_projects_tokens_hold_at_most_its_limit_of_streams(
     database_url: str, db_pool: asyncpg.Pool
 ) -> None:
-    # The attack: a project holding several tokens opens the per-token cap of streams on
-    # each, and so takes the server-wide RPC cap for itself. Before the project's cap, the
-    # second token's streams were all admitted.
-    async with _history_stack(
-        database_url,
-        db_pool,
-        AGENTFLEET_MAX_STREAMS_PER_TOKEN="3",
-        AGENTFLEET_MAX_STREAMS_PER_PROJECT="4",
-    ) as stack:
+    # Before the project's cap, each of a project's tokens could open the per-token cap.
+    caps = {"AGENTFLEET_MAX_STREAMS_PER_TOKEN": "3", "AGENTFLEET_MAX_STREAMS_PER_PROJECT": "4"}
+    async with _history_stack(database_url, db_pool, **caps) as stack:
         first, second = await stack.create_token(P), await stack.create_token(P, "member")
-        victim = await stack.create_token("beta", "member")
         run_id = await _running_run(db_pool)
-        open_calls = [await _open_watch(stack, first, run_id) for _ in range(3)]
-        open_calls.append(await _open_watch(stack, second, run_id))
-
-        # The second token is under its own cap (1 of 3), its project is at its cap (4).
+        open_calls = [await _open_watch(stack, token, run_id) for token in [first] * 3 + [second]]
+        # The second token is under its cap (1 of 3), its project at its own (4); others go on.
         refused = await _refusal(stack, second, run_id)
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"project {P!r} already has 4 open streams" in (refused.details() or "")
         assert "AGENTFLEET_MAX_STREAMS_PER_PROJECT" in (refused.details() or "")
-
-        # Another project still opens streams, and the capped project's unary calls go on.
-        victim_run = await _running_run(db_pool, "beta")
+        victim, victim_run = await stack.create_token("beta"), await _running_run(db_pool, "beta")
         open_calls.append(await _open_watch(stack, victim, victim_run, "beta"))
         history = history_pb2_grpc.HistoryServiceStub(stack.channel("history", token=second))
         await history.GetRun(history_pb2.GetRunRequest(project_id=P, run_id=run_id))
