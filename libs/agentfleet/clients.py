@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
-from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from agentfleet.client_tracing import tracing_interceptors
 from agentfleet.config import Settings
 from agentfleet.grpc_server import MAX_MESSAGE_BYTES
 from agentfleet.tls import ClientTls, channel_credentials, client_tls
@@ -125,7 +125,7 @@ def open_channel(
     """A channel with tracing and, if given, a bearer token (a fixed string, or a source
     asked on every call, e.g. a :class:`TokenFile`): TLS with ``tls``, else plain text
     (mesh or loopback). ``options`` are added to the channel's gRPC options."""
-    interceptors: list[grpc.aio.ClientInterceptor] = list(aio_client_interceptors())
+    interceptors: list[grpc.aio.ClientInterceptor] = tracing_interceptors()
     if token:
         source = _StaticToken(token) if isinstance(token, str) else token
         interceptors += [_UnaryBearer(source), _StreamBearer(source)]

@@ -81,71 +81,61 @@ async def test_a_projects_hanging_mcp_calls_cannot_crowd_the_toolpool(
         await echo(P, run_p, "hang__echo")
         await echo(Q, run_q, "tools__echo")
 
-        # On a channel of its own without the client interceptors: a cancel through them
-        # does not reach the server (the RPC runs on), and the end frees the slots by
-        # cancelling these calls.
-        plain = grpc.aio.insecure_channel(stack.address("toolpool"))
-        try:
-            bearer = (("authorization", f"Bearer {stack.service_tokens['executor']}"),)
-            calls = [
-                toolpool_pb2_grpc.ToolPoolServiceStub(plain).CallTool(
-                    call_request(P, run_p, "hang__slow", seconds=HANG_S), metadata=bearer
-                )
-                for _ in range(CAP + 1)
-            ]
-            hanging = [asyncio.ensure_future(call) for call in calls]
-            # One past the cap ends at once; the rest wait on the server.
-            done, pending = await asyncio.wait(
-                hanging, timeout=15, return_when=asyncio.FIRST_COMPLETED
+        hanging = [
+            asyncio.ensure_future(
+                executor.CallTool(call_request(P, run_p, "hang__slow", seconds=HANG_S))
             )
-            assert len(done) == 1, f"expected one refusal at once, {len(done)} calls ended"
-            error = done.pop().exception()
-            assert isinstance(error, grpc.aio.AioRpcError), error
-            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
-            assert f"project {P!r} already has {CAP} MCP tool calls in progress" in (
-                error.details() or ""
+            for _ in range(CAP + 1)
+        ]
+        # One past the cap ends at once; the rest wait on the server.
+        done, pending = await asyncio.wait(hanging, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1, f"expected one refusal at once, {len(done)} calls ended"
+        error = done.pop().exception()
+        assert isinstance(error, grpc.aio.AioRpcError), error
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        assert f"project {P!r} already has {CAP} MCP tool calls in progress" in (
+            error.details() or ""
+        )
+        assert "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT" in (error.details() or "")
+        assert len(pending) == CAP
+        assert not any(call.done() for call in pending)
+
+        # The project's next call, as a run makes it: refused quickly, and the model reads
+        # the refusal as the call's error.
+        started = time.monotonic()
+        outcome = await gateway.call(
+            ToolCallRequest(
+                project_id=P,
+                run_id=run_p,
+                tool_call_id="call-next",
+                tool_name="hang__echo",
+                arguments={"text": "hi"},
             )
-            assert "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT" in (error.details() or "")
-            assert len(pending) == CAP
-            assert not any(call.done() for call in pending)
+        )
+        assert time.monotonic() - started < REFUSED_WITHIN_S
+        assert outcome.failed  # the tool call row is failed: the call never ran
+        assert outcome.error.startswith("RESOURCE_EXHAUSTED: project 'hostile' already has 3")
+        assert "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT" in outcome.error
+        assert outcome.result == {"error": outcome.error}
 
-            # The project's next call, as a run makes it: refused quickly, and the model reads
-            # the refusal as the call's error.
-            started = time.monotonic()
-            outcome = await gateway.call(
-                ToolCallRequest(
-                    project_id=P,
-                    run_id=run_p,
-                    tool_call_id="call-next",
-                    tool_name="hang__echo",
-                    arguments={"text": "hi"},
-                )
-            )
-            assert time.monotonic() - started < REFUSED_WITHIN_S
-            assert outcome.failed  # the tool call row is failed: the call never ran
-            assert outcome.error.startswith("RESOURCE_EXHAUSTED: project 'hostile' already has 3")
-            assert "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT" in outcome.error
-            assert outcome.result == {"error": outcome.error}
+        # Another project's call to its healthy server is served meanwhile.
+        started = time.monotonic()
+        await echo(Q, run_q, "tools__echo")
+        assert time.monotonic() - started < SERVED_WITHIN_S
 
-            # Another project's call to its healthy server is served meanwhile.
-            started = time.monotonic()
-            await echo(Q, run_q, "tools__echo")
-            assert time.monotonic() - started < SERVED_WITHIN_S
+        # A call that ends (here, cancelled by its caller, as a cancelled run's step
+        # cancels it) gives its slot back.
+        for waiting in pending:
+            waiting.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
-            # A call that ends (here, cancelled by its caller) gives its slot back.
-            for call in calls:
-                call.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        async def served_again() -> bool:
+            try:
+                await echo(P, run_p, "hang__echo")
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                return False
+            return True
 
-            async def served_again() -> bool:
-                try:
-                    await echo(P, run_p, "hang__echo")
-                except grpc.aio.AioRpcError as exc:
-                    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                        raise
-                    return False
-                return True
-
-            await wait_for(served_again, "the cancelled calls' slots to be freed", timeout_s=15)
-        finally:
-            await plain.close()
+        await wait_for(served_again, "the cancelled calls' slots to be freed", timeout_s=15)
