@@ -147,34 +147,10 @@ class CallSlots:
     """
 
     def __init__(self, limits: ServerLimits) -> None:
-        self.streams = Slots(
-            limits.max_streams_per_token,
-            holder="this token",
-            calls="open streams",
-            variable="AGENTFLEET_MAX_STREAMS_PER_TOKEN",
-            advice="close one first",
-        )
-        self.streams_per_project = Slots(
-            limits.max_streams_per_project,
-            holder="project {key!r}",
-            calls="open streams",
-            variable="AGENTFLEET_MAX_STREAMS_PER_PROJECT",
-            advice="close one first",
-        )
-        self.unary_per_token = Slots(
-            limits.max_unary_per_token,
-            holder="this token",
-            calls="calls in progress",
-            variable="AGENTFLEET_MAX_UNARY_PER_TOKEN",
-            advice="wait for one to finish",
-        )
-        self.unary_per_project = Slots(
-            limits.max_unary_per_project,
-            holder="project {key!r}",
-            calls="calls in progress",
-            variable="AGENTFLEET_MAX_UNARY_PER_PROJECT",
-            advice="wait for one to finish",
-        )
+        self.streams = _cap(limits, "streams", "token")
+        self.streams_per_project = _cap(limits, "streams", "project")
+        self.unary_per_token = _cap(limits, "unary", "token")
+        self.unary_per_project = _cap(limits, "unary", "project")
 
     @contextlib.contextmanager
     def stream(self, principal: Principal) -> Iterator[None]:
@@ -197,3 +173,24 @@ class CallSlots:
             self.unary_per_project.holding(principal.project_id),
         ):
             yield
+
+
+_COUNTED = {
+    "streams": ("open streams", "close one first"),
+    "unary": ("calls in progress", "wait for one to finish"),
+}
+_HOLDERS = {"token": "this token", "project": "project {key!r}"}
+
+
+def _cap(limits: ServerLimits, counted: str, holder: str) -> Slots:
+    """The cap of ``counted`` per ``holder``: :class:`ServerLimits`' field
+    ``max_<counted>_per_<holder>``, set by the variable of the same name."""
+    name = f"max_{counted}_per_{holder}"
+    calls, advice = _COUNTED[counted]
+    return Slots(
+        getattr(limits, name),
+        holder=_HOLDERS[holder],
+        calls=calls,
+        variable=f"AGENTFLEET_{name.upper()}",
+        advice=advice,
+    )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import pytest
 
 from agentfleet.auth import UNRESTRICTED, Principal
+from agentfleet.config import _SERVER_LIMITS
 from agentfleet.errors import ResourceExhausted
 from agentfleet.grpc_limits import CallSlots, ServerLimits
 
@@ -82,3 +84,26 @@ def test_service_identities_hold_no_project_stream_slot() -> None:
         assert slots.streams.held("svc") == 50
         with pytest.raises(ResourceExhausted, match="AGENTFLEET_MAX_STREAMS_PER_TOKEN"):
             _hold(slots, dispatcher, 1, streams=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "hold"),
+    [
+        ("max_streams_per_token", lambda s, p: s.streams.holding(p.token_id)),
+        ("max_streams_per_project", lambda s, p: s.streams_per_project.holding(p.project_id)),
+        ("max_unary_per_token", lambda s, p: s.unary_per_token.holding(p.token_id)),
+        ("max_unary_per_project", lambda s, p: s.unary_per_project.holding(p.project_id)),
+    ],
+)
+def test_each_cap_is_its_fields_value_and_names_the_variable_that_sets_it(
+    field: str, hold: Callable[[CallSlots, Principal], contextlib.AbstractContextManager[None]]
+) -> None:
+    slots = CallSlots(ServerLimits(**{field: 1}))
+    member = Principal(token_id="m", project_id=P, role="member")
+    variable, _ = _SERVER_LIMITS[field]
+    with (
+        hold(slots, member),
+        pytest.raises(ResourceExhausted, match=f"already has 1 .*\\({variable}\\)"),
+        hold(slots, member),
+    ):
+        pass
