@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.rpc_errors import status_code
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.snapshots import table_rows
 from agentfleet.v1 import (
@@ -206,19 +207,6 @@ async def world(
 async def snapshot(pool: asyncpg.Pool) -> dict[str, list[str]]:
     """Every row of every table a call could change, as sorted text."""
     return await table_rows(pool, TABLES)
-
-
-async def code_of(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.StatusCode:
-    """The status of a unary call or a whole stream (OK when it succeeds)."""
-    try:
-        if hasattr(call, "__aiter__"):
-            async for _ in call:  # type: ignore[union-attr]
-                pass
-        else:
-            await call  # type: ignore[misc]
-    except grpc.aio.AioRpcError as exc:
-        return exc.code()
-    return grpc.StatusCode.OK
 
 
 def calls_naming_beta_things(w: World) -> dict[str, Callable[[], Any]]:
@@ -466,7 +454,7 @@ async def test_naming_the_other_project_in_the_request_is_denied(world: World) -
     calls = requests_naming_beta(world)
     assert set(calls) == all_rpcs()  # every RPC of every service is covered
     before = await snapshot(world.stack.pool)
-    codes = {name: await code_of(make()) for name, make in calls.items()}
+    codes = {name: await status_code(make()) for name, make in calls.items()}
     assert {n: c for n, c in codes.items() if c != grpc.StatusCode.PERMISSION_DENIED} == {}
     assert await snapshot(world.stack.pool) == before
 
@@ -481,7 +469,7 @@ async def test_naming_the_other_projects_things_is_not_found_and_changes_nothing
     )
     calls = calls_naming_beta_things(world)
     before = await snapshot(world.stack.pool)
-    codes = {name: await code_of(make()) for name, make in calls.items()}
+    codes = {name: await status_code(make()) for name, make in calls.items()}
     # ResumeRun may still be UNIMPLEMENTED; once it lands it must deny like the others.
     allowed = {"ResumeRun": DENIED | {grpc.StatusCode.UNIMPLEMENTED}}
     wrong = {n: c for n, c in codes.items() if c not in allowed.get(n, DENIED)}
@@ -544,13 +532,13 @@ async def test_the_other_projects_page_tokens_are_refused(world: World) -> None:
     assert runs.next_page_token
     assert definitions.next_page_token
     a = world.alpha
-    code = await code_of(
+    code = await status_code(
         a.history.ListRuns(
             history_pb2.ListRunsRequest(project_id=A, page_token=runs.next_page_token)
         )
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    code = await code_of(
+    code = await status_code(
         a.registry.ListAgentDefinitions(
             registry_pb2.ListAgentDefinitionsRequest(
                 project_id=A, page_token=definitions.next_page_token
@@ -719,7 +707,7 @@ async def test_a_tool_result_cannot_widen_the_whitelist(world: World) -> None:
     service = toolpool_pb2_grpc.ToolPoolServiceStub(
         world.stack.channel("toolpool", token=world.stack.service_tokens["executor"])
     )
-    code = await code_of(
+    code = await status_code(
         service.CallTool(
             toolpool_pb2.CallToolRequest(
                 project_id=A,
@@ -771,7 +759,7 @@ async def test_dispatcher_rpcs_naming_the_other_projects_graphs_are_denied(world
     calls = dispatcher_requests(world.alpha.dispatcher, A, graph_id=graph.id, task_id=task.id)
     del calls["CreateTaskGraph"], calls["ListTaskGraphs"]  # they name no graph or task
     before = await snapshot(world.stack.pool)
-    codes = {name: await code_of(make()) for name, make in calls.items()}
+    codes = {name: await status_code(make()) for name, make in calls.items()}
     assert {n: c for n, c in codes.items() if c not in DENIED} == {}
     assert await snapshot(world.stack.pool) == before
 
@@ -800,7 +788,7 @@ async def test_dispatcher_rpcs_naming_the_other_projects_graphs_are_denied(world
     )
     page = await b.ListTaskGraphs(dispatcher_pb2.ListTaskGraphsRequest(project_id=B, page_size=1))
     assert page.next_page_token
-    code = await code_of(
+    code = await status_code(
         a.ListTaskGraphs(
             dispatcher_pb2.ListTaskGraphsRequest(project_id=A, page_token=page.next_page_token)
         )

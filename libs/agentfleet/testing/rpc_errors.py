@@ -1,5 +1,5 @@
-"""What a refused RPC said: its error (a unary call or a whole stream) and the
-``google.rpc.BadRequest`` field violations of its status."""
+"""What a refused RPC said: its error or status code (a unary call or a whole stream) and
+the ``google.rpc.BadRequest`` field violations of its status."""
 
 from __future__ import annotations
 
@@ -16,6 +16,20 @@ from agentfleet.request_ids import REUSED_REQUEST_ID
 async def rpc_error(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.aio.AioRpcError:
     """The error of a unary call, or of a stream read to its end; AssertionError when the
     call succeeds."""
+    error = await _ended(call)
+    if error is None:
+        raise AssertionError("the call succeeded; a refusal was expected")
+    return error
+
+
+async def status_code(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.StatusCode:
+    """The status of a unary call or a whole stream (OK when it succeeds)."""
+    error = await _ended(call)
+    return grpc.StatusCode.OK if error is None else error.code()
+
+
+async def _ended(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.aio.AioRpcError | None:
+    """Awaits a unary call, or reads a stream to its end: its error, or None."""
     try:
         # A stream call (UnaryStreamCall) iterates but is no AsyncIterator to isinstance.
         if hasattr(call, "__aiter__"):
@@ -25,7 +39,7 @@ async def rpc_error(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.aio.AioRp
             await call  # type: ignore[misc]
     except grpc.aio.AioRpcError as exc:
         return exc
-    raise AssertionError("the call succeeded; a refusal was expected")
+    return None
 
 
 def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:

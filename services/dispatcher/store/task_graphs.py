@@ -53,13 +53,7 @@ async def graph_of_request(
     conn: asyncpg.Connection | asyncpg.Pool, project_id: str, request_id: str
 ) -> EarlierGraph | None:
     """The graph an earlier CreateTaskGraph of ``request_id`` (the graph's key) made."""
-    row = await conn.fetchrow(
-        "SELECT id, properties ->> 'request_fingerprint' AS fingerprint FROM kb.graph_objects "
-        "WHERE project_id = $1 AND type = $2 AND key = $3",
-        project_id,
-        TASK_GRAPH,
-        request_id,
-    )
+    row = await _request_object(conn, project_id, TASK_GRAPH, request_id)
     if row is None:
         return None
     return EarlierGraph(graph_id=str(row["id"]), request_fingerprint=row["fingerprint"])
@@ -69,17 +63,25 @@ async def addition_of_request(
     conn: asyncpg.Connection, project_id: str, marker_key: str
 ) -> EarlierAddition | None:
     """The task ids an earlier AddTasks recorded on its marker object, if there is one."""
-    row = await conn.fetchrow(
-        "SELECT properties -> 'task_ids' AS task_ids, "
-        "properties ->> 'request_fingerprint' AS fingerprint FROM kb.graph_objects "
-        "WHERE project_id = $1 AND type = $2 AND key = $3",
-        project_id,
-        TASK_GRAPH_ADDITION,
-        marker_key,
-    )
+    row = await _request_object(conn, project_id, TASK_GRAPH_ADDITION, marker_key)
     if row is None:
         return None
     return EarlierAddition(task_ids=list(row["task_ids"]), request_fingerprint=row["fingerprint"])
+
+
+async def _request_object(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, object_type: str, key: str
+) -> asyncpg.Record | None:
+    """The object whose key is a request's (a graph, an addition marker): its id, the task
+    ids an addition recorded, and the fingerprint of the request that made it."""
+    return await conn.fetchrow(
+        "SELECT id, properties -> 'task_ids' AS task_ids, "
+        "properties ->> 'request_fingerprint' AS fingerprint FROM kb.graph_objects "
+        "WHERE project_id = $1 AND type = $2 AND key = $3",
+        project_id,
+        object_type,
+        key,
+    )
 
 
 async def lock_task_states(
