@@ -199,8 +199,6 @@ class GraphStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_task_dag(conn, project_id)
             graph = await graph_object(conn, project_id, graph_id, for_update=True)
-            if graph.properties.get("status") == "cancelled":
-                raise FailedPrecondition(f"task graph {graph_id} is cancelled")
             marker_key = f"{graph_id}/{request_id}" if request_id else None
             fingerprint = request_fingerprint(
                 {"tasks": _task_fields(tasks), "edges": [list(e) for e in edges]}
@@ -212,6 +210,10 @@ class GraphStore:
                 if earlier is not None:
                     check_same_request(earlier.request_fingerprint, fingerprint)
                     return earlier.task_ids
+            # After the replay: a client retrying an addition that succeeded gets its answer
+            # even if the graph was cancelled since (AIP-155).
+            if graph.properties.get("status") == "cancelled":
+                raise FailedPrecondition(f"task graph {graph_id} is cancelled")
             existing = {t.key: t for t in await graph_tasks(conn, project_id, graph_id)}
             validated = validate_graph(
                 tasks,

@@ -126,3 +126,24 @@ async def test_an_addition_under_a_used_request_id_asking_otherwise_is_refused(
     again = await api.AddTasks(add_request(graph.id))
     assert [t.id for t in again.tasks] == [t.id for t in first.tasks]
     assert await graph_shape(db_pool) == before
+
+
+async def test_a_repeated_addition_replays_after_its_graph_was_cancelled(
+    stub_stack: Stack, db_pool: asyncpg.Pool
+) -> None:
+    """A client retrying an AddTasks that succeeded (its answer lost) gets that answer even
+    when the graph was cancelled since; a new addition to the cancelled graph is refused."""
+    api = await client(stub_stack)
+    graph = (await api.CreateTaskGraph(graph_request())).task_graph
+    first = await api.AddTasks(add_request(graph.id))
+    await api.CancelTaskGraph(pb.CancelTaskGraphRequest(project_id=PROJECT, task_graph_id=graph.id))
+    before = await graph_shape(db_pool)
+
+    again = await api.AddTasks(add_request(graph.id))
+    assert [t.id for t in again.tasks] == [t.id for t in first.tasks]
+    new = add_request(graph.id, tasks=[pb.TaskSpec(key="d", title="do d")], edges=[])
+    new.request_id = "add-2"
+    refused = await rpc_error(api.AddTasks(new))
+    assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "cancelled" in (refused.details() or "")
+    assert await graph_shape(db_pool) == before

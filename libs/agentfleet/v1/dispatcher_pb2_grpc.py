@@ -94,8 +94,8 @@ class DispatcherServiceServicer:
     def AddTasks(self, request, context):
         """Adds tasks and edges to an existing graph that is not CANCELLED, with the same DAG
         check in the same transaction. Edges may reference tasks already in the graph. A
-        request_id seen before for the graph returns the tasks it added; with other tasks or
-        edges it is INVALID_ARGUMENT naming request_id.
+        request_id seen before for the graph returns the tasks it added, even once the graph is
+        cancelled; with other tasks or edges it is INVALID_ARGUMENT naming request_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
