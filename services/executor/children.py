@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 
 from agentfleet import events
-from agentfleet.errors import AgentFleetError, FailedPrecondition
+from agentfleet.errors import AgentFleetError, FailedPrecondition, NotFound
 from agentfleet.run_watch import RunWatch
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import DefinitionRepository
@@ -125,7 +125,6 @@ class ChildRuns:
 
     async def start(self, batch: ChildBatch) -> StartedBatch:
         """Starts (or finds again) the batch's children in one transaction."""
-        parent = batch.parent
         failures: list[ChildFailure] = []
         params: list[tuple[int, ChildTask, StartRunParams]] = []
         resumed: list[tuple[int, ChildTask, RunRecord]] = []
@@ -144,6 +143,46 @@ class ChildRuns:
                         error=str(exc) or exc.message,
                     )
                 )
+        while True:
+            try:
+                refs, reattached = await self._write(batch, params, resumed)
+                break
+            except _DefinitionGone as gone:
+                # A child's definition was deleted after _params read it: its insert failed
+                # the foreign key and aborted the batch's transaction. The batch is written
+                # again without that child, which fails alone like an agent never there; a
+                # savepoint per child would cost two round trips in every batch instead.
+                params = [p for p in params if p[0] != gone.index]
+                task = batch.tasks[gone.index]
+                failures.append(
+                    ChildFailure(
+                        index=gone.index,
+                        agent_name=task.agent_name,
+                        description=task.description,
+                        error=gone.error,
+                    )
+                )
+        failures.sort(key=lambda f: f.index)
+        log.info(
+            "children_started",
+            key=batch.key,
+            children=len(refs),
+            failures=len(failures),
+            reattached=reattached,
+        )
+        return StartedBatch(children=refs, failures=failures, reattached=reattached)
+
+    async def _write(
+        self,
+        batch: ChildBatch,
+        params: Sequence[tuple[int, ChildTask, StartRunParams]],
+        resumed: Sequence[tuple[int, ChildTask, RunRecord]],
+    ) -> tuple[list[ChildRef], bool]:
+        """The batch's transaction: its new children queued, every child's id on the
+        parent's tool call, CHILD_RUN_STARTED. The refs by index, and whether the batch had
+        been started before; :class:`_DefinitionGone` naming a child whose definition is
+        gone (nothing is written then)."""
+        parent = batch.parent
         refs: list[ChildRef] = []
         started_events: list[events.RunEvent] = []
         async with self.pool.acquire() as conn, conn.transaction():
@@ -151,7 +190,10 @@ class ChildRuns:
                 conn, parent.project_id, parent.id, batch.tool_call_id
             )
             for index, task, child_params in params:
-                child, created, _ = await RunQueue.enqueue_in(conn, child_params)
+                try:
+                    child, created, _ = await RunQueue.enqueue_in(conn, child_params)
+                except NotFound as exc:
+                    raise _DefinitionGone(index, str(exc)) from exc
                 reattached = reattached or not created
                 refs.append(_ref(index, task, child.id))
                 if created:
@@ -170,14 +212,7 @@ class ChildRuns:
                 )
             if started_events and not reattached:
                 await append_run_events(conn, parent, started_events)
-        log.info(
-            "children_started",
-            key=batch.key,
-            children=len(refs),
-            failures=len(failures),
-            reattached=reattached,
-        )
-        return StartedBatch(children=refs, failures=failures, reattached=reattached)
+        return refs, reattached
 
     async def wait(
         self,
@@ -303,6 +338,15 @@ def _timeout_s(task: ChildTask, definition_timeout_s: float | None) -> float | N
 
 class _NotYourChild(FailedPrecondition):
     """resume_run_id names a run the caller may not resume."""
+
+
+class _DefinitionGone(Exception):
+    """The index-th child's insert found its definition deleted; ``error`` says so."""
+
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
 
 
 def _ref(index: int, task: ChildTask, run_id: str) -> ChildRef:

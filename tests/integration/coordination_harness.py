@@ -129,11 +129,17 @@ class Executor:
 
 @contextlib.asynccontextmanager
 async def running_executor(
-    pool: asyncpg.Pool, database_url: str, stub: GeminiStub, *, workers: int = 1
+    pool: asyncpg.Pool,
+    database_url: str,
+    stub: GeminiStub,
+    *,
+    workers: int = 1,
+    definitions: DefinitionRepository | None = None,
 ) -> AsyncIterator[Executor]:
-    """``workers`` RunWorkers on the database until the block ends."""
+    """``workers`` RunWorkers on the database until the block ends; ``definitions``: the
+    repository they read (a test's subclass that races a delete), else the real one."""
     queue = RunQueue(pool)
-    definitions = DefinitionRepository(pool)
+    definitions = definitions or DefinitionRepository(pool)
     executor = Executor(pool=pool, stub=stub, queue=queue, definitions=definitions)
     listeners = [Listener(database_url) for _ in range(workers)]
     models = [model_client_for(stub) for _ in range(workers)]
