@@ -27,6 +27,7 @@ from agentfleet.graph import (
     NewObject,
     canonical_id,
     lock_task_dag,
+    mark_not_ready,
     notify_tasks_added,
 )
 from agentfleet.request_ids import check_same_request, request_fingerprint
@@ -248,7 +249,7 @@ class GraphStore:
                 project_id, [(BLOCKS, key_to_id[s], key_to_id[d]) for s, d in validated.edges]
             )
             if newly_blocked:
-                await task_graphs.mark_not_ready(conn, project_id, newly_blocked)
+                await mark_not_ready(conn, project_id, newly_blocked)
             if marker_key is not None:
                 await repo.create_objects(
                     project_id,

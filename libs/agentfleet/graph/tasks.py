@@ -100,6 +100,25 @@ async def cycle_with_new_edges(
     return find_cycle([], [*stored, *((str(s), str(d)) for s, d in new_edges)])
 
 
+async def mark_not_ready(
+    conn: asyncpg.Connection, project_id: str, task_ids: Sequence[str]
+) -> None:
+    """Clears the ``ready`` hint of existing tasks a new edge blocks (the claim's index).
+
+    Also what stops a claim already under way from starting them: its snapshot predates the
+    edge, and locking a task re-checks only the task's own row, whose hint is now false."""
+    await conn.execute(
+        """
+        UPDATE kb.graph_objects
+        SET properties = properties || '{"ready": false}', version = version + 1,
+            updated_at = now()
+        WHERE project_id = $1 AND id = ANY($2::uuid[])
+        """,
+        project_id,
+        [parse_id(i, "task_ids") for i in task_ids],
+    )
+
+
 async def graph_of_run(conn: asyncpg.Connection, project_id: str, run_id: str) -> str | None:
     """The task graph id of the SpecTask a run works on (dispatched runs); else ``None``."""
     try:

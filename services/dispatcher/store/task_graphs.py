@@ -1,7 +1,9 @@
 """Writes of task graphs the dispatcher's API makes beyond creating objects and edges (which
 go through the graph library): the request-id lookups that make CreateTaskGraph and AddTasks
-idempotent, the pending tasks a new edge blocks, CancelTaskGraph and RetryTask. Callers own
-the transactions (and the project's DAG lock); every statement is scoped by project_id."""
+idempotent, the pending tasks a new edge blocks (locked here; the graph library's
+mark_not_ready, shared with create_subtasks, clears their hint), CancelTaskGraph and
+RetryTask. Callers own the transactions (and the project's DAG lock); every statement is
+scoped by project_id."""
 
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ __all__ = [
     "cancel_pending_tasks",
     "graph_of_request",
     "lock_task_states",
-    "mark_not_ready",
     "reset_for_retry",
     "retry_subject",
 ]
@@ -95,22 +96,6 @@ async def lock_task_states(
         [uuid.UUID(t) for t in task_ids],
     )
     return [(row["key"], row["status"]) for row in rows]
-
-
-async def mark_not_ready(
-    conn: asyncpg.Connection, project_id: str, task_ids: Sequence[str]
-) -> None:
-    """Clears the ``ready`` hint of tasks a new edge blocks."""
-    await conn.execute(
-        """
-        UPDATE kb.graph_objects
-        SET properties = properties || '{"ready": false}', version = version + 1,
-            updated_at = now()
-        WHERE project_id = $1 AND id = ANY($2::uuid[])
-        """,
-        project_id,
-        [uuid.UUID(i) for i in task_ids],
-    )
 
 
 async def cancel_graph(

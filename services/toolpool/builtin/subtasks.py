@@ -39,6 +39,7 @@ from agentfleet.graph import (
     graph_size_problem,
     graph_task_count,
     lock_task_dag,
+    mark_not_ready,
     notify_tasks_added,
     parse_id,
     task_keys_taken,
@@ -184,6 +185,8 @@ async def create_subtasks(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
             ],
         )
         await tx.create_relationships(ctx.project_id, [(BLOCKS, s, d) for s, d in plan.edges])
+        if plan.blocked_existing:
+            await mark_not_ready(conn, ctx.project_id, list(plan.blocked_existing))
         await notify_tasks_added(conn, ctx.project_id, graph_id)
     summaries = [
         {"id": t.id, "key": t.properties["key"], "title": t.properties["title"]} for t in created
