@@ -137,6 +137,8 @@ async def test_each_step_write_is_one_statement_and_notifies_its_last_seq(
     await recorder.record_model_reply(step=1, reply=reply, calls=planned)
     await recorder.record_tool_results(step=1, results=_done(planned))
     reply, planned = _reply(2, calls=2)
+    # Step 1's notifications sent before listening: the first one heard is step 2's.
+    await notifier.flush()
     received: asyncio.Queue[Notification] = asyncio.Queue()
     async with Listener(database_url) as listener:
         await listener.subscribe(ev.CHANNEL, received)
