@@ -1,7 +1,10 @@
-"""A project with a default agent and a task graph of one task: the smallest thing a
-dispatcher can pick up (shared by the dispatcher tests that drive one task)."""
+"""Task graphs written by the dispatcher's store for tests: any graph of plain tasks
+(:func:`new_graph`), and a project with a default agent and a graph of one task, the
+smallest thing a dispatcher can pick up (:func:`one_task`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import asyncpg
 
@@ -17,21 +20,32 @@ async def one_task(pool: asyncpg.Pool, project_id: str) -> str:
         project_id,
         AgentDefinition(name="w", system_prompt="w", model=ModelConfig(name="m"), is_default=True),
     )
+    _, ids = await new_graph(pool, project_id, ["only"])
+    return ids["only"]
+
+
+async def new_graph(
+    pool: asyncpg.Pool,
+    project_id: str,
+    keys: Sequence[str],
+    edges: Sequence[tuple[str, str]] = (),
+) -> tuple[str, dict[str, str]]:
+    """A graph of tasks titled by their keys; its id and its task ids by key."""
     graph_id = await GraphStore(pool).create_graph(
         project_id,
-        title="one",
-        tasks=[NewTask(key="only", title="the only task")],
-        edges=[],
+        title="g",
+        tasks=[NewTask(key=k, title=k) for k in keys],
+        edges=list(edges),
         max_parallel=0,
         labels={},
         request_id="",
         validate_only=False,
     )
-    return str(
-        await pool.fetchval(
-            "SELECT id FROM kb.graph_objects WHERE project_id = $1 AND type = 'SpecTask' "
-            "AND properties ->> 'graph_id' = $2",
-            project_id,
-            graph_id,
-        )
+    assert graph_id is not None
+    rows = await pool.fetch(
+        "SELECT id, properties ->> 'key' AS key FROM kb.graph_objects "
+        "WHERE project_id = $1 AND type = 'SpecTask' AND properties ->> 'graph_id' = $2",
+        project_id,
+        graph_id,
     )
+    return graph_id, {r["key"]: str(r["id"]) for r in rows}

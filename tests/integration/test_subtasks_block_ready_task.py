@@ -20,11 +20,10 @@ import uuid
 import asyncpg
 
 from agentfleet.queue_depth import DISPATCHER_LOAD_SQL
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.store import claims, transitions
 from services.dispatcher.store.claims import Claimed
 from services.toolpool.builtin import ToolContext, call_builtin
+from tests.integration.one_task_graph import new_graph
 from tests.integration.test_builtin_tools import agent_run
 
 P = "subtasks-ready"
@@ -49,21 +48,8 @@ async def task_state(pool: asyncpg.Pool, task_id: str) -> tuple[str, bool]:
 
 
 async def test_a_task_blocked_by_new_subtasks_is_no_longer_ready(db_pool: asyncpg.Pool) -> None:
-    graph_id = await GraphStore(db_pool).create_graph(
-        P,
-        title="g",
-        tasks=[NewTask(key="t", title="t")],
-        edges=[],
-        max_parallel=0,
-        labels={},
-        request_id="",
-        validate_only=False,
-    )
-    assert graph_id is not None
-    task_id = await db_pool.fetchval(
-        "SELECT id::text FROM kb.graph_objects WHERE project_id = $1 AND type = 'SpecTask'",
-        P,
-    )
+    graph_id, ids = await new_graph(db_pool, P, ["t"])
+    task_id = ids["t"]
     assert await task_state(db_pool, task_id) == ("pending", True)
     run_id = await agent_run(db_pool, P, config={"subtask_agents": ["*"]})
     ctx = ToolContext(project_id=P, run_id=run_id, pool=db_pool)

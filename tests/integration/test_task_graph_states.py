@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import asyncpg
 
 from agentfleet.graph import BLOCKS, GraphRepository, NewObject
 from agentfleet.testing.waiting import wait_for
-from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_reads import GraphReader
-from services.dispatcher.graph_writes import GraphStore
 from services.dispatcher.models import TASK_GRAPH, Counts
 from services.dispatcher.store import reads, task_graphs
+from tests.integration.one_task_graph import new_graph
 
 PROJECT = "states"
 STATUSES = {"active", "completed", "failed", "paused", "cancelled"}
@@ -41,30 +40,6 @@ def rule_over_counts(cancelled: bool, counts: Counts) -> str:
     if get("paused", 0) > 0:
         return "paused"
     return "active"
-
-
-async def new_graph(
-    pool: asyncpg.Pool, keys: Sequence[str], edges: Sequence[tuple[str, str]] = ()
-) -> tuple[str, dict[str, str]]:
-    """A graph written by the dispatcher's store; its id and its task ids by key."""
-    graph_id = await GraphStore(pool).create_graph(
-        PROJECT,
-        title="g",
-        tasks=[NewTask(key=k, title=k) for k in keys],
-        edges=list(edges),
-        max_parallel=0,
-        labels={},
-        request_id="",
-        validate_only=False,
-    )
-    assert graph_id is not None
-    rows = await pool.fetch(
-        "SELECT id, properties ->> 'key' AS key FROM kb.graph_objects "
-        "WHERE project_id = $1 AND type = 'SpecTask' AND properties ->> 'graph_id' = $2",
-        PROJECT,
-        graph_id,
-    )
-    return graph_id, {r["key"]: str(r["id"]) for r in rows}
 
 
 async def put(pool: asyncpg.Pool, task_id: str, status: str | None) -> None:
@@ -138,7 +113,7 @@ async def test_every_status_agrees_with_the_rule_the_oracle_and_the_view(
     db_pool: asyncpg.Pool,
 ) -> None:
     for name, (statuses, edges, cancelled, expected) in CASES.items():
-        graph_id, ids = await new_graph(db_pool, list(statuses), edges)
+        graph_id, ids = await new_graph(db_pool, PROJECT, list(statuses), edges)
         for key, status in statuses.items():
             if status != "pending":
                 await put(db_pool, ids[key], status)
@@ -159,7 +134,7 @@ async def test_random_graphs_agree_in_every_status(db_pool: asyncpg.Pool) -> Non
     for _ in range(40):
         keys = [f"t{i}" for i in range(rng.randint(1, 5))]
         edges = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if rng.random() < 0.4]
-        graph_id, ids = await new_graph(db_pool, keys, edges)
+        graph_id, ids = await new_graph(db_pool, PROJECT, keys, edges)
         for key in keys:
             status = rng.choice(["pending", "pending", "completed", "completed", "in_progress",
                                  "failed", "paused", "cancelled", None])  # fmt: skip
@@ -177,8 +152,8 @@ async def test_changes_from_elsewhere_keep_it_current(db_pool: asyncpg.Pool) -> 
     """A blocker in another graph (an edge a graph tool may write), the edge itself, a
     deleted task, a deleted graph and an object that stops being a graph: the kept status
     follows each."""
-    first, one = await new_graph(db_pool, ["a"])
-    second, two = await new_graph(db_pool, ["x", "y"])
+    first, one = await new_graph(db_pool, PROJECT, ["a"])
+    second, two = await new_graph(db_pool, PROJECT, ["x", "y"])
     await put(db_pool, one["a"], "in_progress")
     await put(db_pool, two["x"], "failed")
     assert await kept(db_pool, second) == "active"  # y is available
@@ -207,7 +182,7 @@ async def test_concurrent_last_tasks_leave_the_graph_completed(db_pool: asyncpg.
     before it reads, the graph ended ACTIVE.) Eight tasks: each transaction holds one of
     the pool's ten connections until all are open."""
     for _ in range(5):
-        graph_id, ids = await new_graph(db_pool, [f"t{i}" for i in range(8)])
+        graph_id, ids = await new_graph(db_pool, PROJECT, [f"t{i}" for i in range(8)])
         for task_id in ids.values():
             await put(db_pool, task_id, "in_progress")
 
@@ -231,7 +206,7 @@ async def test_commits_touching_graphs_in_opposite_orders_do_not_deadlock(
     released first, then G. Taking the rows in the order touched, B would hold H and wait
     for G behind A, and A, given G, would wait for H: a deadlock, every time. Taken in id
     order, one commit waits for the other."""
-    (g, g_ids), (h, h_ids) = [await new_graph(db_pool, ["t", "u"]) for _ in range(2)]
+    (g, g_ids), (h, h_ids) = [await new_graph(db_pool, PROJECT, ["t", "u"]) for _ in range(2)]
     for task_id in [*g_ids.values(), *h_ids.values()]:
         await put(db_pool, task_id, "in_progress")
 
