@@ -5,10 +5,10 @@ await the call's status inside the interceptor. When the caller's task is cancel
 the interceptor's task ends but nobody cancels the call itself, so the server keeps
 running it to its end (opentelemetry-python-contrib#3271, open in 0.66b2). For the
 executor that meant a cancelled run's CallTool went on in the toolpool until the MCP
-server's call timeout (up to 600 s), holding one of the project's MCP call slots.
-:class:`_CancelsUnaryUnary` wraps such an interceptor through gRPC's public interceptor API only:
-it remembers the call the continuation started and cancels it when the caller is
-cancelled. Calls with a response stream propagate cancellation already (measured); no
+server's ``call_timeout`` (at most an hour), holding one of the project's MCP call slots.
+:class:`_CancelsUnaryUnary` wraps such an interceptor through gRPC's public interceptor
+API only: it remembers the call the continuation started and cancels it when the caller
+is cancelled. Calls with a response stream propagate cancellation already (measured); no
 agentfleet RPC streams its requests, so the stream-unary interceptor is left as it is.
 """
 
