@@ -9,9 +9,11 @@ time with :func:`agentfleet.events.append_events`, ``--rate`` per second. Latenc
 the append's commit returning here to the event arriving at each watcher (same clock), so
 it includes the NOTIFY, the server's read and send, and this process's own scheduling of
 500 streams.
-The limits it runs with are printed: every watcher uses one token, so the per-token cap on
-open streams (AGENTFLEET_MAX_STREAMS_PER_TOKEN, 64 by default) is raised for this server;
-a deployment gives each client its own token. Deliveries per second are paced by
+The limits it runs with are printed: every watcher uses one token of one project, so the
+per-token and per-project caps on open streams (AGENTFLEET_MAX_STREAMS_PER_TOKEN, 64, and
+AGENTFLEET_MAX_STREAMS_PER_PROJECT, 128 by default) are raised for this server, as an
+operator who shows one run to hundreds of people on one process sets them; the defaults
+keep one project's watchers from taking the server-wide cap from the others. Deliveries per second are paced by
 ``--rate`` (events appended per second, times the watchers): not a capacity.
 
 ``python bench/watch_fanout.py [--watchers 500] [--events 100] [--json out.json]``
@@ -45,6 +47,7 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 """A channel with its own connection: gRPC otherwise shares one between the channels of
 one target and options, and all streams would go over it."""
 STREAMS_PER_TOKEN = 100_000
+STREAMS_PER_PROJECT = 100_000
 
 
 def channel_count(watchers: int, per_connection: int) -> int:
@@ -67,8 +70,9 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
         environ={
             "AGENTFLEET_SERVICE_TOKEN": service,
             "AGENTFLEET_LOG_LEVEL": "warning",
-            # Every watcher uses one token: lift the per-token stream limit.
+            # Every watcher uses one token of one project: lift both stream caps.
             "AGENTFLEET_MAX_STREAMS_PER_TOKEN": str(STREAMS_PER_TOKEN),
+            "AGENTFLEET_MAX_STREAMS_PER_PROJECT": str(STREAMS_PER_PROJECT),
         },
     )
     limits = ServerLimits()
@@ -150,6 +154,8 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, object]:
             f"(AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION {limits.max_streams_per_connection}, "
             f"the default); AGENTFLEET_MAX_STREAMS_PER_TOKEN raised to {STREAMS_PER_TOKEN} "
             f"(one token for every watcher; default {limits.max_streams_per_token}); "
+            f"AGENTFLEET_MAX_STREAMS_PER_PROJECT raised to {STREAMS_PER_PROJECT} "
+            f"(one project; default {limits.max_streams_per_project}); "
             f"AGENTFLEET_GRPC_MAX_CONCURRENT_RPCS {limits.max_concurrent_rpcs}, the default"
         ),
     }
