@@ -18,7 +18,7 @@ import grpc
 from agentfleet.auth import current_principal
 from agentfleet.clients import service_channel
 from agentfleet.db import Listener
-from agentfleet.errors import InvalidArgument, NotFound
+from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
 from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
 from agentfleet.run_watch import RunWatch
@@ -42,6 +42,20 @@ from services.executor.tree import cancel_tree
 from services.executor.worker import RunWorker, worker_name
 
 
+def _check_startable(visibility: str, agent_name: str) -> None:
+    """Internal agents are for agents only (seed 000 D6): spawn_agents runs them in-process and
+    the dispatcher starts them with its service token; a project's own token may not.
+
+    With auth off there is no token to tell them apart, and every caller is trusted anyway.
+    """
+    principal = current_principal.get()
+    if visibility == "internal" and principal.token_id is not None and principal.service is None:
+        raise PermissionDenied(
+            f"agent {agent_name!r} has visibility internal: only agents start it "
+            "(spawn_agents, or the dispatcher for a task)"
+        )
+
+
 @dataclass(kw_only=True, eq=False)
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     """StartRun, TriggerRun, CancelRun, ResumeRun and DecideToolCall."""
@@ -61,6 +75,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         )
         if not task_found:
             raise NotFound(f"task {params.task_id} not found")
+        _check_startable(definition.visibility, params.agent_name)
         params.agent_definition_id = str(definition.id)
         params.stream_deltas = streams_deltas(definition.streaming, followed=followed)
         params = await inherit_task_limits(self.pool, params, definition)
