@@ -207,6 +207,25 @@ _RECORDED: dict[str, _Spec] = {
     "watch_subscribers": _Spec(
         "up_down_counter", "agentfleet.watch.subscribers", "{stream}", "Open WatchRun streams"
     ),
+    "quota_waiting": _Spec(
+        "up_down_counter",
+        "agentfleet.model.quota.waiting",
+        "{call}",
+        "Model calls waiting for their model's quota, by model",
+    ),
+    "quota_wait_duration": _Spec(
+        "histogram",
+        "agentfleet.model.quota.wait.duration",
+        "s",
+        "How long model calls waited for their model's quota, by model",
+        _RUN_BUCKETS,
+    ),
+    "rate_limited": _Spec(
+        "counter",
+        "agentfleet.model.rate_limited",
+        "{response}",
+        "429 answers of the model (quota exhausted), by model",
+    ),
 }
 _OBSERVED: dict[str, _Spec] = {
     # Keyed by the ObservedState method that reports the instrument when it is scraped.
@@ -267,6 +286,9 @@ class Instruments:
     dispatch_duration: metrics.Histogram
     rpc_duration: metrics.Histogram
     watch_subscribers: metrics.UpDownCounter
+    quota_waiting: metrics.UpDownCounter
+    quota_wait_duration: metrics.Histogram
+    rate_limited: metrics.Counter
 
     def __init__(self, meter: Meter, state: ObservedState) -> None:
         self.state = state
@@ -357,6 +379,23 @@ def watch_subscriber() -> Iterator[None]:
         yield
     finally:
         _instruments.watch_subscribers.add(-1)
+
+
+def record_model_rate_limited(*, model: str) -> None:
+    """The model answered 429 (a quota of ``model`` exhausted)."""
+    _instruments.rate_limited.add(1, {"gen_ai.request.model": model})
+
+
+def quota_wait_started(*, model: str) -> None:
+    """A model call of ``model`` started waiting for its quota."""
+    _instruments.quota_waiting.add(1, {"gen_ai.request.model": model})
+
+
+def quota_wait_ended(*, model: str, waited_s: float) -> None:
+    """The wait :func:`quota_wait_started` counted ended after ``waited_s``."""
+    attributes = {"gen_ai.request.model": model}
+    _instruments.quota_waiting.add(-1, attributes)
+    _instruments.quota_wait_duration.record(waited_s, attributes)
 
 
 def observe_mcp_pool(pool: McpHealth) -> None:

@@ -77,6 +77,9 @@ def _record_every_hook() -> None:
         asyncio.run(metrics.timed_model_call(_time_out(), model="gemini"))
     metrics.record_tool_call(tool="t", source="builtin", duration_s=0.1, failed=True)
     metrics.record_dispatch(metrics.dispatch_started())
+    metrics.record_model_rate_limited(model="m")
+    metrics.quota_wait_started(model="m")
+    metrics.quota_wait_ended(model="m", waited_s=1.5)
     metrics.record_rpc(0.1, {"rpc.method": "x/Y", "rpc.response.status_code": "OK"})
     with metrics.watch_subscriber():
         pass

@@ -60,6 +60,12 @@ class Reply:
     error_status: int | None = None
     """Answer with this HTTP status and a Google error body (429, 500, 503, ...)."""
     error_message: str | None = None
+    retry_delay_s: float | None = None
+    """With ``error_status``: a ``google.rpc.RetryInfo`` detail with this ``retryDelay``, as
+    Gemini sends with a 429."""
+    quota_id: str | None = None
+    """With ``error_status``: a ``google.rpc.QuotaFailure`` detail whose violation has this
+    ``quotaId`` (e.g. ``GenerateRequestsPerMinutePerProjectPerModel``), as Gemini sends."""
     delay_s: float = 0.0
     """Simulated latency before answering."""
     hang: bool = False
@@ -99,6 +105,10 @@ class Reply:
             raise ValueError(f"error_status must be 4xx or 5xx, got {self.error_status}")
         if self.delay_s < 0:
             raise ValueError("delay_s must be >= 0")
+        if self.error_status is None and (self.retry_delay_s, self.quota_id) != (None, None):
+            raise ValueError("retry_delay_s and quota_id go with an error_status")
+        if self.retry_delay_s is not None and not self.retry_delay_s >= 0:
+            raise ValueError("retry_delay_s must be >= 0")
         if self.stream_chunk_delay_s < 0:
             raise ValueError("stream_chunk_delay_s must be >= 0")
 

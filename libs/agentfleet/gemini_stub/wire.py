@@ -47,7 +47,25 @@ def error_body(code: int, message: str) -> dict[str, Any]:
 def reply_error_body(reply: Reply) -> dict[str, Any]:
     assert reply.error_status is not None
     message = reply.error_message or f"scripted {reply.error_status} from the gemini stub"
-    return error_body(reply.error_status, message)
+    body = error_body(reply.error_status, message)
+    details: list[dict[str, Any]] = []
+    if reply.quota_id is not None:
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [{"quotaId": reply.quota_id}],
+            }
+        )
+    if reply.retry_delay_s is not None:
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                "retryDelay": f"{reply.retry_delay_s:.3f}s",
+            }
+        )
+    if details:
+        body["error"]["details"] = details
+    return body
 
 
 def _parts(

@@ -6,6 +6,7 @@ from agentfleet.llm.client import (
     ModelClient,
     ModelReply,
     ModelRequest,
+    QuotaWaitSink,
     RetryPolicy,
     StreamingModelClient,
     TextDelta,
@@ -28,6 +29,7 @@ from agentfleet.llm.genai_client import (
     GenaiModelClient,
     build_genai_client,
 )
+from agentfleet.llm.quota_wait import QuotaWait
 
 __all__ = [
     "PLACEHOLDER_API_KEY",
@@ -39,6 +41,8 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelRequestError",
+    "QuotaWait",
+    "QuotaWaitSink",
     "RetryPolicy",
     "StreamingModelClient",
     "TextDelta",

@@ -12,6 +12,8 @@ from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from google.genai import types
 
+from agentfleet.llm.quota_wait import QuotaWait
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TokenUsage:
@@ -55,6 +57,11 @@ class TextDelta:
 DeltaSink = Callable[[TextDelta], Awaitable[None]]
 """Receives a streamed reply's pieces in order; awaited before the next chunk is read."""
 
+QuotaWaitSink = Callable[[QuotaWait], Awaitable[None]]
+"""Told when a model call starts waiting for the model's quota (``waiting`` True) and when
+it stops (False, also when the wait is cut short by a cancellation); awaited before the
+wait begins and after it ends."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RetryPolicy:
@@ -97,6 +104,9 @@ class ModelRequest(_RequiredArguments, total=False):
     config: types.GenerateContentConfig | None
     """Temperature, max output tokens, a response JSON schema, tool config; its own system
     instruction and tools are replaced by the fields above."""
+    on_wait: QuotaWaitSink
+    """Told when the call waits for the model's quota (a 429 backoff, the shared limiter)
+    and when it stops waiting; not sent to the model."""
 
 
 def checked_request(request: Mapping[str, object]) -> ModelRequest:

@@ -180,9 +180,13 @@ class GenaiModelClient:
         return channel
 
     async def generate(self, **request: Unpack[ModelRequest]) -> ModelReply:
-        """One model call, retried on 429/5xx and dropped connections per the policy."""
+        """One model call, retried on 429/5xx and dropped connections per the policy; the
+        waits after a 429 are told to ``on_wait`` when given."""
         call = self._request(request, "")
-        return await _traced(call.model, with_retries(call.generate, self._retry, model=call.model))
+        retried = with_retries(
+            call.generate, self._retry, model=call.model, on_wait=request.get("on_wait")
+        )
+        return await _traced(call.model, retried)
 
     async def generate_stream(
         self, *, on_delta: DeltaSink, **request: Unpack[ModelRequest]
@@ -194,7 +198,13 @@ class GenaiModelClient:
         async def attempt() -> types.GenerateContentResponse:
             return await stream_once(call.chunks, on_delta)
 
-        retried = with_retries(attempt, self._retry, model=call.model, call="streamed model call")
+        retried = with_retries(
+            attempt,
+            self._retry,
+            model=call.model,
+            call="streamed model call",
+            on_wait=request.get("on_wait"),
+        )
         return await _traced(call.model, retried)
 
     def _request(self, arguments: ModelRequest, kind: str) -> _Request:

@@ -8,6 +8,7 @@ Shared by the plain calls (:mod:`agentfleet.llm.genai_client`) and the streamed 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import re
@@ -20,13 +21,15 @@ import structlog
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from agentfleet.llm.client import ModelReply, RetryPolicy, TokenUsage
+from agentfleet import metrics
+from agentfleet.llm.client import ModelReply, QuotaWaitSink, RetryPolicy, TokenUsage
 from agentfleet.llm.errors import (
     MalformedModelReply,
     ModelError,
     ModelRequestError,
     TransientModelError,
 )
+from agentfleet.llm.quota_wait import QuotaWait
 
 _log = structlog.get_logger(__name__)
 
@@ -68,10 +71,12 @@ async def with_retries(
     *,
     model: str,
     call: str = "model call",
+    on_wait: QuotaWaitSink | None = None,
 ) -> ModelReply:
     """The reply of the first attempt that answers, retried per ``policy``; an attempt whose
     error carries a true ``delta_sent`` (a streamed call that already handed pieces on) is
-    not retried, as a retry would hand them on again."""
+    not retried, as a retry would hand them on again. The wait after a 429 is a wait for
+    the model's quota: ``on_wait`` is told when it starts and when it ends."""
     attempt = 0
     while True:
         attempt += 1
@@ -80,11 +85,27 @@ async def with_retries(
         except MalformedModelReply:
             raise
         except Exception as exc:
+            limit = quota_limit(exc)
+            if limit is not None:
+                metrics.record_model_rate_limited(model=model)
             retryable = not getattr(exc, "delta_sent", False)
             delay = retry_delay(
                 exc, policy, attempt=attempt, model=model, retryable=retryable, call=call
             )
-            await asyncio.sleep(delay)
+            if limit is None or on_wait is None:
+                await asyncio.sleep(delay)
+            else:
+                await reported_wait(on_wait, QuotaWait(model, limit, delay, True))
+
+
+async def reported_wait(on_wait: QuotaWaitSink, wait: QuotaWait) -> None:
+    """Waits ``wait.expected_wait_s``, telling ``on_wait`` when the wait starts and when it
+    ends (also when a cancellation cuts it short)."""
+    await on_wait(wait)
+    try:
+        await asyncio.sleep(wait.expected_wait_s)
+    finally:
+        await on_wait(dataclasses.replace(wait, waiting=False))
 
 
 def retry_delay(
@@ -132,15 +153,53 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 def retry_hint_s(exc: BaseException) -> float | None:
     """The ``google.rpc.RetryInfo.retryDelay`` of an API error, in seconds, if it has one."""
+    for item in _error_details(exc, "RetryInfo"):
+        match = _DURATION.match(str(item.get("retryDelay", "")))
+        if match:
+            return float(match.group(1))
+    return None
+
+
+_QUOTA_LIMITS = (
+    # (words a google.rpc.QuotaFailure quotaId holds, the limit's name), first match wins:
+    # Gemini's ids read like "GenerateRequestsPerMinutePerProjectPerModel-FreeTier".
+    (("Token", "PerDay"), "tokens_per_day"),
+    (("PerDay",), "requests_per_day"),
+    (("Token", "PerMinute"), "tokens_per_minute"),
+    (("PerMinute",), "requests_per_minute"),
+)
+RATE_LIMIT = "rate_limit"
+"""The limit of a 429 that names none we know."""
+
+
+def quota_limit(exc: BaseException) -> str | None:
+    """Which of the model's quotas a 429 says was exhausted (one of a fixed set of names,
+    :data:`RATE_LIMIT` when it names none we know); None for any other error. The server's
+    own words never pass through: they are only matched."""
+    if not isinstance(exc, genai_errors.APIError) or exc.code != 429:
+        return None
+    for detail in _error_details(exc, "QuotaFailure"):
+        violations = detail.get("violations")
+        for violation in violations if isinstance(violations, list) else []:
+            quota_id = violation.get("quotaId") if isinstance(violation, dict) else None
+            if not isinstance(quota_id, str):
+                continue
+            for words, limit in _QUOTA_LIMITS:
+                if all(word in quota_id for word in words):
+                    return limit
+    return RATE_LIMIT
+
+
+def _error_details(exc: BaseException, type_name: str) -> list[dict[str, Any]]:
+    """The ``google.rpc`` details of an API error whose ``@type`` ends with ``type_name``."""
     body: Any = getattr(exc, "details", None)
     error = body.get("error") if isinstance(body, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
-    for item in details if isinstance(details, list) else []:
-        if isinstance(item, dict) and str(item.get("@type", "")).endswith("RetryInfo"):
-            match = _DURATION.match(str(item.get("retryDelay", "")))
-            if match:
-                return float(match.group(1))
-    return None
+    return [
+        item
+        for item in (details if isinstance(details, list) else [])
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith(type_name)
+    ]
 
 
 def reply_from_response(response: types.GenerateContentResponse, *, attempts: int) -> ModelReply:
