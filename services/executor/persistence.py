@@ -284,6 +284,17 @@ class RunRecorder:
         self.started = True
 
     @_shielded
+    async def record_quota_wait(
+        self, event: events.ModelQuotaWait, *, quota_wait: dict[str, Any] | None
+    ) -> bool:
+        """A model call's wait for its model's quota started (``quota_wait``: what it waits
+        for, shown as the run's waiting_for) or ended (None), with ``event``, while this
+        worker holds the run. False when it no longer does (nothing written)."""
+        return await self._writes.quota_wait(
+            [event], quota_wait=quota_wait, lease_owner=self._owner
+        )
+
+    @_shielded
     async def record_finish(
         self,
         *,

@@ -182,6 +182,39 @@ class RunWriter:
             self._notifier.committed(run.id, last_seq)
         return stored_rows
 
+    async def quota_wait(
+        self,
+        batch: Sequence[events.RunEvent],
+        *,
+        quota_wait: dict[str, Any] | None,
+        lease_owner: str,
+    ) -> bool:
+        """The ``record_quota_wait`` statement (the run's wait, set or cleared, and
+        ``batch``), never twice; False when the run row did not qualify (lease lost, run no
+        longer running) and nothing was written."""
+        run = self.run
+        statement = events.STATEMENTS["record_quota_wait"]
+        columns = events.event_columns(
+            project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
+        )
+        arguments = statement.arguments(
+            columns | {"quota_wait": quota_wait, "lease_owner": lease_owner}
+        )
+
+        async def committed() -> list[asyncpg.Record] | None:
+            return await events_appended(self.pool, run_id=run.id, batch=batch)
+
+        rows = await write_once(
+            lambda: self.pool.fetch(statement.text, *arguments),
+            committed=committed,
+            what=_WHAT,
+            pool=self.pool,
+        )
+        last_seq = max((row["seq"] for row in rows if row["seq"] is not None), default=0)
+        if last_seq:
+            self._notifier.committed(run.id, last_seq)
+        return bool(last_seq)
+
     async def with_messages(
         self,
         write: Callable[[], Awaitable[list[events.PersistedEvent]]],

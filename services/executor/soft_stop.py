@@ -23,6 +23,7 @@ from agentfleet.run_limits import MAX_TOTAL_STEPS
 from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result, plan_calls, refused_result
 from services.executor.persistence import RunRecorder
+from services.executor.quota_waits import quota_waits
 from services.executor.recovery import load_conversation
 from services.executor.runs import RunRecord
 from services.executor.safety import (
@@ -81,13 +82,17 @@ async def wrap_up(
     summary = progress.last_text or None
     reason = f"{kind}: summary given"
     try:
-        async with asyncio.timeout(grace_s):
+        async with (
+            quota_waits(recorder, step=step, model=turn.model) as on_wait,
+            asyncio.timeout(grace_s),
+        ):
             reply = await model.generate(
                 model=turn.model,
                 system_instruction=turn.system,
                 contents=contents,
                 tools=[],
                 config=turn.config,
+                on_wait=on_wait,
             )
     except (TimeoutError, ModelError) as exc:
         log.warning("summary_not_given", kind=kind, error=str(exc) or type(exc).__name__)

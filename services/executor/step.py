@@ -95,7 +95,7 @@ class StepRunner:
             reply = await call_model(
                 model=self.model,
                 pool=self.pool,
-                run=run,
+                recorder=recorder,
                 step=step,
                 call=ModelCall.of(turn, contents),
                 streaming=run.stream_deltas,

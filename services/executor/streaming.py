@@ -17,9 +17,11 @@ import asyncpg
 from google.genai import types
 
 from agentfleet.events.delta import TextDelta, publish_delta
-from agentfleet.llm import ModelClient, ModelReply, StreamingModelClient
+from agentfleet.llm import ModelClient, ModelReply, QuotaWaitSink, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
 from services.executor.loop_state import Turn
+from services.executor.persistence import RunRecorder
+from services.executor.quota_waits import quota_waits
 from services.executor.runs import RunRecord
 from services.executor.store import runs as store_runs
 
@@ -54,15 +56,28 @@ async def call_model(
     *,
     model: ModelClient,
     pool: asyncpg.Pool,
-    run: RunRecord,
+    recorder: RunRecorder,
     step: int,
     call: ModelCall,
     streaming: bool,
 ) -> ModelReply:
-    """One model call of ``run``'s ``step``; streamed (deltas published) when asked for
-    and the client can."""
-    if not streaming or not isinstance(model, StreamingModelClient):
-        return await model.generate(**call.arguments())
+    """One model call of the recorder's run, step ``step``; streamed (deltas published)
+    when asked for and the client can. Its waits for the model's quota show on the run
+    (:mod:`~services.executor.quota_waits`)."""
+    async with quota_waits(recorder, step=step, model=call.model) as on_wait:
+        if not streaming or not isinstance(model, StreamingModelClient):
+            return await model.generate(**call.arguments(), on_wait=on_wait)
+        return await _streamed(model, pool, recorder.run, step, call, on_wait)
+
+
+async def _streamed(
+    model: StreamingModelClient,
+    pool: asyncpg.Pool,
+    run: RunRecord,
+    step: int,
+    call: ModelCall,
+    on_wait: QuotaWaitSink,
+) -> ModelReply:
     # Only this worker appends the run's events while it holds the lease: the step's
     # first stored event will have this seq.
     before_seq = await store_runs.next_event_seq(pool, run.project_id, run.id)
@@ -82,4 +97,4 @@ async def call_model(
             ),
         )
 
-    return await model.generate_stream(**call.arguments(), on_delta=publish)
+    return await model.generate_stream(**call.arguments(), on_delta=publish, on_wait=on_wait)

@@ -98,7 +98,7 @@ class StructuredFinish:
         reply = await call_model(
             model=self.model,
             pool=self.pool,
-            run=self.recorder.run,
+            recorder=self.recorder,
             step=self.progress.step,
             call=ModelCall(
                 model=self.turn.model,

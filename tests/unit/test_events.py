@@ -66,6 +66,25 @@ ONE_OF_EACH: list[ev.RunEvent] = [
     ),
     ev.Safety(agent_name="writer", kind="step_limit", message="limit", details={"max_steps": 10.0}),
     ev.StatusChanged(agent_name="writer", from_status="running", to_status="paused", reason="r"),
+    ev.ModelQuotaWait(
+        agent_name="writer",
+        waiting=True,
+        model="gemini-2.5-pro",
+        limit="requests_per_minute",
+        expected_wait_s=12.25,
+        step=2,
+        message="waiting for model quota: gemini-2.5-pro, about 12 s",
+    ),
+    ev.ModelQuotaWait(
+        agent_name="writer",
+        waiting=False,
+        model="gemini-2.5-pro",
+        limit="requests_per_minute",
+        expected_wait_s=12.25,
+        step=2,
+        waited_s=11.5,
+        message="model quota wait over",
+    ),
     ev.RunFinished(agent_name="writer", run=ev.run_snapshot(RUN_ROW)),
 ]
 
@@ -109,6 +128,27 @@ def test_run_snapshot_carries_the_run() -> None:
     assert run.timeout.ToTimedelta() == timedelta(minutes=5)
     assert run.labels == {"team": "a"}
     assert message.type == common_pb2.RUN_EVENT_TYPE_RUN_FINISHED
+
+
+def test_a_waiting_run_says_what_for_and_since_when() -> None:
+    run = ev.agent_run_to_proto(
+        {
+            **RUN_ROW,
+            "status": "running",
+            "quota_wait": {
+                "model": "gemini-2.5-pro",
+                "limit": "tokens_per_minute",
+                "expected_wait_s": 11.6,
+            },
+            "quota_wait_since": NOW,
+        }
+    )
+    waiting = run.waiting_for
+    assert waiting.message == "waiting for model quota: gemini-2.5-pro, about 12 s"
+    assert (waiting.model, waiting.limit) == ("gemini-2.5-pro", "tokens_per_minute")
+    assert waiting.expected_wait.ToTimedelta() == timedelta(seconds=11.6)
+    assert waiting.since.ToDatetime(tzinfo=UTC) == NOW
+    assert not ev.agent_run_to_proto(RUN_ROW).HasField("waiting_for")
 
 
 def test_unknown_types_and_keys() -> None:

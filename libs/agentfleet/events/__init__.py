@@ -16,6 +16,7 @@ names below.
 from agentfleet.events.domain import (
     ChildRunFinished,
     ChildRunStarted,
+    ModelQuotaWait,
     ModelText,
     PersistedEvent,
     RunEvent,
@@ -58,6 +59,7 @@ __all__ = [
     "STATEMENTS",
     "ChildRunFinished",
     "ChildRunStarted",
+    "ModelQuotaWait",
     "ModelText",
     "PersistedEvent",
     "RunEvent",

@@ -158,6 +158,23 @@ class StatusChanged(_Envelope):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ModelQuotaWait(_Envelope):
+    """A model call started (``waiting``) or stopped waiting for its model's quota; the
+    run stays running."""
+
+    type: Literal["model_quota_wait"] = "model_quota_wait"
+    waiting: bool
+    model: str
+    limit: str
+    """One of a fixed set of names (``requests_per_minute``, ... ``rate_limit``)."""
+    expected_wait_s: float
+    step: int = 0
+    waited_s: float = 0.0
+    """How long the call waited; set when ``waiting`` is false."""
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RunFinished(_Envelope):
     """The execution stopped; the last event of an execution. ``run``: :func:`run_snapshot`."""
 
@@ -175,6 +192,7 @@ RunEvent: TypeAlias = (
     | ChildRunFinished
     | Safety
     | StatusChanged
+    | ModelQuotaWait
     | RunFinished
 )
 
@@ -190,6 +208,7 @@ _EVENT_CLASSES: dict[str, type[RunEvent]] = {
         ChildRunFinished,
         Safety,
         StatusChanged,
+        ModelQuotaWait,
         RunFinished,
     )
 }

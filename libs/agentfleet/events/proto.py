@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -79,12 +80,36 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         "complete_time": _proto_time(get("completed_at")),
         "cancel_request_time": _proto_time(get("cancel_requested_at")),
     }
+    quota_wait = get("quota_wait")
+    if quota_wait is not None and get("quota_wait_since") is not None:
+        run.waiting_for.CopyFrom(waiting_for_proto(quota_wait, row["quota_wait_since"]))
     if get("duration_ms") is not None:
         optional_messages["duration"] = _proto_time(timedelta(milliseconds=row["duration_ms"]))
     for name, value in optional_messages.items():
         if value is not None:
             getattr(run, name).CopyFrom(value)
     return run
+
+
+def quota_wait_message(model: str, expected_wait_s: float) -> str:
+    """What a person reads about a run waiting for its model's quota."""
+    seconds = round(expected_wait_s) if math.isfinite(expected_wait_s) else 0
+    return f"waiting for model quota: {model}, about {max(1, seconds)} s"
+
+
+def waiting_for_proto(quota_wait: Mapping[str, Any], since: datetime) -> common_pb2.RunWaitingFor:
+    """``AgentRun.waiting_for`` of a run row's ``quota_wait`` and ``quota_wait_since``."""
+    model = str(quota_wait.get("model", ""))
+    expected = quota_wait.get("expected_wait_s")
+    expected_s = float(expected) if isinstance(expected, int | float) else 0.0
+    waiting = common_pb2.RunWaitingFor(
+        message=quota_wait_message(model, expected_s),
+        model=model,
+        limit=str(quota_wait.get("limit", "")),
+        since=timestamp_proto(since),
+    )
+    waiting.expected_wait.CopyFrom(_proto_time(timedelta(seconds=expected_s)))
+    return waiting
 
 
 def run_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,6 +130,7 @@ _PROTO_FIELD = {
     "safety": "safety",
     "status_changed": "status_changed",
     "run_finished": "run_finished",
+    "model_quota_wait": "model_quota_wait",
 }
 
 
@@ -197,6 +223,18 @@ def _payload_proto(event: domain.RunEvent) -> Any:
                 to_status=run_status_proto(event.to_status),
                 reason=event.reason,
             )
+        case domain.ModelQuotaWait():
+            wait = common_pb2.ModelQuotaWait(
+                waiting=event.waiting,
+                model=event.model,
+                limit=event.limit,
+                step=event.step,
+                message=event.message,
+            )
+            wait.expected_wait.CopyFrom(_proto_time(timedelta(seconds=event.expected_wait_s)))
+            if not event.waiting:
+                wait.waited.CopyFrom(_proto_time(timedelta(seconds=event.waited_s)))
+            return wait
     raise TypeError(f"not a run event: {event!r}")
 
 
@@ -279,6 +317,16 @@ def from_proto(message: common_pb2.RunEvent) -> domain.PersistedEvent:
                 "from_status": run_status_name(body.from_status),
                 "to_status": run_status_name(body.to_status),
                 "reason": body.reason,
+            }
+        case "model_quota_wait":
+            values = {
+                "waiting": body.waiting,
+                "model": body.model,
+                "limit": body.limit,
+                "expected_wait_s": body.expected_wait.ToTimedelta().total_seconds(),
+                "step": body.step,
+                "waited_s": body.waited.ToTimedelta().total_seconds(),
+                "message": body.message,
             }
     event = domain.event_from_payload(
         type_, agent_name=message.agent_name, is_internal=message.is_internal, payload=values

@@ -136,3 +136,20 @@ WITH numbered AS (
 ,
 -- include: insert_events
 SELECT ev.* FROM numbered LEFT JOIN ev ON true
+
+-- name: record_quota_wait
+-- A model call of the run started (quota_wait an object) or stopped (NULL) waiting for its
+-- model's quota, while lease_owner holds the run: the run's waiting_for and the
+-- MODEL_QUOTA_WAIT event, in one statement. No row when the lease is lost or the run is no
+-- longer running (its end cleared the wait).
+WITH numbered AS (
+    UPDATE kb.agent_runs
+    SET quota_wait = :quota_wait::jsonb,
+        quota_wait_since = CASE WHEN :quota_wait::jsonb IS NULL THEN NULL ELSE now() END,
+        last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE project_id = :project_id AND id = :run_id::uuid AND lease_owner = :lease_owner
+      AND status = 'running'
+    RETURNING id, last_event_seq
+),
+-- include: insert_events
+SELECT ev.* FROM numbered LEFT JOIN ev ON true

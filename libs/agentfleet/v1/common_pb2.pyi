@@ -79,6 +79,7 @@ class RunEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_EVENT_TYPE_STATUS_CHANGED: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_RUN_FINISHED: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_MODEL_TEXT_DELTA: _ClassVar[RunEventType]
+    RUN_EVENT_TYPE_MODEL_QUOTA_WAIT: _ClassVar[RunEventType]
 
 class SafetyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -141,6 +142,7 @@ RUN_EVENT_TYPE_SAFETY: RunEventType
 RUN_EVENT_TYPE_STATUS_CHANGED: RunEventType
 RUN_EVENT_TYPE_RUN_FINISHED: RunEventType
 RUN_EVENT_TYPE_MODEL_TEXT_DELTA: RunEventType
+RUN_EVENT_TYPE_MODEL_QUOTA_WAIT: RunEventType
 SAFETY_KIND_UNSPECIFIED: SafetyKind
 SAFETY_KIND_STEP_LIMIT: SafetyKind
 SAFETY_KIND_TIMEOUT: SafetyKind
@@ -247,7 +249,7 @@ class AgentSummary(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., flow_type: _Optional[_Union[FlowType, str]] = ..., visibility: _Optional[_Union[Visibility, str]] = ..., tools: _Optional[_Iterable[str]] = ..., model_name: _Optional[str] = ..., product_name: _Optional[str] = ..., exists: _Optional[bool] = ...) -> None: ...
 
 class AgentRun(_message.Message):
-    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time", "output", "thread_id")
+    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time", "output", "thread_id", "waiting_for")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +288,7 @@ class AgentRun(_message.Message):
     CANCEL_REQUEST_TIME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     agent_definition_id: str
@@ -317,7 +320,22 @@ class AgentRun(_message.Message):
     cancel_request_time: _timestamp_pb2.Timestamp
     output: _struct_pb2.Struct
     thread_id: str
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    waiting_for: RunWaitingFor
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thread_id: _Optional[str] = ..., waiting_for: _Optional[_Union[RunWaitingFor, _Mapping]] = ...) -> None: ...
+
+class RunWaitingFor(_message.Message):
+    __slots__ = ("message", "model", "limit", "expected_wait", "since")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_WAIT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    model: str
+    limit: str
+    expected_wait: _duration_pb2.Duration
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, message: _Optional[str] = ..., model: _Optional[str] = ..., limit: _Optional[str] = ..., expected_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunQueued(_message.Message):
     __slots__ = ("run",)
@@ -435,6 +453,24 @@ class StatusChanged(_message.Message):
     reason: str
     def __init__(self, from_status: _Optional[_Union[RunStatus, str]] = ..., to_status: _Optional[_Union[RunStatus, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class ModelQuotaWait(_message.Message):
+    __slots__ = ("waiting", "model", "limit", "expected_wait", "step", "waited", "message")
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_WAIT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    WAITED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    waiting: bool
+    model: str
+    limit: str
+    expected_wait: _duration_pb2.Duration
+    step: int
+    waited: _duration_pb2.Duration
+    message: str
+    def __init__(self, waiting: _Optional[bool] = ..., model: _Optional[str] = ..., limit: _Optional[str] = ..., expected_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step: _Optional[int] = ..., waited: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+
 class RunFinished(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]
@@ -442,7 +478,7 @@ class RunFinished(_message.Message):
     def __init__(self, run: _Optional[_Union[AgentRun, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished", "model_text_delta")
+    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished", "model_quota_wait", "model_text_delta")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -461,6 +497,7 @@ class RunEvent(_message.Message):
     SAFETY_FIELD_NUMBER: _ClassVar[int]
     STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_QUOTA_WAIT_FIELD_NUMBER: _ClassVar[int]
     MODEL_TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     root_run_id: str
@@ -480,5 +517,6 @@ class RunEvent(_message.Message):
     safety: Safety
     status_changed: StatusChanged
     run_finished: RunFinished
+    model_quota_wait: ModelQuotaWait
     model_text_delta: ModelTextDelta
-    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., model_text_delta: _Optional[_Union[ModelTextDelta, _Mapping]] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., model_quota_wait: _Optional[_Union[ModelQuotaWait, _Mapping]] = ..., model_text_delta: _Optional[_Union[ModelTextDelta, _Mapping]] = ...) -> None: ...

@@ -154,7 +154,10 @@ WITH RECURSIVE expired AS MATERIALIZED (
 taken_over AS (
     UPDATE kb.agent_runs r
     SET lease_owner = $1,
-        lease_expires_at = now() + make_interval(secs => $2::double precision)
+        lease_expires_at = now() + make_interval(secs => $2::double precision),
+        -- The previous worker's model call, and its wait for quota, died with it.
+        quota_wait = NULL,
+        quota_wait_since = NULL
     FROM expired
     WHERE r.id = expired.id
     RETURNING r.*, expired.previous_owner, false AS never_started

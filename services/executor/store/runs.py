@@ -63,7 +63,9 @@ SET status = $4,
     duration_ms = {_ELAPSED_MS},
     lease_owner = NULL,
     lease_expires_at = NULL,
-    output = $7::jsonb
+    output = $7::jsonb,
+    quota_wait = NULL,
+    quota_wait_since = NULL
 WHERE project_id = $1 AND id = $2::uuid AND status = ANY($3::text[])
 RETURNING *
 """
@@ -78,7 +80,8 @@ RETURNING *
 
 _PARK_WAITING = """
 UPDATE kb.agent_runs
-SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL, waiting_since = now()
+SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL, waiting_since = now(),
+    quota_wait = NULL, quota_wait_since = NULL
 WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3 AND status = 'running'
 RETURNING *
 """

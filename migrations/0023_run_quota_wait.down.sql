@@ -1,0 +1,1 @@
+ALTER TABLE kb.agent_runs DROP COLUMN quota_wait, DROP COLUMN quota_wait_since;
