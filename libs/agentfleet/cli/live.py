@@ -2,7 +2,8 @@
 
 :class:`RunTreeView` is pure state: feed it :class:`RunEvent` messages from any run of the
 tree (in any order across runs) and render it as a rich ``Tree``. Each node shows agent,
-status, step, tokens and the tool call in flight.
+status, step, tokens, the tool call in flight and what the run waits for (its model's
+quota).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from rich.tree import Tree
 
-from agentfleet.cli.render import STATUS_STYLE, run_status
+from agentfleet.cli.render import STATUS_STYLE, run_status, terminal_text
 from agentfleet.v1 import common_pb2, history_pb2
 
 
@@ -29,6 +30,9 @@ class RunNode:
     summary: str = ""
     pause_reason: str = ""
     """Why the run paused (its STATUS_CHANGED reason, e.g. a step limit); empty otherwise."""
+    waiting_for: str = ""
+    """What the running run waits for (its model's quota), as the server says; empty when
+    it is not waiting."""
     children: list[str] = field(default_factory=list)
 
 
@@ -83,6 +87,9 @@ class RunTreeView:
             node.status = run_status(event.status_changed.to_status)
             if node.status == "paused":
                 node.pause_reason = event.status_changed.reason
+        elif kind == "model_quota_wait":
+            wait = event.model_quota_wait
+            node.waiting_for = wait.message if wait.waiting else ""
         elif kind == "run_finished":
             self.merge_run(event.run_finished.run)
         return spawned
@@ -90,6 +97,7 @@ class RunTreeView:
     def merge_run(self, run: common_pb2.AgentRun) -> None:
         node = self._merge(run.id, run.agent_name, run.parent_run_id, run)
         node.summary = run.summary or run.error_message
+        node.waiting_for = run.waiting_for.message if run.HasField("waiting_for") else ""
 
     def merge_tree(self, tree: history_pb2.GetRunTreeResponse) -> None:
         """Takes status, steps and tokens from the persisted tree (authoritative)."""
@@ -111,6 +119,7 @@ class RunTreeView:
         node.tokens = counts.tokens_in + counts.tokens_out
         if node.status not in ("running", "queued"):
             node.current_tool = ""
+            node.waiting_for = ""
         return node
 
     def paused(self) -> list[RunNode]:
@@ -141,4 +150,6 @@ class RunTreeView:
         text.append(f"  step {node.step}  {node.tokens} tokens")
         if node.current_tool:
             text.append(f"  → {node.current_tool}", style="cyan")
+        if node.waiting_for and node.status == "running":
+            text.append(terminal_text(f"  ({node.waiting_for})", style="yellow"))
         return text

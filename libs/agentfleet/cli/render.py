@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -10,6 +11,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agentfleet.v1 import common_pb2
 
@@ -25,6 +27,17 @@ STATUS_STYLE = {
     "cancelled": "yellow",
     "paused": "magenta",
 }
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Characters that act on a terminal instead of showing: C0/C1 controls but newline and
+tab (escape sequences start with ESC or CSI), and bidirectional overrides."""
+
+
+def terminal_text(value: str, style: str = "") -> Text:
+    """Server or tenant text to print as written: a ``Text``, so never read as markup, and
+    without the characters that would move the cursor, clear or recolour the terminal."""
+    return Text(_CONTROL.sub("", value), style=style)
 
 
 def enum_name(enum: Any, value: int, prefix: str) -> str:

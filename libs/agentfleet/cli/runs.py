@@ -9,6 +9,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from agentfleet.cli.client import Connection
@@ -21,6 +22,7 @@ from agentfleet.cli.render import (
     run_status,
     seconds,
     styled_status,
+    terminal_text,
     timestamp,
     to_dict,
 )
@@ -88,7 +90,7 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
         return 0
     run = reply.run
     table = Table.grid(padding=(0, 2))
-    rows = [
+    rows: list[tuple[str, str | Text]] = [
         ("run", run.id),
         ("agent", run.agent_name),
         ("status", styled_status(run_status(run.status))),
@@ -100,8 +102,12 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
         ("messages", str(reply.message_count)),
         ("tool calls", str(reply.tool_call_count)),
         ("children", ", ".join(c.id for c in reply.children) or "-"),
-        ("input", run.input),
+        ("input", terminal_text(run.input)),
     ]
+    if run.HasField("waiting_for"):
+        waiting = run.waiting_for
+        since = timestamp(waiting.since)
+        rows.append(("waiting", terminal_text(f"{waiting.message} (since {since})")))
     if run.error_message:
         rows.append(("error", f"[red]{run.error_message}[/red]"))
     for key, value in rows:
