@@ -339,3 +339,49 @@ def _delta(after: Samples, before: Samples, name: str, **labels: str) -> float:
 async def _drain(stream: AsyncIterator[object]) -> None:
     async for _ in stream:
         pass
+
+
+async def test_quota_waits_and_429s_are_counted_by_model(metered: Metered) -> None:
+    project_id = f"quota-{uuid.uuid4().hex[:8]}"
+    token = (
+        await TokenStore(metered.pool).create(project_id=project_id, role="admin", name="e2e")
+    ).token
+    model = f"gemini-{project_id}"
+    marker = f"[{project_id}]"
+    await DefinitionRepository(metered.pool).upsert(
+        project_id,
+        AgentDefinition(name="limited", system_prompt=marker, model=ModelConfig(name=model)),
+    )
+    metered.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[Reply(error_status=429, retry_delay_s=3), Reply(text="done")],
+        )
+    )
+    by_model = {"gen_ai_request_model": model}
+    channel = open_channel(metered.stack.addresses["executor"], token=token)
+    executor = executor_pb2_grpc.ExecutorServiceStub(channel)
+    try:
+        run = await executor.TriggerRun(
+            executor_pb2.StartRunRequest(project_id=project_id, agent_name="limited", input="go")
+        )
+        during = await metered.wait_for(
+            "executor",
+            lambda s: value(s, "agentfleet_model_quota_waiting", **by_model) == 1,
+            "the model call waiting for its quota",
+        )
+        assert value(during, "agentfleet_model_rate_limited_total", **by_model) == 1
+        await wait_for(
+            lambda: metered.pool.fetchval(
+                "SELECT status = 'completed' FROM kb.agent_runs WHERE id = $1", run.id
+            ),
+            "the run completed after the wait",
+        )
+    finally:
+        await channel.close()
+    after = await metered.scrape("executor")
+    assert value(after, "agentfleet_model_quota_waiting", **by_model) == 0
+    assert value(after, "agentfleet_model_quota_wait_duration_seconds_count", **by_model) == 1
+    assert value(after, "agentfleet_model_quota_wait_duration_seconds_sum", **by_model) >= 3
+    assert value(after, "agentfleet_model_rate_limited_total", **by_model) == 1
