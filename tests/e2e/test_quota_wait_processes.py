@@ -31,7 +31,9 @@ async def next_event(events: AsyncIterator[common_pb2.RunEvent], type_: int, tim
     raise AssertionError(f"the stream ended before a {T.Name(type_)}")
 
 
-async def quota_limited_run(fleet: Fleet, project: Project, marker: str) -> str:
+async def quota_limited_run(
+    fleet: Fleet, project: Project, marker: str, *, retry_s: float = RETRY_S
+) -> str:
     """A run of an agent whose first model call is answered 429 with a RetryInfo."""
     await project.define("limited", system_prompt=marker)
     fleet.stub.add_script(
@@ -42,7 +44,7 @@ async def quota_limited_run(fleet: Fleet, project: Project, marker: str) -> str:
                 Reply(
                     error_status=429,
                     error_message="Resource has been exhausted",
-                    retry_delay_s=RETRY_S,
+                    retry_delay_s=retry_s,
                     quota_id="GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
                 ),
                 Reply(text="done within the quota"),
@@ -117,3 +119,28 @@ async def test_a_429_is_waited_out_and_the_run_shows_the_wait(fleet: Fleet) -> N
     )
     assert started in stored
     assert ended in stored
+
+
+async def test_a_run_cancelled_while_it_waits_ends_the_wait_and_stops(fleet: Fleet) -> None:
+    project = await fleet.project("quota-cancel")
+    marker = f"[{project.project_id}-quota]"
+    run_id = await quota_limited_run(fleet, project, marker, retry_s=8)
+    watch = project.history("history-b").WatchRun(
+        history_pb2.WatchRunRequest(project_id=project.project_id, run_id=run_id)
+    )
+    events = aiter(watch)
+    await next_event(events, T.RUN_EVENT_TYPE_MODEL_QUOTA_WAIT, timeout_s=30)
+    # The other executor takes the cancel; the run's own worker stops its wait.
+    await project.executor("executor-b").CancelRun(
+        executor_pb2.CancelRunRequest(project_id=project.project_id, run_id=run_id, reason="stop")
+    )
+    ended = await next_event(events, T.RUN_EVENT_TYPE_MODEL_QUOTA_WAIT, timeout_s=30)
+    assert not ended.model_quota_wait.waiting
+    finished = await next_event(events, T.RUN_EVENT_TYPE_RUN_FINISHED, timeout_s=30)
+    watch.cancel()
+    run = finished.run_finished.run
+    assert run.status == common_pb2.RUN_STATUS_CANCELLED
+    assert not run.HasField("waiting_for")
+    # Cut short: the wait ended before its 8 s, and the retry was never sent.
+    assert ended.model_quota_wait.waited.ToTimedelta().total_seconds() < 8
+    assert fleet.stub.used(marker) == 1
