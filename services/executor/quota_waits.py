@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agentfleet import events, metrics
-from agentfleet.events.proto import quota_wait_message
 from agentfleet.llm import QuotaWait
 from agentfleet.llm.genai_translate import RATE_LIMIT
 from services.executor.model_request import NAME_SCHEMA
@@ -64,7 +63,7 @@ class QuotaWaitReporter:
             limit=limit,
             expected_wait_s=expected_s,
             step=self._step,
-            message=quota_wait_message(model, expected_s),
+            message=events.quota_wait_message(model, expected_s),
         )
         if self._waiting is None:
             # A new estimate of a wait in progress is a new start: the run shows the

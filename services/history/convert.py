@@ -9,7 +9,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2
 
-from agentfleet.events import run_status_proto, tool_source_proto
+from agentfleet.events import run_status_proto, tool_source_proto, waiting_for_proto
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, history_pb2
 from services.history.models import (
@@ -200,12 +200,15 @@ def tool_call(row: ToolCallRow) -> history_pb2.ToolCall:
 
 def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
     """One node of GetRunTree."""
-    return history_pb2.RunTreeNode(
+    node = history_pb2.RunTreeNode(
         **_run(row),
         **_same(row, "step_count tokens_total_tree"),
         run_id=str(row.id),
         summary_preview=row.summary_preview or "",
     )
+    if row.quota_wait is not None and row.quota_wait_since is not None:
+        node.waiting_for.CopyFrom(waiting_for_proto(row.quota_wait, row.quota_wait_since))
+    return node
 
 
 def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2.AgentStats:

@@ -159,6 +159,8 @@ class TreeRow(_FromRow):
     duration_ms: int | None
     summary_preview: str | None
     created_at: datetime
+    quota_wait: dict[str, Any] | None
+    quota_wait_since: datetime | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,5 +1,5 @@
 """What the CLI shows of a run waiting for its model's quota (issue 31): ``agentfleet show``
-prints the waiting line while the run waits and none after; the live tree of
+and ``agentfleet tree`` print the waiting line while the run waits and none after; the live tree of
 ``agentfleet run``, fed the run's real events, shows it on the waiting node until the wait
 ends. Services in-process, auth on, the stub answering 429 with a RetryInfo."""
 
@@ -67,6 +67,14 @@ async def test_show_and_the_live_tree_print_the_waiting_line(
     assert INPUT in out
     shown = await cli.json_lines("show", run.id)
     assert shown[0]["run"]["waiting_for"]["limit"] == "rate_limit"
+    code, out, _ = await cli("tree", run.id)
+    assert code == 0
+    assert WAITING in " ".join(out.split())  # the terminal's width folds the line
+    # The live tree's refresh from GetRunTree keeps the line.
+    view.merge_tree(
+        await history.GetRunTree(history_pb2.GetRunTreeRequest(project_id=project, run_id=run.id))
+    )
+    assert WAITING in rendered(view)
 
     async with asyncio.timeout(30):
         async for event in events:
@@ -83,3 +91,5 @@ async def test_show_and_the_live_tree_print_the_waiting_line(
     assert code == 0
     assert "waiting for model quota" not in out
     assert "answered after the wait" in out
+    code, out, _ = await cli("tree", run.id)
+    assert "waiting for model quota" not in out

@@ -104,6 +104,7 @@ class RunTreeView:
         for item in tree.nodes:
             node = self._merge(item.run_id, item.agent_name, item.parent_run_id, item)
             node.summary = node.summary or item.summary_preview
+            node.waiting_for = item.waiting_for.message if item.HasField("waiting_for") else ""
 
     def _merge(
         self,

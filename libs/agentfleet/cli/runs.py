@@ -189,9 +189,12 @@ def _grow(branch: Tree, run_id: str, by_parent: dict[str, list[history_pb2.RunTr
         _grow(branch.add(_label(node)), node.run_id, by_parent)
 
 
-def _label(node: history_pb2.RunTreeNode) -> str:
-    return (
+def _label(node: history_pb2.RunTreeNode) -> Text:
+    label = Text.from_markup(
         f"[bold]{node.agent_name}[/bold] [dim]{node.run_id}[/dim] "
         f"{styled_status(run_status(node.status))} step {node.step_count} "
         f"{node.tokens_in + node.tokens_out} tokens {seconds(node.duration)}"
     )
+    if node.HasField("waiting_for"):
+        label.append(terminal_text(f" ({node.waiting_for.message})", style="yellow"))
+    return label

@@ -37,12 +37,14 @@ from agentfleet.events.notifier import RunEventNotifier
 from agentfleet.events.proto import (
     agent_run_to_proto,
     from_proto,
+    quota_wait_message,
     run_snapshot,
     run_status_name,
     run_status_proto,
     to_proto,
     tool_source_name,
     tool_source_proto,
+    waiting_for_proto,
 )
 from agentfleet.events.store import (
     CHANNEL,
@@ -82,6 +84,7 @@ __all__ = [
     "from_proto",
     "parse_notification",
     "persisted_from_row",
+    "quota_wait_message",
     "read_events",
     "run_snapshot",
     "run_status_name",
@@ -89,4 +92,5 @@ __all__ = [
     "to_proto",
     "tool_source_name",
     "tool_source_proto",
+    "waiting_for_proto",
 ]

@@ -178,7 +178,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., message_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., step: _Optional[int] = ..., tool_name: _Optional[str] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.ToolCallStatus, str]] = ..., error: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., child_run_ids: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunTreeNode(_message.Message):
-    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time")
+    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +192,7 @@ class RunTreeNode(_message.Message):
     DURATION_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_PREVIEW_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     parent_run_id: str
     agent_name: str
@@ -205,7 +206,8 @@ class RunTreeNode(_message.Message):
     duration: _duration_pb2.Duration
     summary_preview: str
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    waiting_for: _common_pb2.RunWaitingFor
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ...) -> None: ...
 
 class AgentStats(_message.Message):
     __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries")
