@@ -76,6 +76,25 @@ async def test_a_wait_sets_then_clears_the_run_with_an_event_each(db_pool: async
     assert (await runs.find(db_pool, PROJECT, run.id)).status == "running"  # type: ignore[union-attr]
 
 
+async def test_a_new_estimate_of_a_wait_keeps_its_start(db_pool: asyncpg.Pool) -> None:
+    run = await running_run(db_pool)
+    reporter = QuotaWaitReporter(
+        RunRecorder(db_pool, run, owner=OWNER, next_message_seq=1), step=1, model=MODEL
+    )
+    await reporter(QuotaWait(MODEL, "requests_per_minute", 30, True))
+    first = await wait_columns(db_pool, run)
+    await reporter(QuotaWait(MODEL, "requests_per_minute", 10, True))
+    second = await wait_columns(db_pool, run)
+    assert second["quota_wait"]["expected_wait_s"] == 10
+    assert second["quota_wait_since"] == first["quota_wait_since"]
+    await reporter.end()
+    assert [(e.waiting, e.expected_wait_s) for e in await quota_events(db_pool, run)] == [
+        (True, 30),
+        (True, 10),
+        (False, 10),
+    ]
+
+
 async def test_a_wait_the_client_left_open_is_ended_with_the_call(db_pool: asyncpg.Pool) -> None:
     run = await running_run(db_pool)
     recorder = RunRecorder(db_pool, run, owner=OWNER, next_message_seq=1)

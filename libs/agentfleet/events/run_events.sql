@@ -145,7 +145,9 @@ SELECT ev.* FROM numbered LEFT JOIN ev ON true
 WITH numbered AS (
     UPDATE kb.agent_runs
     SET quota_wait = :quota_wait::jsonb,
-        quota_wait_since = CASE WHEN :quota_wait::jsonb IS NULL THEN NULL ELSE now() END,
+        -- A new estimate of a wait in progress keeps the wait's start.
+        quota_wait_since = CASE WHEN :quota_wait::jsonb IS NULL THEN NULL
+                                ELSE coalesce(quota_wait_since, now()) END,
         last_event_seq = last_event_seq + cardinality(:event_types::text[])
     WHERE project_id = :project_id AND id = :run_id::uuid AND lease_owner = :lease_owner
       AND status = 'running'
