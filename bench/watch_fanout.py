@@ -13,8 +13,8 @@ The limits it runs with are printed: every watcher uses one token of one project
 per-token and per-project caps on open streams (AGENTFLEET_MAX_STREAMS_PER_TOKEN, 64, and
 AGENTFLEET_MAX_STREAMS_PER_PROJECT, 128 by default) are raised for this server, as an
 operator who shows one run to hundreds of people on one process sets them; the defaults
-keep one project's watchers from taking the server-wide cap from the others. Deliveries per second are paced by
-``--rate`` (events appended per second, times the watchers): not a capacity.
+keep one project's watchers from taking the server-wide cap from the others. Deliveries
+per second are paced by ``--rate`` (events appended per second, times the watchers): not a capacity.
 
 ``python bench/watch_fanout.py [--watchers 500] [--events 100] [--json out.json]``
 """

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentfleet import config_values as parsers
+from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.grpc_limits import ServerLimits
 
 T = TypeVar("T")
@@ -93,6 +94,9 @@ class Settings:
     """AGENTFLEET_DISPATCHER_SELECTOR_MODEL: model for the LLM agent choice; unset = off."""
     dispatcher_evaluator_model: str | None
     """AGENTFLEET_DISPATCHER_EVALUATOR_MODEL: model judging task outputs; unset = off."""
+    dispatcher_max_resumes: int
+    """AGENTFLEET_DISPATCHER_MAX_RESUMES: resumes of a task's paused run before its attempt
+    fails, for tasks that name no max_resumes."""
     log_format: str
     """AGENTFLEET_LOG_FORMAT=auto|json|console (auto: console on a terminal)."""
     log_level: str
@@ -246,6 +250,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         dispatcher_evaluator_model=env.get(
             "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, parsers.nonempty
+        ),
+        dispatcher_max_resumes=env.get(
+            "AGENTFLEET_DISPATCHER_MAX_RESUMES",
+            DEFAULT_MAX_RESUMES,
+            parsers.int_range(0, MAX_RESUMES_LIMIT),
         ),
         log_format=env.get(
             "AGENTFLEET_LOG_FORMAT", "auto", parsers.choice("auto", "json", "console")

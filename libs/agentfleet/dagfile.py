@@ -12,6 +12,7 @@ A DAG file::
         assigned_agent: research-assistant   # optional; else the dispatcher selects
         tags: [research]                     # optional
         max_retries: 2                       # optional
+        max_resumes: 10                      # optional: resumes of a paused run, then fail
         timeout_s: 600                       # optional
         properties: {area: ml}               # optional, free-form
       - key: report
@@ -38,7 +39,16 @@ from agentfleet.v1 import dispatcher_pb2
 __all__ = ["graph_request", "load_dag_file"]
 
 _SPEC_KEYS = frozenset(
-    {"key", "title", "description", "assigned_agent", "tags", "priority", "max_retries"}
+    {
+        "key",
+        "title",
+        "description",
+        "assigned_agent",
+        "tags",
+        "priority",
+        "max_retries",
+        "max_resumes",
+    }
 )
 _TASK_KEYS = _SPEC_KEYS | {"blocked_by", "timeout_s", "properties"}
 _TOP_KEYS = frozenset({"title", "max_parallel", "tasks", "edges"})

@@ -15,6 +15,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import MAX_TASKS_PER_GRAPH, find_cycle, graph_size_problem
 from agentfleet.graph.task_properties import (
     DEFAULT_MAX_RETRIES,
+    MAX_RESUMES_LIMIT,
     MAX_RETRIES_LIMIT,
     PRIORITY_MAX,
     PRIORITY_MIN,
@@ -46,6 +47,8 @@ class NewTask:
     tags: list[str] = field(default_factory=list)
     priority: int = 0
     max_retries: int = DEFAULT_MAX_RETRIES
+    max_resumes: int | None = None
+    """None: the dispatcher's default (AGENTFLEET_DISPATCHER_MAX_RESUMES)."""
     timeout_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """The request's free-form ``properties``."""
@@ -132,6 +135,8 @@ def _task_problems(i: int, task: NewTask) -> list[FieldViolation]:
         )
     if not 0 <= task.max_retries <= MAX_RETRIES_LIMIT:
         problems.append(FieldViolation(f"{where}.max_retries", f"must be 0 to {MAX_RETRIES_LIMIT}"))
+    if task.max_resumes is not None and not 0 <= task.max_resumes <= MAX_RESUMES_LIMIT:
+        problems.append(FieldViolation(f"{where}.max_resumes", f"must be 0 to {MAX_RESUMES_LIMIT}"))
     if task.timeout_s is not None and not timeout_allowed(task.timeout_s):
         problems.append(FieldViolation(f"{where}.timeout", f"must be {TIMEOUT_RANGE}"))
     for j, tag in enumerate(task.tags):

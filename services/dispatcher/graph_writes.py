@@ -66,6 +66,8 @@ def task_properties(task: NewTask, graph_id: str, *, ready: bool) -> dict[str, A
         properties["assigned_agent"] = task.assigned_agent
     if task.timeout_s is not None:
         properties["timeout_s"] = task.timeout_s
+    if task.max_resumes is not None:
+        properties["max_resumes"] = task.max_resumes
     if task.extra:
         properties["context"] = task.extra
     return properties

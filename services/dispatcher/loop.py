@@ -80,7 +80,11 @@ class Dispatcher:
             pool=pool, runs=runs, selector=selector, owner=self.owner, retry=timing.trigger_retry
         )
         self._outcomes = AttemptOutcomes(
-            pool=pool, runs=runs, evaluator=evaluator, backoff=timing.retry_backoff
+            pool=pool,
+            runs=runs,
+            evaluator=evaluator,
+            backoff=timing.retry_backoff,
+            max_resumes=timing.max_resumes,
         )
         self._credential = CredentialPause(timing.credential_pause)
         self._inflight: dict[str, Attempt] = {}  # task id -> attempt

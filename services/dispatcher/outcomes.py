@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
+from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, task_max_resumes
 from agentfleet.run_limits import MAX_TOTAL_STEPS
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
@@ -39,10 +40,22 @@ class AttemptOutcomes:
     evaluator: OutputEvaluator | None
     """Judges completed outputs; None: a completed run completes its task."""
     backoff: RetryBackoff
+    max_resumes: int = DEFAULT_MAX_RESUMES
+    """Resumes of a paused run per attempt when the task names none (``max_resumes``)."""
 
     async def finish(self, attempt: Attempt, row: asyncpg.Record) -> Ended:
         """Applies the ended run of ``row`` (a ``transitions.settle`` row) to the task."""
         status = row["status"]
+        resume_bound = await self._resume_bound(attempt) if status == "paused" else 0
+        if status == "paused" and attempt.resumes >= resume_bound:
+            # A run that pauses at every execution (each cut by its deadline, say) would be
+            # resumed, and billed a summary call, until the 500-step cap: bounded here.
+            error = (
+                f"run paused again after {attempt.resumes} automatic resume(s), the task's "
+                f"max_resumes ({resume_bound}): {row['summary']}"
+            )
+            await self.fail(attempt, error)
+            return Ended()
         if status == "paused" and await self._resume(attempt, row):
             return Ended(resumed=True)
         rejection = await self._rejection(attempt, row) if status == "completed" else None
@@ -92,6 +105,15 @@ class AttemptOutcomes:
         if verdict.accept:
             return None
         return f"the output was not accepted by the evaluator: {verdict.feedback}"
+
+    async def _resume_bound(self, attempt: Attempt) -> int:
+        """The task's ``max_resumes`` (a malformed or missing one is the default)."""
+        properties = await self.pool.fetchval(
+            "SELECT properties FROM kb.graph_objects WHERE project_id = $1 AND id = $2::uuid",
+            attempt.project_id,
+            attempt.task_id,
+        )
+        return task_max_resumes(properties or {}, self.max_resumes)
 
     async def _resume(self, attempt: Attempt, row: asyncpg.Record) -> bool:
         """ResumeRun while the step cap allows; False when the task must end PAUSED."""

@@ -61,6 +61,7 @@ def new_tasks(specs: list[pb.TaskSpec]) -> list[NewTask]:
             tags=list(s.tags),
             priority=s.priority,
             max_retries=s.max_retries if s.HasField("max_retries") else DEFAULT_MAX_RETRIES,
+            max_resumes=s.max_resumes if s.HasField("max_resumes") else None,
             timeout_s=(s.timeout.seconds + s.timeout.nanos / 1e9)
             if s.HasField("timeout")
             else None,
@@ -257,7 +258,9 @@ async def build(context: ServiceContext) -> ServiceParts:
         runs=runs,
         selector=Selector(context.pool, chooser=chooser),
         slots=settings.dispatcher_slots,
-        timing=LoopTiming(lease_s=settings.dispatcher_lease_s),
+        timing=LoopTiming(
+            lease_s=settings.dispatcher_lease_s, max_resumes=settings.dispatcher_max_resumes
+        ),
         evaluator=evaluator,
     )
 

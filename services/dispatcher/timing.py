@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES
 from services.dispatcher.store.transitions import RetryBackoff
 
 __all__ = ["CredentialPauseTiming", "LoopTiming", "TriggerRetry"]
@@ -38,5 +39,7 @@ class LoopTiming:
     """Retries of a transient TriggerRun error within one start."""
     credential_pause: CredentialPauseTiming = field(default_factory=CredentialPauseTiming)
     """How long dispatching pauses while the executor rejects the dispatcher's credential."""
+    max_resumes: int = DEFAULT_MAX_RESUMES
+    """Resumes of a paused run per attempt when its task names no ``max_resumes``."""
     round_retry_s: tuple[float, float] = (0.2, 5.0)
     """Wait after a failed round (first, doubling up to the second), e.g. a database outage."""

@@ -267,6 +267,7 @@ class AgentLoop:
             soft = soft_stop_due(recorder.run, budget, progress)
             if soft is not None:
                 return await self._wrap_up(recorder, progress, turn, soft)
+            steps_before = recorder.run.step_count
             try:
                 async with asyncio.timeout_at(deadline) as scope:
                     step = await steps.run(
@@ -276,6 +277,9 @@ class AgentLoop:
                 if not scope.expired():
                     raise
                 assert timeout_s is not None  # only a deadline expires
+                if recorder.run.step_count == steps_before:
+                    # Cut before its reply was recorded: the model call was in flight.
+                    await recorder.record_cut_call()
                 return await self._wrap_up(
                     recorder,
                     progress,

@@ -219,6 +219,24 @@ class RunRecorder:
         run.tokens_out += usage.output_tokens
 
     @_shielded
+    async def record_cut_call(self) -> None:
+        """A model call the run's deadline cut off counts as a step (step_count and the
+        global cap's total_steps): it was sent and may be billed, and a run whose every call
+        hangs must still reach its step cap rather than be resumed forever. One statement,
+        only while this worker holds the run."""
+        counted = await self._pool.fetchval(
+            "UPDATE kb.agent_runs SET step_count = step_count + 1, total_steps = total_steps + 1"
+            " WHERE project_id = $1 AND id = $2::uuid AND lease_owner = $3"
+            " AND status = 'running' RETURNING total_steps",
+            self.run.project_id,
+            self.run.id,
+            self._owner,
+        )
+        if counted is not None:
+            self.run.step_count += 1
+            self.run.total_steps = counted
+
+    @_shielded
     async def record_tool_results(
         self,
         *,

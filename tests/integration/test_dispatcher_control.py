@@ -278,3 +278,48 @@ async def test_cancel_task_graph_stops_in_flight_runs(
         api.RetryTask(pb.RetryTaskRequest(project_id=PROJECT, task_id=by_key["a"].id))
     )
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def hangs_but_summarises(request: StubRequest) -> Reply:
+    """Every working call hangs past the run's deadline; the summary after it (no tools)
+    answers at once, so each execution ends PAUSED by its timeout."""
+    if request.tool_names:
+        return Reply(text="never in time", delay_s=30)
+    return Reply(text="ran out of time")
+
+
+async def test_a_run_cut_by_its_deadline_every_time_is_resumed_a_bounded_number_of_times(
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    """Each cut model call counts as a step, and the task's max_resumes ends the loop: the
+    attempt fails with the reason instead of being resumed until the 500-step cap."""
+    await define(db_pool, "hanger", tools=["list_entities"], default_timeout_s=0.3)
+    gemini_stub.add_script(Script(name="hanger", policy=hangs_but_summarises))
+    api = await client(stub_stack)
+    created = await api.CreateTaskGraph(
+        pb.CreateTaskGraphRequest(
+            project_id=PROJECT, tasks=tasks("slow", agent="hanger", max_retries=0, max_resumes=2)
+        )
+    )
+    graph = await wait_graph(api, created.task_graph.id)
+    (task,) = graph.tasks
+    assert task.status == pb.TASK_STATUS_FAILED
+    assert "max_resumes (2)" in task.error_message
+    (session,) = await sessions_of(api, task.id)
+    run = await db_pool.fetchrow(
+        "SELECT status, resume_count, total_steps FROM kb.agent_runs WHERE id = $1::uuid",
+        session.run_id,
+    )
+    # Three executions (the first and two resumes), each one cut model call counted.
+    assert (run["status"], run["resume_count"], run["total_steps"]) == ("paused", 2, 3)
+
+
+async def test_max_resumes_out_of_range_is_refused_naming_the_field(stub_stack: Stack) -> None:
+    api = await client(stub_stack)
+    refused = await rpc_error(
+        api.CreateTaskGraph(
+            pb.CreateTaskGraphRequest(project_id=PROJECT, tasks=tasks("x", max_resumes=101))
+        )
+    )
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tasks[0].max_resumes" in (refused.details() or "")

@@ -32,6 +32,7 @@ __all__ = [
     "sql_int",
     "sql_number",
     "sql_uuid",
+    "task_max_resumes",
     "task_max_retries",
     "task_priority",
     "task_problem_sql",
@@ -45,6 +46,10 @@ PRIORITY_MAX = 1000
 MAX_RETRIES_LIMIT = 10
 DEFAULT_MAX_RETRIES = 2
 """Retries after a failure when a task names none."""
+MAX_RESUMES_LIMIT = 100
+DEFAULT_MAX_RESUMES = 10
+"""Automatic resumes of a paused run within one attempt when a task names none (the
+dispatcher's AGENTFLEET_DISPATCHER_MAX_RESUMES): past them the attempt fails."""
 _UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _UUID_RE = re.compile(_UUID)
 
@@ -100,6 +105,13 @@ def task_max_retries(properties: dict[str, Any]) -> int:
     return DEFAULT_MAX_RETRIES if found is None else found
 
 
+def task_max_resumes(properties: dict[str, Any], default: int = DEFAULT_MAX_RESUMES) -> int:
+    """How often the dispatcher resumes the task's paused run before failing the attempt;
+    absent or malformed is ``default`` (resumes are always bounded)."""
+    found = whole_number(properties.get("max_resumes"), 0, MAX_RESUMES_LIMIT)
+    return default if found is None else found
+
+
 def task_timeout_s(properties: dict[str, Any]) -> float | None:
     """The task's timeout in seconds; ``None`` when absent or malformed."""
     value = properties.get("timeout_s")
@@ -150,6 +162,10 @@ def task_problem_sql(task: str, graph_type: str) -> str:
              AND {p} ? 'max_retries' AND {sql_int(f"{p} -> 'max_retries'", 0, MAX_RETRIES_LIMIT)}
                  IS NULL
             THEN 'max_retries: must be a whole number from 0 to {MAX_RETRIES_LIMIT}'
+        WHEN jsonb_typeof({p} -> 'max_resumes') IS DISTINCT FROM 'null'
+             AND {p} ? 'max_resumes' AND {sql_int(f"{p} -> 'max_resumes'", 0, MAX_RESUMES_LIMIT)}
+                 IS NULL
+            THEN 'max_resumes: must be a whole number from 0 to {MAX_RESUMES_LIMIT}'
         WHEN jsonb_typeof({p} -> 'timeout_s') IS DISTINCT FROM 'null' AND {p} ? 'timeout_s'
              AND {sql_number(f"{p} -> 'timeout_s'", 0, MAX_TIMEOUT_S)} IS NULL
             THEN 'timeout_s: must be a number of seconds from 0 to {MAX_TIMEOUT_S}'

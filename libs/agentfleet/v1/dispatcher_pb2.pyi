@@ -88,7 +88,7 @@ TASK_EVENT_TYPE_TASK_STATUS_CHANGED: TaskEventType
 TASK_EVENT_TYPE_GRAPH_STATUS_CHANGED: TaskEventType
 
 class TaskSpec(_message.Message):
-    __slots__ = ("key", "title", "description", "assigned_agent", "tags", "priority", "max_retries", "timeout", "properties")
+    __slots__ = ("key", "title", "description", "assigned_agent", "tags", "priority", "max_retries", "timeout", "properties", "max_resumes")
     KEY_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class TaskSpec(_message.Message):
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESUMES_FIELD_NUMBER: _ClassVar[int]
     key: str
     title: str
     description: str
@@ -107,7 +108,8 @@ class TaskSpec(_message.Message):
     max_retries: int
     timeout: _duration_pb2.Duration
     properties: _struct_pb2.Struct
-    def __init__(self, key: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., assigned_agent: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., properties: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    max_resumes: int
+    def __init__(self, key: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., assigned_agent: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., properties: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_resumes: _Optional[int] = ...) -> None: ...
 
 class TaskEdge(_message.Message):
     __slots__ = ("blocker_key", "blocked_key")
