@@ -24,6 +24,8 @@ class PlannedCall:
     call: types.FunctionCall
     refusal: str | None = None
     """Why the call is answered with an error instead of being run (unknown tool, bad call)."""
+    not_allowed: bool = False
+    """Refused because the tool is not among the agent's tools (its whitelist)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

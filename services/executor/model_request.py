@@ -10,6 +10,7 @@ from typing import Any
 import pydantic
 from google.genai import types
 
+from agentfleet import events
 from agentfleet.errors import FailedPrecondition
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.registry.manifest_schema import schema_violations
@@ -86,13 +87,20 @@ def plan_calls(
         name = call.name or ""
         arguments = call.args if call.args is not None else {}
         refusal: str | None = None
+        not_allowed = False
         if not name:
             refusal = "malformed function call: it names no tool"
         elif not isinstance(arguments, dict):
             refusal = f"malformed function call: arguments of {name!r} are not a JSON object"
         elif name not in tools:
+            # The executor knows only the tools the agent may call, so a tool that exists
+            # elsewhere and one that exists nowhere read alike: neither is this agent's.
             available = ", ".join(sorted(tools)) or "none"
-            refusal = f"unknown tool {name!r}; the tools you can call are: {available}"
+            refusal = (
+                f"tool {name!r} is not allowed for this agent (not among its tools); "
+                f"the tools you can call are: {available}"
+            )
+            not_allowed = True
         tool = tools.get(name)
         planned.append(
             PlannedCall(
@@ -102,9 +110,28 @@ def plan_calls(
                 source=tool.source if tool is not None else "executor",
                 call=call,
                 refusal=refusal,
+                not_allowed=not_allowed,
             )
         )
     return planned
+
+
+def not_allowed_events(
+    planned: Sequence[PlannedCall], *, agent_name: str, step: int
+) -> list[events.RunEvent]:
+    """One SAFETY ``tool_not_allowed`` for the calls of a step outside the agent's tools."""
+    refused = [c.tool_name[:200] for c in planned if c.not_allowed]
+    if not refused:
+        return []
+    return [
+        events.Safety(
+            agent_name=agent_name,
+            kind="tool_not_allowed",
+            message=f"{len(refused)} call(s) to tools outside the agent's tools refused",
+            details={"tool_names": refused},
+            step=step,
+        )
+    ]
 
 
 def refused_result(planned: PlannedCall) -> CallResult:

@@ -19,7 +19,12 @@ from services.executor.approvals import parse_approval_policy
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.coordination import Coordinator, screen_depth
 from services.executor.loop_state import Progress, Turn
-from services.executor.model_request import outcome_result, plan_calls, refused_result
+from services.executor.model_request import (
+    not_allowed_events,
+    outcome_result,
+    plan_calls,
+    refused_result,
+)
 from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import RunRecord
@@ -114,11 +119,12 @@ class StepRunner:
             )
             if reply.text:
                 progress.last_text = reply.text
+            refusals = not_allowed_events(planned, agent_name=run.agent_name, step=step)
             await recorder.record_model_reply(
                 step=step,
                 reply=reply,
                 calls=screened.calls,
-                extra_events=[*depth_events, *screened.safety_events],
+                extra_events=[*refusals, *depth_events, *screened.safety_events],
             )
             contents.append(reply.content)
             if not screened.calls:

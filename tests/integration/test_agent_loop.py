@@ -193,7 +193,7 @@ async def test_two_calls_then_one_then_answer_is_persisted_exactly(
     assert format(run_span.context.trace_id, "032x") == finished.trace_id
 
 
-async def test_unknown_tool_and_malformed_call_are_answered_as_errors(
+async def test_a_tool_outside_the_whitelist_and_a_failing_tool_are_answered_as_errors(
     db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
     gemini_stub.add_script(
@@ -218,8 +218,12 @@ async def test_unknown_tool_and_malformed_call_are_answered_as_errors(
         ("nope", "refused"),
         ("add", "failed"),  # the tool raised KeyError: a failed call, not a dead run
     ]
-    assert "unknown tool 'nope'" in responses[0].error
+    assert "tool 'nope' is not allowed for this agent" in responses[0].error
     assert "add" in responses[0].error
+    (refusal,) = [
+        e.event for e in await stored_events(db_pool, run.id) if isinstance(e.event, events.Safety)
+    ]
+    assert (refusal.kind, refusal.details) == ("tool_not_allowed", {"tool_names": ["nope"]})
     sent = gemini_stub.requests[-1].function_responses()
     assert len(sent) == 2
     assert "error" in sent[0]["response"]

@@ -42,7 +42,8 @@ def test_plan_calls_assigns_unique_ids_and_refuses_unknown_or_malformed() -> Non
     assert ids[1] == "given"
     assert planned[0].refusal is None
     assert planned[0].source == "mcp:srv"
-    assert "unknown tool 'ghost'" in (planned[2].refusal or "")
+    assert "tool 'ghost' is not allowed for this agent" in (planned[2].refusal or "")
+    assert [p.not_allowed for p in planned] == [False, False, True, False]
     assert "echo" in (planned[2].refusal or "")
     assert planned[3].tool_name == "(unnamed)"
     assert "names no tool" in (planned[3].refusal or "")
