@@ -185,6 +185,7 @@ def tool_outcome(reply: toolpool_pb2.CallToolResponse) -> ToolOutcome:
         is_error=reply.is_error,
         error=reply.error_message,
         duration_ms=reply.duration.ToMilliseconds(),
+        failed=reply.failed,
     )
 
 

@@ -114,6 +114,7 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         )
         response = toolpool_pb2.CallToolResponse(
             is_error=outcome.error is not None,
+            failed=outcome.failed,
             error_message=outcome.error or "",
             truncated=outcome.bounded.truncated,
             result_size_bytes=outcome.bounded.size_bytes,

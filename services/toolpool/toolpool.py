@@ -73,6 +73,9 @@ class ToolOutcome:
     """What the model reads: the tool's result (or error result), bounded in size."""
     error: str | None
     """Why the call failed; ``None`` when it succeeded."""
+    failed: bool
+    """The call itself failed (no answer from the tool: transport, timeout, protocol,
+    configuration), as opposed to the tool's own error result."""
     duration_s: float
     spec: ToolSpec
 
@@ -227,13 +230,16 @@ class ToolPool:
             started = time.monotonic()
             sent_size = None
             if config is None:
-                result, error = await self._call_builtin(scope, tool_name, arguments, timeout_s)
+                result, error, failed = await self._call_builtin(
+                    scope, tool_name, arguments, timeout_s
+                )
             else:
                 secrets = await self.secrets.resolve(scope.project_id)
                 outcome = await self.mcp.call_tool(
                     config, secrets, spec.mcp_tool_name, arguments, timeout_s
                 )
                 result, error = outcome.result, outcome.error if outcome.is_error else None
+                failed = outcome.outcome not in ("ok", "tool_error")
                 sent_size = outcome.sent_size_bytes
             duration = time.monotonic() - started
             bounded = bound_result(result, sent_size=sent_size)
@@ -241,20 +247,23 @@ class ToolPool:
             metrics.record_tool_call(
                 tool=tool_name, source=spec.source_label, duration_s=duration, failed=bool(error)
             )
-        return ToolOutcome(bounded=bounded, error=error, duration_s=duration, spec=spec)
+        return ToolOutcome(
+            bounded=bounded, error=error, failed=failed, duration_s=duration, spec=spec
+        )
 
     async def _call_builtin(
         self, scope: RunScope, name: str, arguments: dict[str, Any], timeout_s: float | None
-    ) -> tuple[dict[str, Any], str | None]:
+    ) -> tuple[dict[str, Any], str | None, bool]:
+        """(result, error, failed): a ToolError is the tool's own error; a timeout failed."""
         context = ToolContext(project_id=scope.project_id, run_id=scope.run_id, pool=self.pool)
         try:
             async with asyncio.timeout(timeout_s or DEFAULT_TOOL_TIMEOUT_S):
-                return await call_builtin(context, name, arguments), None
+                return await call_builtin(context, name, arguments), None, False
         except ToolError as exc:
-            return exc.to_result(), str(exc)
+            return exc.to_result(), str(exc), False
         except TimeoutError:
             message = f"{name} timed out after {timeout_s or DEFAULT_TOOL_TIMEOUT_S:g} s"
-            return {"error": message}, message
+            return {"error": message}, message, True
 
     async def _find(self, scope: RunScope, name: str) -> tuple[ToolSpec, McpServerConfig | None]:
         static = _STATIC.get(name)

@@ -1,5 +1,6 @@
 """ToolPoolService over real gRPC: catalog, resolution, CallTool whitelists, MCP servers."""
 
+import datetime
 import sys
 import time
 import uuid
@@ -274,8 +275,14 @@ async def test_mcp_servers_join_the_catalog_and_calls(toolpool_stack: Stack) -> 
     assert "hi" in json_format.MessageToJson(echoed.result)
     env = await _call(executor, "alpha", run_id, "test__env", name="GREETING")
     assert "s3cr3t" in json_format.MessageToJson(env.result)
-    failed = await _call(executor, "alpha", run_id, "test__fail")
-    assert failed.is_error
+    # The tool's own error result is an answer; a call the server never answered failed.
+    tool_error = await _call(executor, "alpha", run_id, "test__fail")
+    assert (tool_error.is_error, tool_error.failed) == (True, False)
+    cut = call_request("alpha", run_id, "test__slow", seconds=30)
+    cut.timeout.FromTimedelta(datetime.timedelta(seconds=0.5))
+    timed_out = await executor.CallTool(cut)
+    assert (timed_out.is_error, timed_out.failed) == (True, True)
+    assert json_format.MessageToDict(timed_out.result) == {"error": timed_out.error_message}
 
     secrets = await stub.ListSecrets(toolpool_pb2.ListSecretsRequest(project_id="alpha"))
     assert [s.name for s in secrets.secrets] == ["GREETING"]

@@ -6,7 +6,7 @@ import pytest
 from google.genai import types
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument
-from agentfleet.v1 import executor_pb2
+from agentfleet.v1 import executor_pb2, toolpool_pb2
 from services.executor.model_request import (
     function_tools,
     generation_config,
@@ -16,7 +16,7 @@ from services.executor.model_request import (
 from services.executor.queue import DEFAULT_CANCEL_REASON, parse_cancel_payload
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_requests import start_params
-from services.executor.tool_gateway import ResolvedTool, ToolOutcome
+from services.executor.tool_gateway import ResolvedTool, ToolOutcome, tool_outcome
 
 TOOLS = {
     "echo": ResolvedTool(name="echo", description="d", parameters={}, source="mcp:srv"),
@@ -76,6 +76,16 @@ def test_outcome_results() -> None:
     part = ok.function_response()
     assert part.function_response is not None
     assert part.function_response.name == "echo"
+
+
+def test_a_call_the_toolpool_says_failed_is_a_failed_call_not_a_tool_error() -> None:
+    (call,) = plan_calls([types.FunctionCall(name="echo", args={})], TOOLS, step=1, used_ids=set())
+    reply = toolpool_pb2.CallToolResponse(is_error=True, failed=True, error_message="down")
+    reply.result.update({"error": "down"})
+    failed = outcome_result(call, tool_outcome(reply))
+    assert (failed.status, failed.response) == ("failed", {"error": "down"})
+    reply.failed = False
+    assert outcome_result(call, tool_outcome(reply)).status == "completed"
 
 
 def test_cancel_payload() -> None:

@@ -118,7 +118,7 @@ class CallToolRequest(_message.Message):
     def __init__(self, project_id: _Optional[str] = ..., run_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("result", "is_error", "error_message", "duration", "truncated", "result_size_bytes", "source")
+    __slots__ = ("result", "is_error", "error_message", "duration", "truncated", "result_size_bytes", "source", "failed")
     RESULT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +126,7 @@ class CallToolResponse(_message.Message):
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     RESULT_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     result: _struct_pb2.Struct
     is_error: bool
     error_message: str
@@ -133,7 +134,8 @@ class CallToolResponse(_message.Message):
     truncated: bool
     result_size_bytes: int
     source: _common_pb2.ToolSource
-    def __init__(self, result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., is_error: _Optional[bool] = ..., error_message: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., truncated: _Optional[bool] = ..., result_size_bytes: _Optional[int] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ...) -> None: ...
+    failed: bool
+    def __init__(self, result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., is_error: _Optional[bool] = ..., error_message: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., truncated: _Optional[bool] = ..., result_size_bytes: _Optional[int] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., failed: _Optional[bool] = ...) -> None: ...
 
 class McpServer(_message.Message):
     __slots__ = ("name", "transport", "command", "args", "env", "url", "headers", "tool_prefix", "enabled", "connect_timeout", "call_timeout", "product_name", "create_time", "update_time")
