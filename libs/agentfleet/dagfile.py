@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 from google.protobuf import json_format
-from google.protobuf.duration_pb2 import Duration
 
 from agentfleet.errors import InvalidArgument
+from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import dispatcher_pb2
 
 __all__ = ["graph_request", "load_dag_file"]
@@ -108,7 +108,7 @@ def _task(task: Any, where: str) -> tuple[dispatcher_pb2.TaskSpec, list[str]]:
         if "properties" in task:
             spec.properties.update(task["properties"])
         if "timeout_s" in task:
-            spec.timeout.CopyFrom(Duration(seconds=int(task["timeout_s"])))
+            spec.timeout.CopyFrom(duration_proto(task["timeout_s"]))
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
         raise InvalidArgument.for_field(where, str(exc)) from None
     blockers = task.get("blocked_by") or []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from google.protobuf import timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 
 def timestamp_proto(value: datetime | str | None) -> timestamp_pb2.Timestamp | None:
@@ -18,3 +18,11 @@ def timestamp_proto(value: datetime | str | None) -> timestamp_pb2.Timestamp | N
     stamp = timestamp_pb2.Timestamp()
     stamp.FromDatetime(datetime.fromisoformat(value) if isinstance(value, str) else value)
     return stamp
+
+
+def duration_proto(seconds: float) -> duration_pb2.Duration:
+    """A protobuf Duration of ``seconds``, fractions kept (``Duration(seconds=int(x))`` drops
+    them: a 2.5 s timeout became 2 s)."""
+    duration = duration_pb2.Duration()
+    duration.FromNanoseconds(round(seconds * 1e9))
+    return duration

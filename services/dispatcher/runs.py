@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
-from google.protobuf import duration_pb2
 
+from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
 
 __all__ = ["CredentialRejected", "GrpcRunControl", "RunControl", "RunRequest", "TriggerRefused"]
@@ -76,7 +76,7 @@ class GrpcRunControl:
             task_id=run.task_id,
         )
         if run.timeout_s:
-            request.timeout.CopyFrom(duration_pb2.Duration(seconds=max(1, int(run.timeout_s))))
+            request.timeout.CopyFrom(duration_proto(run.timeout_s))
         try:
             started = await self._stub.TriggerRun(request, timeout=30.0)
         except grpc.aio.AioRpcError as exc:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
-from google.protobuf import duration_pb2, json_format, struct_pb2
+from google.protobuf import json_format, struct_pb2
 
 from agentfleet.errors import FailedPrecondition
 from agentfleet.events import tool_source_name
+from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
 
@@ -174,7 +175,7 @@ def call_tool_request(request: ToolCallRequest) -> toolpool_pb2.CallToolRequest 
         arguments=arguments,
     )
     if request.timeout_s is not None:
-        message.timeout.CopyFrom(duration_pb2.Duration(seconds=int(request.timeout_s)))
+        message.timeout.CopyFrom(duration_proto(request.timeout_s))
     return message
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from google.protobuf import duration_pb2, json_format, struct_pb2
+from google.protobuf import json_format, struct_pb2
 
 from agentfleet import metrics
 from agentfleet.auth import current_principal
@@ -20,7 +20,7 @@ from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
-from agentfleet.timestamps import timestamp_proto
+from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec
 from services.toolpool.clashes import check_clashes
@@ -124,7 +124,7 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         # SetInParent keeps an empty result present, as the constructor did.
         response.result.SetInParent()
         response.result.update(outcome.bounded.result)
-        response.duration.FromNanoseconds(int(outcome.duration_s * 1e9))
+        response.duration.CopyFrom(duration_proto(outcome.duration_s))
         return response
 
     async def UpsertMcpServer(self, request, context):  # type: ignore[no-untyped-def]
@@ -175,13 +175,13 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             return toolpool_pb2.TestMcpServerResponse(
                 ok=False,
                 error=redactor(secrets).bounded(message),
-                duration=_duration(time.monotonic() - started),
+                duration=duration_proto(time.monotonic() - started),
             )
         return toolpool_pb2.TestMcpServerResponse(
             ok=True,
             # What a listing past its limits left out: the admin should know it is partial.
             error=probe.left_out or "",
-            duration=_duration(time.monotonic() - started),
+            duration=duration_proto(time.monotonic() - started),
             tools=[tool_definition(mcp_tool_spec(config, tool)) for tool in probe.tools],
             server_name=probe.server_name,
             server_version=probe.server_version,
@@ -273,8 +273,8 @@ def mcp_server_message(config: McpServerConfig) -> toolpool_pb2.McpServer:
         url=config.url or "",
         headers=config.headers,
         enabled=config.enabled,
-        connect_timeout=_duration(config.connect_timeout_s),
-        call_timeout=_duration(config.call_timeout_s),
+        connect_timeout=duration_proto(config.connect_timeout_s),
+        call_timeout=duration_proto(config.call_timeout_s),
         product_name=config.product_name or "",
     )
     if config.tool_prefix is not None:
@@ -306,12 +306,6 @@ def _struct(value: dict) -> struct_pb2.Struct:  # type: ignore[type-arg]
     struct = struct_pb2.Struct()
     struct.update(value)
     return struct
-
-
-def _duration(seconds: float) -> duration_pb2.Duration:
-    duration = duration_pb2.Duration()
-    duration.FromNanoseconds(int(seconds * 1e9))
-    return duration
 
 
 async def _page(rows: _NamedRows, request: Any) -> tuple[list[Any], str]:

@@ -323,3 +323,21 @@ async def test_max_resumes_out_of_range_is_refused_naming_the_field(stub_stack: 
     )
     assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "tasks[0].max_resumes" in (refused.details() or "")
+
+
+async def test_a_tasks_timeout_reaches_its_run_with_its_fraction(
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    await define(db_pool, "quick")
+    gemini_stub.add_script(Script(name="quick", policy=lambda r: Reply(text="ok")))
+    api = await client(stub_stack)
+    spec = tasks("t", agent="quick")[0]
+    spec.timeout.FromMilliseconds(2500)
+    created = await api.CreateTaskGraph(pb.CreateTaskGraphRequest(project_id=PROJECT, tasks=[spec]))
+    graph = await wait_graph(api, created.task_graph.id)
+    (task,) = graph.tasks
+    timeout = await db_pool.fetchval(
+        "SELECT extract(epoch FROM timeout) FROM kb.agent_runs WHERE id = $1::uuid",
+        task.last_run_id,
+    )
+    assert float(timeout) == 2.5  # was 2: the dispatcher sent whole seconds

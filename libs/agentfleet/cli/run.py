@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 
-from google.protobuf.duration_pb2 import Duration
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
@@ -25,6 +24,7 @@ from agentfleet.cli.client import Connection
 from agentfleet.cli.live import RunTreeView
 from agentfleet.cli.render import console, print_json, run_status, styled_status
 from agentfleet.cli.tools import key_values
+from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 
 _ENDED_BEFORE = ("completed", "failed")
@@ -71,7 +71,7 @@ async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         request.max_steps = args.max_steps
     if args.timeout is not None:
-        request.timeout.CopyFrom(Duration(seconds=int(args.timeout)))
+        request.timeout.CopyFrom(duration_proto(args.timeout))
     return await follow(conn, conn.executor().StartRun(request), json_mode=args.json)
 
 

@@ -7,10 +7,9 @@ import getpass
 import sys
 from collections.abc import Awaitable
 
-from google.protobuf.duration_pb2 import Duration
-
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, enum_name, print_json, print_listing, seconds
+from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import toolpool_pb2
 
 TRANSPORTS = {
@@ -45,7 +44,7 @@ def mcp_server_from(args: argparse.Namespace) -> toolpool_pb2.McpServer:
     if args.prefix is not None:
         server.tool_prefix = args.prefix
     if args.call_timeout is not None:
-        server.call_timeout.CopyFrom(Duration(seconds=int(args.call_timeout)))
+        server.call_timeout.CopyFrom(duration_proto(args.call_timeout))
     return server
 
 
