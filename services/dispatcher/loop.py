@@ -315,6 +315,7 @@ class Dispatcher:
             run_id,
             trace_id,
             graph_id=attempt.graph_id,
+            task_id=attempt.task_id,
         )
         self._by_run[run_id] = attempt
         assert self._watch is not None, "attempts start only while run() dispatches"

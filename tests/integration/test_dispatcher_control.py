@@ -14,7 +14,7 @@ import grpc
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.rpc_errors import rpc_error
 from agentfleet.testing.services import Stack
-from agentfleet.testing.waiting import wait_for_query
+from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
@@ -341,3 +341,29 @@ async def test_a_tasks_timeout_reaches_its_run_with_its_fraction(
         task.last_run_id,
     )
     assert float(timeout) == 2.5  # was 2: the dispatcher sent whole seconds
+
+
+async def test_a_tasks_last_run_id_is_its_running_attempts_run(
+    stub_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    await define(db_pool, "busy")
+    gemini_stub.add_script(Script(name="busy", policy=lambda r: Reply(hang=True)))
+    api = await client(stub_stack)
+    created = await api.CreateTaskGraph(
+        pb.CreateTaskGraphRequest(project_id=PROJECT, tasks=tasks("t", agent="busy"))
+    )
+    graph_id = created.task_graph.id
+
+    async def running_task() -> pb.Task | None:
+        reply = await api.GetTaskGraph(
+            pb.GetTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id)
+        )
+        (task,) = reply.task_graph.tasks
+        return task if task.status == pb.TASK_STATUS_IN_PROGRESS and task.last_run_id else None
+
+    task = await wait_for(running_task, "the in-progress task to show its run")
+    status = await db_pool.fetchval(
+        "SELECT status FROM kb.agent_runs WHERE id = $1::uuid", task.last_run_id
+    )
+    assert status in ("queued", "running")  # the attempt's run, before it ends
+    await api.CancelTaskGraph(pb.CancelTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id))

@@ -162,9 +162,11 @@ async def set_run(
     trace_id: str | None,
     *,
     graph_id: str,
+    task_id: str,
 ) -> bool:
-    """Records the session's run; True when the task's graph is cancelled meanwhile (the
-    run must then be cancelled), read in the same round trip."""
+    """Records the session's run, and the task's (its last_run_id while the attempt runs,
+    if the task is still this attempt's); True when the task's graph is cancelled meanwhile
+    (the run must then be cancelled), read in the same round trip."""
     cancelled = await conn.fetchval(
         f"""
         WITH recorded AS (
@@ -173,6 +175,12 @@ async def set_run(
                   || jsonb_build_object('run_id', $3::text, 'trace_id', $4::text),
                 version = version + 1, updated_at = now()
             WHERE project_id = $1 AND id = $2
+        ), task AS (
+            UPDATE kb.graph_objects
+            SET properties = properties || jsonb_build_object('run_id', $3::text),
+                version = version + 1, updated_at = now()
+            WHERE project_id = $1 AND id = $6 AND status = 'in_progress'
+              AND properties ->> 'session_id' = $2::text
         )
         SELECT coalesce((SELECT status = 'cancelled' FROM kb.graph_objects
                          WHERE project_id = $1 AND id = $5 AND type = '{TASK_GRAPH}'), false)
@@ -182,6 +190,7 @@ async def set_run(
         run_id,
         trace_id,
         uuid.UUID(graph_id),
+        uuid.UUID(task_id),
     )
     return bool(cancelled)
 
