@@ -94,6 +94,9 @@ class Settings:
     """AGENTFLEET_DISPATCHER_SELECTOR_MODEL: model for the LLM agent choice; unset = off."""
     dispatcher_evaluator_model: str | None
     """AGENTFLEET_DISPATCHER_EVALUATOR_MODEL: model judging task outputs; unset = off."""
+    dispatcher_task_timeout_s: float | None
+    """AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S: a dispatched task's run timeout when the task
+    names none (before the agent's default_timeout); unset = the agent's."""
     dispatcher_max_resumes: int
     """AGENTFLEET_DISPATCHER_MAX_RESUMES: resumes of a task's paused run before its attempt
     fails, for tasks that name no max_resumes."""
@@ -250,6 +253,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         dispatcher_evaluator_model=env.get(
             "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, parsers.nonempty
+        ),
+        dispatcher_task_timeout_s=env.get(
+            "AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S", None, parsers.timeout_seconds
         ),
         dispatcher_max_resumes=env.get(
             "AGENTFLEET_DISPATCHER_MAX_RESUMES",

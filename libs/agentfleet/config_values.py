@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from agentfleet.run_limits import TIMEOUT_RANGE, timeout_allowed
+
 N = TypeVar("N", int, float)
 
 
@@ -54,6 +56,14 @@ def positive_float(raw: str) -> float:
     value = _number(float, raw, "must be a number")
     if value <= 0:
         raise ValueError("must be greater than 0")
+    return value
+
+
+def timeout_seconds(raw: str) -> float:
+    """A run or task timeout in seconds, within the bounds every timeout has."""
+    value = _number(float, raw, "must be a number of seconds")
+    if not timeout_allowed(value):
+        raise ValueError(f"must be {TIMEOUT_RANGE}")
     return value
 
 

@@ -95,6 +95,8 @@ class AttemptStarter:
     owner: str
     """The dispatcher's name, written on the sessions it creates."""
     retry: TriggerRetry
+    task_timeout_s: float | None = None
+    """A task's timeout when it names none; None: the agent's default_timeout."""
 
     async def agents_by_project(
         self, tasks: list[GraphObject], conn: asyncpg.Connection
@@ -162,6 +164,6 @@ class AttemptStarter:
             input=prompt,
             request_id=attempt.session_id,
             task_id=attempt.task_id,
-            timeout_s=task_timeout_s(task.properties),
+            timeout_s=task_timeout_s(task.properties) or self.task_timeout_s,
         )
         return await retrying(self.runs.trigger, run)

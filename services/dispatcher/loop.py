@@ -77,7 +77,12 @@ class Dispatcher:
         self._timing = timing = timing or LoopTiming()
         self.owner = owner or owner_name()
         self._starter = AttemptStarter(
-            pool=pool, runs=runs, selector=selector, owner=self.owner, retry=timing.trigger_retry
+            pool=pool,
+            runs=runs,
+            selector=selector,
+            owner=self.owner,
+            retry=timing.trigger_retry,
+            task_timeout_s=timing.task_timeout_s,
         )
         self._outcomes = AttemptOutcomes(
             pool=pool,

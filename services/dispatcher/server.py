@@ -259,7 +259,9 @@ async def build(context: ServiceContext) -> ServiceParts:
         selector=Selector(context.pool, chooser=chooser),
         slots=settings.dispatcher_slots,
         timing=LoopTiming(
-            lease_s=settings.dispatcher_lease_s, max_resumes=settings.dispatcher_max_resumes
+            lease_s=settings.dispatcher_lease_s,
+            max_resumes=settings.dispatcher_max_resumes,
+            task_timeout_s=settings.dispatcher_task_timeout_s,
         ),
         evaluator=evaluator,
     )

@@ -39,6 +39,8 @@ class LoopTiming:
     """Retries of a transient TriggerRun error within one start."""
     credential_pause: CredentialPauseTiming = field(default_factory=CredentialPauseTiming)
     """How long dispatching pauses while the executor rejects the dispatcher's credential."""
+    task_timeout_s: float | None = None
+    """A task's run timeout when the task names none; None: the agent's default_timeout."""
     max_resumes: int = DEFAULT_MAX_RESUMES
     """Resumes of a paused run per attempt when its task names no ``max_resumes``."""
     round_retry_s: tuple[float, float] = (0.2, 5.0)

@@ -13,7 +13,7 @@ import grpc
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.rpc_errors import rpc_error
-from agentfleet.testing.services import Stack
+from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import dispatcher_pb2 as pb
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -367,3 +367,40 @@ async def test_a_tasks_last_run_id_is_its_running_attempts_run(
     )
     assert status in ("queued", "running")  # the attempt's run, before it ends
     await api.CancelTaskGraph(pb.CancelTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id))
+
+
+async def test_the_dispatchers_default_task_timeout_applies_to_tasks_naming_none(
+    database_url: str, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
+) -> None:
+    await define(db_pool, "quick", default_timeout_s=600)
+    gemini_stub.add_script(Script(name="quick", policy=lambda r: Reply(text="ok")))
+    stack = await start_stack(
+        database_url=database_url,
+        pool=db_pool,
+        environ={
+            "AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or "",
+            "AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S": "42.5",
+        },
+    )
+    try:
+        api = await client(stack)
+        named = tasks("named", agent="quick")[0]
+        named.timeout.FromSeconds(7)
+        created = await api.CreateTaskGraph(
+            pb.CreateTaskGraphRequest(
+                project_id=PROJECT, tasks=[*tasks("plain", agent="quick"), named]
+            )
+        )
+        graph = await wait_graph(api, created.task_graph.id)
+        timeouts = {
+            task.spec.key: float(
+                await db_pool.fetchval(
+                    "SELECT extract(epoch FROM timeout) FROM kb.agent_runs WHERE id = $1::uuid",
+                    task.last_run_id,
+                )
+            )
+            for task in graph.tasks
+        }
+        assert timeouts == {"plain": 42.5, "named": 7.0}
+    finally:
+        await stack.close()

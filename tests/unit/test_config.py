@@ -38,6 +38,9 @@ def test_defaults_need_no_environment() -> None:
         ("AGENTFLEET_EVENT_LOOP", "trio", "must be one of"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "http"),
         ("AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT", "0", "between 1 and"),
+        ("AGENTFLEET_DISPATCHER_MAX_RESUMES", "101", "between 0 and 100"),
+        ("AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S", "0", "at least 0.001s"),
+        ("AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S", "soon", "must be a number of seconds"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str, reason: str) -> None:
