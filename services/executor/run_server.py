@@ -36,6 +36,7 @@ from services.executor.registry.definitions import DefinitionRepository
 from services.executor.resume import resume_run
 from services.executor.run_requests import resume_params, run_id_violations, start_params
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
+from services.executor.safety import effective_max_steps
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tool_gateway import GrpcToolGateway, ToolGateway
 from services.executor.tree import cancel_tree
@@ -79,6 +80,15 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         params.agent_definition_id = str(definition.id)
         params.stream_deltas = streams_deltas(definition.streaming, followed=followed)
         params = await inherit_task_limits(self.pool, params, definition)
+        # The effective limits are the run's, stored with it: GetRun shows what bounds the
+        # run (unset there means none), and a later change of the definition does not move
+        # a run already accepted.
+        if params.timeout_s is None:
+            params.timeout_s = definition.default_timeout_s
+        if params.max_steps is None:
+            params.max_steps = effective_max_steps(
+                requested=None, definition=definition.max_steps, depth=0
+            )
         run, _created = await self.queue.enqueue(params)
         return run
 

@@ -266,8 +266,10 @@ async def test_hard_timeout_after_grace_period(harness: Harness) -> None:
     assert loop_time() - began < 3.0
     assert run.status == "paused"
     assert run.summary == "partial progress"  # partial results preserved
-    # The step the deadline cut counts too (its call was sent); the summary call never does.
-    assert (run.step_count, run.total_steps) == (2, 2)
+    # Every model call sent counts as a step, the one the deadline cut too (2 on an idle
+    # machine; 1 when the deadline came during step 1's tool), the summary call never does.
+    sent = len(harness.stub.requests)
+    assert run.step_count == run.total_steps == sent - 1 >= 1
     (safety,) = await harness.safety(run.id)
     assert safety.kind == "timeout"
     change = [e for e in await harness.events(run.id) if isinstance(e, events.StatusChanged)][-1]
