@@ -24,15 +24,10 @@ MODEL = "gemini-2.5-pro"
 
 
 async def running_run(pool: asyncpg.Pool, *, lease: str = "1 hour") -> RunRecord:
-    row = await f.insert_run(pool, project_id=PROJECT, agent_name="waiter", status="running")
-    leased = await pool.fetchrow(
-        "UPDATE kb.agent_runs SET lease_owner = $2, "
-        "lease_expires_at = now() + $3::text::interval WHERE id = $1 RETURNING *",
-        row["id"],
-        OWNER,
-        lease,
+    row = await f.insert_leased_run(
+        pool, owner=OWNER, lease=lease, project_id=PROJECT, agent_name="waiter"
     )
-    return RunRecord.from_row(leased)
+    return RunRecord.from_row(row)
 
 
 async def wait_columns(pool: asyncpg.Pool, run: RunRecord) -> asyncpg.Record:

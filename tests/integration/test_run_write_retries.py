@@ -77,16 +77,10 @@ class RepliesLost:
 
 
 async def running_run(pool: asyncpg.Pool) -> RunRecord:
-    row = await f.insert_run(
-        pool, project_id=PROJECT, agent_name="retrier", status="running", step_count=0
+    row = await f.insert_leased_run(
+        pool, owner=OWNER, project_id=PROJECT, agent_name="retrier", step_count=0
     )
-    leased = await pool.fetchrow(
-        "UPDATE kb.agent_runs SET lease_owner = $2, lease_expires_at = now() + interval '1 h'"
-        " WHERE id = $1 RETURNING *",
-        row["id"],
-        OWNER,
-    )
-    return RunRecord.from_row(leased)
+    return RunRecord.from_row(row)
 
 
 def model_reply(step: int) -> tuple[ModelReply, list[PlannedCall]]:

@@ -21,14 +21,8 @@ OWNER = "worker-1"
 
 
 async def _running_run(pool: asyncpg.Pool) -> RunRecord:
-    row = await f.insert_run(pool, project_id=PROJECT, agent_name="pub", status="running")
-    leased = await pool.fetchrow(
-        "UPDATE kb.agent_runs SET lease_owner = $2, lease_expires_at = now() + interval '1 h'"
-        " WHERE id = $1 RETURNING *",
-        row["id"],
-        OWNER,
-    )
-    return RunRecord.from_row(leased)
+    row = await f.insert_leased_run(pool, owner=OWNER, project_id=PROJECT, agent_name="pub")
+    return RunRecord.from_row(row)
 
 
 def _step(step: int) -> tuple[ModelReply, list[PlannedCall], list[CallResult]]:

@@ -59,16 +59,10 @@ async def logged_pool(database_url: str) -> AsyncIterator[tuple[asyncpg.Pool, St
 
 
 async def _running_run(pool: asyncpg.Pool) -> RunRecord:
-    row = await f.insert_run(
-        pool, project_id=PROJECT, agent_name="stepper", status="running", step_count=0
+    row = await f.insert_leased_run(
+        pool, owner=OWNER, project_id=PROJECT, agent_name="stepper", step_count=0
     )
-    leased = await pool.fetchrow(
-        "UPDATE kb.agent_runs SET lease_owner = $2, lease_expires_at = now() + interval '1 h'"
-        " WHERE id = $1 RETURNING *",
-        row["id"],
-        OWNER,
-    )
-    return RunRecord.from_row(leased)
+    return RunRecord.from_row(row)
 
 
 def _reply(step: int, calls: int) -> tuple[ModelReply, list[PlannedCall]]:

@@ -132,6 +132,23 @@ async def insert_run(
     )
 
 
+async def insert_leased_run(
+    db: Executor, *, owner: str, lease: str = "1 hour", **run: Any
+) -> dict[str, Any]:
+    """A ``running`` run (:func:`insert_run` with ``run``) whose lease ``owner`` holds for
+    ``lease`` (an SQL interval), as a worker executing it would: what a test of the executor's
+    writes starts from."""
+    row = await insert_run(db, status="running", **run)
+    leased = await db.fetchrow(
+        "UPDATE kb.agent_runs SET lease_owner = $2, lease_expires_at = now() + $3::text::interval"
+        " WHERE id = $1 RETURNING *",
+        row["id"],
+        owner,
+        lease,
+    )
+    return dict(leased)
+
+
 async def insert_message(
     db: Executor,
     *,
