@@ -12,7 +12,6 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
 from agentfleet.queue_depth import (
     ACTIVE_RUNS_BY_PROJECT_SQL,
     DISPATCHER_LOAD_SQL,
@@ -29,15 +28,8 @@ TASKS = {"ready": 5, "blocked": 4, "in_progress": 6}
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def fleet_db(database_factory: DatabaseFactory) -> AsyncIterator[asyncpg.Pool]:
-    url = await database_factory.create_database()
-    pool = await db.create_pool(url, min_size=1, max_size=2)
-    try:
-        async with pool.acquire() as conn:
-            await _fill(conn)
+    async with database_factory.filled_pool(_fill) as pool:
         yield pool
-    finally:
-        await pool.close()
-        await database_factory.drop_database(url)
 
 
 async def _fill(conn: asyncpg.Connection) -> None:

@@ -16,7 +16,6 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
 from agentfleet.testing.database import DatabaseFactory
 from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_writes import GraphStore
@@ -31,15 +30,8 @@ async def history(database_factory: DatabaseFactory) -> AsyncIterator[asyncpg.Po
     """One database for the module (filling it takes a second or two), analysed:
     40k runs in two projects, most completed, a few queued and running; a run tree with
     a wide middle level; long conversations, event logs and tool call lists."""
-    url = await database_factory.create_database()
-    pool = await db.create_pool(url, min_size=1, max_size=2)
-    try:
-        async with pool.acquire() as conn:
-            await _fill(conn)
+    async with database_factory.filled_pool(_fill) as pool:
         yield pool
-    finally:
-        await pool.close()
-        await database_factory.drop_database(url)
 
 
 async def _fill(conn: asyncpg.Connection) -> None:

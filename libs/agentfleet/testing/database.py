@@ -18,12 +18,13 @@ Fixtures:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -64,6 +65,22 @@ class DatabaseFactory:
             template = self.template if migrated else "template0"
             await self._admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         return self.url(name)
+
+    @contextlib.asynccontextmanager
+    async def filled_pool(
+        self, fill: Callable[[asyncpg.Connection], Awaitable[None]], *, max_size: int = 2
+    ) -> AsyncIterator[asyncpg.Pool]:
+        """A pool on a new migrated database that ``fill`` wrote first; the database is
+        dropped on exit. For a module that shares one large data set between its tests."""
+        url = await self.create_database()
+        pool = await db.create_pool(url, min_size=1, max_size=max_size)
+        try:
+            async with pool.acquire() as conn:
+                await fill(conn)
+            yield pool
+        finally:
+            await pool.close()
+            await self.drop_database(url)
 
     async def drop_database(self, url: str) -> None:
         """Drops a database made here, disconnecting whoever is still on it."""
