@@ -18,7 +18,7 @@ import pytest
 
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub.offline_model import NOTICE
-from agentfleet.testing.cli_process import start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet
 from agentfleet.testing.services import free_port
 
 SERVICES = ("executor", "toolpool", "dispatcher", "history")
@@ -42,21 +42,6 @@ agents:
 """
 
 
-async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float) -> str:
-    seen: list[str] = []
-
-    async def read() -> str:
-        while True:
-            line = await stream.readline()
-            if not line:
-                raise AssertionError("agentfleet up exited early:\n" + "".join(seen))
-            seen.append(line.decode())
-            if line.decode().strip() == marker:
-                return "".join(seen)
-
-    return await asyncio.wait_for(read(), timeout_s)
-
-
 async def _agentfleet(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
     process = await start_agentfleet(*argv, env=env)
     out, err = await asyncio.wait_for(process.communicate(), 120)
@@ -75,7 +60,9 @@ async def test_an_agent_without_a_stub_script_completes_on_up(
     env.update({"DATABASE_URL": database_url, "AGENTFLEET_DATA_DIR": str(tmp_path)})
     up = await start_agentfleet("up", env=env)
     try:
-        banner = await _read_until(up.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
+        output = OutputLines(up.stdout)  # type: ignore[arg-type]
+        await output.until(r"^\s*ready\s*$", timeout_s=180)
+        banner = output.text
         # The stub's address and how to script it are printed.
         found = re.search(r"offline stub Gemini server at (http://127\.0\.0\.1:\d+)", banner)
         assert found is not None, banner

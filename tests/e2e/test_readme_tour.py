@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from agentfleet.testing.certificates import mutual_tls
+from agentfleet.testing.cli_process import OutputLines
 from agentfleet.testing.services import create_service_tokens, free_port, start_process_stack
 
 ROOT = Path(__file__).parents[2]
@@ -22,21 +23,6 @@ def tour_script() -> str:
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- tour:start -->", 1)[1].split("<!-- tour:end -->", 1)[0]
     return re.sub(r"^```\w*$", "", block, flags=re.MULTILINE)
-
-
-async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float) -> str:
-    seen: list[str] = []
-
-    async def read() -> str:
-        while True:
-            line = (await stream.readline()).decode()
-            if not line:
-                raise AssertionError("agentfleet up exited early:\n" + "".join(seen))
-            seen.append(line)
-            if marker in line:
-                return "".join(seen)
-
-    return await asyncio.wait_for(read(), timeout_s)
 
 
 @pytest.mark.timeout(300)
@@ -60,7 +46,7 @@ async def test_the_readme_tour_works_as_written(database_url: str, tmp_path: Pat
     )
     try:
         assert stack.stdout is not None
-        await _read_until(stack.stdout, "stays up for you to explore", timeout_s=240)
+        await OutputLines(stack.stdout).until("stays up for you to explore", timeout_s=240)
         script = tour_script()
         for name, port in DEFAULT_PORTS.items():
             script = script.replace(f"127.0.0.1:{port}", f"127.0.0.1:{ports[name]}")

@@ -13,7 +13,7 @@ from agentfleet import embedded_pg_root
 from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.certificates import mutual_tls
-from agentfleet.testing.cli_process import start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet
 from agentfleet.testing.services import free_port
 
 SERVICES = {
@@ -22,21 +22,6 @@ SERVICES = {
     "dispatcher": ["agentfleet.v1.DispatcherService"],
     "history": ["agentfleet.v1.HistoryService"],
 }
-
-
-async def _read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float) -> str:
-    seen: list[str] = []
-
-    async def read() -> str:
-        while True:
-            line = await stream.readline()
-            if not line:
-                raise AssertionError("agentfleet up exited early:\n" + "".join(seen))
-            seen.append(line.decode())
-            if line.decode().strip() == marker:
-                return "".join(seen)
-
-    return await asyncio.wait_for(read(), timeout_s)
 
 
 def _up_environment(tmp_path: Path, ports: dict[str, int], **extra: str) -> dict[str, str]:
@@ -70,7 +55,9 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     modes_before = {folder: folder.stat().st_mode for folder in [tmp_path, *tmp_path.parents]}
     process = await start_agentfleet("up", env=_up_environment(tmp_path, ports))
     try:
-        banner = await _read_until(process.stdout, "ready", timeout_s=180)  # type: ignore[arg-type]
+        output = OutputLines(process.stdout)  # type: ignore[arg-type]
+        await output.until(r"^\s*ready\s*$", timeout_s=180)
+        banner = output.text
         assert "embedded PostgreSQL" in banner
         assert "offline stub Gemini server" in banner
         for port in ports.values():
@@ -114,7 +101,8 @@ async def test_up_with_tls_checks_the_services_over_tls(tmp_path: Path, database
     env = _up_environment(tmp_path, ports, DATABASE_URL=database_url, **metrics, **mtls.environment)
     process = await start_agentfleet("up", env=env)
     try:
-        await _read_until(process.stdout, "ready", timeout_s=120)  # type: ignore[arg-type]
+        output = OutputLines(process.stdout)  # type: ignore[arg-type]
+        await output.until(r"^\s*ready\s*$", timeout_s=120)
         for port in ports.values():
             async with open_channel(f"127.0.0.1:{port}", tls=mtls.client) as channel:
                 reply = await health_pb2_grpc.HealthStub(channel).Check(

@@ -17,39 +17,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet.cli.supervise import CrashLoop, RestartPolicy, supervise
 from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.testing.cli_process import start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet
 from agentfleet.testing.services import free_port
 from agentfleet.testing.waiting import wait_for
 
 SERVICES = ("toolpool", "history", "executor", "dispatcher")
 ROW = re.compile(r"(toolpool|history|executor|dispatcher)\W+127\.0\.0\.1:(\d+)\W+(\d+)")
-
-
-class Output:
-    """The lines ``up`` prints, read as they come."""
-
-    def __init__(self, stream: asyncio.StreamReader) -> None:
-        self._stream = stream
-        self.lines: list[str] = []
-
-    async def until(self, pattern: str, timeout_s: float) -> re.Match[str]:
-        """Reads lines until one matches ``pattern``; fails if ``up`` exits first."""
-        compiled = re.compile(pattern)
-        for line in self.lines:
-            if found := compiled.search(line):
-                return found
-
-        async def read() -> re.Match[str]:
-            while True:
-                raw = await self._stream.readline()
-                if not raw:
-                    raise AssertionError("agentfleet up exited early:\n" + "".join(self.lines))
-                line = raw.decode()
-                self.lines.append(line)
-                if found := compiled.search(line):
-                    return found
-
-        return await asyncio.wait_for(read(), timeout_s)
 
 
 async def health(port: int) -> int:
@@ -84,7 +57,7 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
     env["COLUMNS"] = "200"  # the ready table on one line per service
     process = await start_agentfleet("up", env=env, merge_stderr=True)
     assert process.stdout is not None
-    output = Output(process.stdout)
+    output = OutputLines(process.stdout)
     try:
         await output.until(r"^ready$", timeout_s=180)
         pids = {m.group(1): int(m.group(3)) for line in output.lines if (m := ROW.search(line))}

@@ -4,6 +4,7 @@ agentfleet.cli.main``, so it runs this checkout's code whatever is on PATH)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import Mapping
 
@@ -22,3 +23,36 @@ async def start_agentfleet(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
     )
+
+
+class OutputLines:
+    """The lines a child process (``agentfleet up``) prints on ``stream``, read as they come."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+        self.lines: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """Everything read so far."""
+        return "".join(self.lines)
+
+    async def until(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        """The first line, read so far or next, that ``pattern`` is found in; fails if the
+        process closes its output first, showing what it printed."""
+        compiled = re.compile(pattern)
+        for line in self.lines:
+            if found := compiled.search(line):
+                return found
+
+        async def read() -> re.Match[str]:
+            while True:
+                raw = await self._stream.readline()
+                if not raw:
+                    raise AssertionError("agentfleet up exited early:\n" + self.text)
+                line = raw.decode()
+                self.lines.append(line)
+                if found := compiled.search(line):
+                    return found
+
+        return await asyncio.wait_for(read(), timeout_s)
