@@ -29,6 +29,7 @@ from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.llm import build_genai_client
 from agentfleet.testing.gemini import stub_settings
+from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import (
     common_pb2,
@@ -109,29 +110,15 @@ async def _table(pool: asyncpg.Pool, table: str) -> list[dict[str, Any]]:
     return [dict(row) for row in rows]
 
 
-class ConnectionTrap:
+class ConnectionTrap(LoopbackServer):
     """A loopback listener that records every connection and the bytes first sent on it."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.received: list[bytes] = []
-        self._server: asyncio.Server | None = None
         self.connected = asyncio.Event()
 
-    async def __aenter__(self) -> ConnectionTrap:
-        self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError, TimeoutError):
             async with asyncio.timeout(5):
                 self.received.append(await reader.readuntil(b"\r\n\r\n"))

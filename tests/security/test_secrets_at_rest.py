@@ -27,6 +27,7 @@ from agentfleet.config import ConfigError
 from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.migrate import MigrationError, migrate_down
 from agentfleet.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
+from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2
@@ -226,27 +227,10 @@ async def test_set_secret_without_a_key_stores_nothing(
     assert await _table(db_pool) == []
 
 
-class FailingEndpoint:
+class FailingEndpoint(LoopbackServer):
     """An HTTP server on 127.0.0.1 that answers 401 and echoes what it was sent."""
 
-    def __init__(self) -> None:
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> FailingEndpoint:
-        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         body = b"rejected request:\n" + head
         writer.write(

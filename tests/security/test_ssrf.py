@@ -18,6 +18,7 @@ import httpx2
 import pytest
 
 from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.mcp import McpClientPool, McpUnavailableError
@@ -34,29 +35,19 @@ CALLERS = ("member", "admin", "service")
 LOOPBACK_ONLY = (ipaddress.ip_network("127.0.0.1/32"),)
 
 
-class LoopbackRedirector:
+class LoopbackRedirector(LoopbackServer):
     """A plain HTTP server on 127.0.0.1 answering every request with a redirect."""
 
     def __init__(self, location: str) -> None:
+        super().__init__()
         self.location = location
         self.requests = 0
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> LoopbackRedirector:
-        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/mcp"
+        return f"{super().url}/mcp"
 
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
         self.requests += 1
         # Connection: close, so following the redirect needs a new connection (a new check).
