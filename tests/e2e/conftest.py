@@ -25,10 +25,15 @@ import pytest_asyncio
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.config import child_environment
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.testing.services import NO_METRICS_PORTS, ProcessStack, free_port, wait_serving
+from agentfleet.testing.services import (
+    NO_METRICS_PORTS,
+    ProcessStack,
+    free_port,
+    start_service_process,
+    wait_serving,
+)
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.v1 import (
     common_pb2,
@@ -77,16 +82,9 @@ async def start_fleet_processes(
             env = {**common, f"AGENTFLEET_{service.upper()}_PORT": str(ports[name])}
             # Each executor serves its own API; its own address is where it is reached.
             env[f"AGENTFLEET_{service.upper()}_ADDR"] = stack.addresses[name]
-            with (log_dir / f"{name}.log").open("ab") as log_file:
-                stack.processes[name] = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    f"services.{service}",
-                    env=child_environment(env),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=log_file,
-                )
+            stack.processes[name] = await start_service_process(
+                service, env, log_dir / f"{name}.log"
+            )
         await asyncio.gather(
             *(
                 wait_serving(stack.addresses[n], timeout_s=timeout_s, process=stack.processes[n])

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,7 +22,6 @@ import pytest_asyncio
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.config import child_environment
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
@@ -32,6 +30,7 @@ from agentfleet.testing.services import (
     create_service_tokens,
     free_port,
     start_process_stack,
+    start_service_process,
     wait_serving,
 )
 from agentfleet.v1 import dispatcher_pb2 as pb
@@ -104,16 +103,9 @@ async def dispatchers(
         for _i in range(count):
             port = free_port()
             env = {**base.env, "AGENTFLEET_DISPATCHER_PORT": str(port)}
-            with (base.log_dir / f"dispatcher-{port}.log").open("ab") as log:
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "services.dispatcher",
-                    env=child_environment(env),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
+            process = await start_service_process(
+                "dispatcher", env, base.log_dir / f"dispatcher-{port}.log"
+            )
             started.append((process, f"127.0.0.1:{port}"))
         await asyncio.gather(*(wait_serving(a, timeout_s=30.0, process=p) for p, a in started))
         yield started

@@ -25,13 +25,12 @@ from google.protobuf import duration_pb2
 
 from agentfleet import db
 from agentfleet.clients import open_channel
-from agentfleet.config import child_environment
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.migrate import migrate_up
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
-from agentfleet.testing.services import ProcessStack, start_process_stack, wait_serving
+from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for, wait_for_query
 from agentfleet.v1 import (
@@ -245,25 +244,6 @@ async def wait_no_processes(marker: str, timeout_s: float = 15.0) -> None:
     )
 
 
-async def restart(stack: ProcessStack, name: str, database_url: str, env: dict[str, str]) -> None:
-    """Starts ``name`` again on its old port, with the environment start_process_stack gave it."""
-    full = {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **env}
-    for service, address in stack.addresses.items():
-        full[f"AGENTFLEET_{service.upper()}_PORT"] = address.rsplit(":", 1)[1]
-        full[f"AGENTFLEET_{service.upper()}_ADDR"] = address
-    with (stack.log_dir / f"{name}.log").open("ab") as log_file:
-        stack.processes[name] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"services.{name}",
-            env=child_environment(full),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=log_file,
-        )
-    await wait_serving(stack.addresses[name], timeout_s=30, process=stack.processes[name])
-
-
 def toolpool_kill_policy(request: StubRequest) -> Reply:
     """Starts a slow tool; after an error, retries ``echo`` until it works; then answers."""
     if request.turn == 0:
@@ -308,7 +288,10 @@ async def test_toolpool_killed_mid_call_model_told_run_goes_on_after_restart(
         await toolpool.wait()
         # The killed toolpool's MCP server sees its stdin close and goes too.
         await wait_no_processes(marker)
-        await restart(stack, "toolpool", database_url, env)
+        # Again on its old port, with the environment start_process_stack gave it.
+        await stack.restart(
+            "toolpool", {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **env}
+        )
         await wait_all_terminal(db_pool, [run_id], timeout_s=60)
         assert_alive(stack)
     finally:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +17,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentfleet.config import child_environment
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.grpc_server import LIVENESS, READINESS
 from agentfleet.migrate import migrate_up
-from agentfleet.testing.services import ProcessStack, start_process_stack, wait_serving
+from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.waiting import wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -113,25 +111,6 @@ async def test_readiness_follows_postgresql_while_liveness_stays_up(
     assert codes == dict.fromkeys(names, 0), codes
 
 
-async def restart(stack: ProcessStack, name: str, database_url: str) -> None:
-    """Starts ``name`` again on its old port, with the environment it had."""
-    env = {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **ENVIRON}
-    for service, address in stack.addresses.items():
-        env[f"AGENTFLEET_{service.upper()}_PORT"] = address.rsplit(":", 1)[1]
-        env[f"AGENTFLEET_{service.upper()}_ADDR"] = address
-    with (stack.log_dir / f"{name}.log").open("ab") as log_file:
-        stack.processes[name] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"services.{name}",
-            env=child_environment(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=log_file,
-        )
-    await wait_serving(stack.addresses[name], timeout_s=30, process=stack.processes[name])
-
-
 async def test_executor_is_not_ready_while_its_toolpool_is_down(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -155,7 +134,10 @@ async def test_executor_is_not_ready_while_its_toolpool_is_down(
         assert await health_of(executor, "agentfleet.v1.ExecutorService") == NOT_SERVING
         assert await health_of(executor, LIVENESS) == SERVING
 
-        await restart(stack, "toolpool", database_url)
+        # Again on its old port, with the environment it had.
+        await stack.restart(
+            "toolpool", {"DATABASE_URL": database_url, "AGENTFLEET_LOG_FORMAT": "json", **ENVIRON}
+        )
         await wait_health(executor, READINESS, SERVING, timeout_s=15)
         assert await health_of(executor, "agentfleet.v1.ExecutorService") == SERVING
         # (A first line may come from the start, when the toolpool was not listening yet.)

@@ -14,7 +14,6 @@ import asyncio
 import collections
 import os
 import secrets
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,12 +23,17 @@ import pytest
 
 from agentfleet import db
 from agentfleet.clients import open_channel
-from agentfleet.config import child_environment
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
-from agentfleet.testing.services import TEST_EGRESS_AND_SECRETS, free_port, wait_serving
+from agentfleet.testing.services import (
+    TEST_EGRESS_AND_SECRETS,
+    free_port,
+    start_service_process,
+    stop_processes,
+    wait_serving,
+)
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for_query
 from agentfleet.v1 import (
@@ -147,16 +151,9 @@ class Fleet:
                 ),
                 f"AGENTFLEET_{service.upper()}_PORT": str(self.ports[name]),
             }
-            with (self.log_dir / f"{name}.log").open("ab") as log_file:
-                self.processes[name] = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    f"services.{service}",
-                    env=child_environment(env),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=log_file,
-                )
+            self.processes[name] = await start_service_process(
+                service, env, self.log_dir / f"{name}.log"
+            )
         await asyncio.gather(
             *(wait_serving(self.address(n), timeout_s=60, process=self.processes[n]) for n in names)
         )
@@ -166,17 +163,7 @@ class Fleet:
         await self.processes[name].wait()
 
     async def stop(self) -> dict[str, int]:
-        for process in self.processes.values():
-            if process.returncode is None:
-                process.terminate()
-        codes = {}
-        for name, process in self.processes.items():
-            try:
-                codes[name] = await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                codes[name] = await process.wait()
-        return codes
+        return await stop_processes(self.processes, grace_s=20)
 
 
 @pytest.mark.timeout(900)

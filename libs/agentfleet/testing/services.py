@@ -218,17 +218,52 @@ class ProcessStack:
 
     async def stop(self, grace_s: float = 10.0) -> dict[str, int]:
         """SIGTERM to every process; returns exit codes (killed ones included)."""
-        for process in self.processes.values():
-            if process.returncode is None:
-                process.terminate()
-        codes = {}
-        for name, process in self.processes.items():
-            try:
-                codes[name] = await asyncio.wait_for(process.wait(), grace_s)
-            except TimeoutError:
-                process.kill()
-                codes[name] = await process.wait()
-        return codes
+        return await stop_processes(self.processes, grace_s=grace_s)
+
+    async def restart(self, name: str, environ: Mapping[str, str]) -> None:
+        """Starts ``name`` again on its old port, with ``environ`` and every service's port
+        and address, and waits until it serves."""
+        env = dict(environ)
+        for service, address in self.addresses.items():
+            env[f"AGENTFLEET_{service.upper()}_PORT"] = address.rsplit(":", 1)[1]
+            env[f"AGENTFLEET_{service.upper()}_ADDR"] = address
+        self.processes[name] = await start_service_process(name, env, self.log_dir / f"{name}.log")
+        await wait_serving(self.addresses[name], timeout_s=30, process=self.processes[name])
+
+
+async def start_service_process(
+    service: str, env: Mapping[str, str], log_path: Path
+) -> asyncio.subprocess.Process:
+    """``python -m services.<service>`` with ``env`` (as :func:`child_environment` passes
+    it on), its stdout and stderr appended to ``log_path``."""
+    with log_path.open("ab") as log_file:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"services.{service}",
+            env=child_environment(dict(env)),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+        )
+
+
+async def stop_processes(
+    processes: Mapping[str, asyncio.subprocess.Process], *, grace_s: float
+) -> dict[str, int]:
+    """SIGTERM to every process still running; each that has not exited after ``grace_s`` is
+    killed. Returns the exit codes by name."""
+    for process in processes.values():
+        if process.returncode is None:
+            process.terminate()
+    codes = {}
+    for name, process in processes.items():
+        try:
+            codes[name] = await asyncio.wait_for(process.wait(), grace_s)
+        except TimeoutError:
+            process.kill()
+            codes[name] = await process.wait()
+    return codes
 
 
 async def wait_serving(  # type: ignore[no-untyped-def]
@@ -294,16 +329,9 @@ async def start_process_stack(
     )
     try:
         for name in names:
-            with (log_dir / f"{name}.log").open("ab") as log_file:
-                processes[name] = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    f"services.{name}",
-                    env=child_environment(_with_own_token(env, name, service_tokens)),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=log_file,
-                )
+            processes[name] = await start_service_process(
+                name, _with_own_token(env, name, service_tokens), log_dir / f"{name}.log"
+            )
         for name in names:
             await wait_serving(
                 stack.addresses[name], timeout_s=timeout_s, process=processes[name], tls=tls
