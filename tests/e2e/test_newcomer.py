@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 from pathlib import Path
 
 import aiohttp
@@ -18,7 +17,7 @@ import pytest
 
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub.offline_model import NOTICE
-from agentfleet.testing.cli_process import OutputLines, start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up
 from agentfleet.testing.services import free_port
 
 SERVICES = ("executor", "toolpool", "dispatcher", "history")
@@ -92,10 +91,8 @@ async def test_an_agent_without_a_stub_script_completes_on_up(
         )
         assert code == 0, out + err
     finally:
-        if up.returncode is None:
-            up.send_signal(signal.SIGINT)
-        rest, rest_err = await asyncio.wait_for(up.communicate(), 60)
-    assert up.returncode == 0, rest.decode() + rest_err.decode()
+        rest = await stop_up(up, data_dir=None)  # its database is the test's
+    assert up.returncode == 0, rest
 
     runs = {
         row["agent_name"]: row

@@ -3,7 +3,6 @@
 import asyncio
 import json
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -11,9 +10,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet import embedded_pg_root
 from agentfleet.clients import open_channel
-from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.certificates import mutual_tls
-from agentfleet.testing.cli_process import OutputLines, start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up
 from agentfleet.testing.services import free_port
 
 SERVICES = {
@@ -82,12 +80,9 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
         cluster = home / "data" if home else tmp_path / "data" / "postgres"
         assert (cluster / "PG_VERSION").exists()
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-        rest, _ = await asyncio.wait_for(process.communicate(), 60)
-        await asyncio.to_thread(EmbeddedPostgres(tmp_path / "data" / "postgres").remove)
-    assert process.returncode == 0, rest.decode()
-    assert "stopped" in rest.decode()
+        rest = await stop_up(process, data_dir=tmp_path / "data")
+    assert process.returncode == 0, rest
+    assert "stopped" in rest
     assert {folder: folder.stat().st_mode for folder in modes_before} == modes_before
 
 
@@ -110,7 +105,5 @@ async def test_up_with_tls_checks_the_services_over_tls(tmp_path: Path, database
                 )
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-        rest, _ = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, rest.decode()
+        rest = await stop_up(process, data_dir=None)  # its database is the test's
+    assert process.returncode == 0, rest

@@ -16,8 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet.cli.supervise import CrashLoop, RestartPolicy, supervise
-from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.testing.cli_process import OutputLines, start_agentfleet
+from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up
 from agentfleet.testing.services import free_port
 from agentfleet.testing.waiting import wait_for
 
@@ -83,12 +82,9 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
         assert process.returncode is None
         assert not any("stopping services" in line for line in output.lines), output.lines
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-        rest, _ = await asyncio.wait_for(process.communicate(), 60)
-        await asyncio.to_thread(EmbeddedPostgres(tmp_path / "data" / "postgres").remove)
-    assert process.returncode == 0, rest.decode()
-    assert "stopped" in rest.decode()
+        rest = await stop_up(process, data_dir=tmp_path / "data")
+    assert process.returncode == 0, rest
+    assert "stopped" in rest
     assert not alive(new_pid)
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import sys
 from collections.abc import Mapping
+from pathlib import Path
+
+from agentfleet.embedded_pg import EmbeddedPostgres
 
 
 async def start_agentfleet(
@@ -23,6 +27,18 @@ async def start_agentfleet(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
     )
+
+
+async def stop_up(process: asyncio.subprocess.Process, *, data_dir: Path | None) -> str:
+    """Ctrl-C to ``agentfleet up`` if it still runs; its remaining output (stdout, then
+    stderr) once it has exited. The embedded PostgreSQL it made under ``data_dir`` is removed
+    (as root the cluster may live in a folder made for it, outside ``data_dir``)."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    if data_dir is not None:
+        await asyncio.to_thread(EmbeddedPostgres(data_dir / "postgres").remove)
+    return out.decode() + (err or b"").decode()
 
 
 class OutputLines:
