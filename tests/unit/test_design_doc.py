@@ -60,3 +60,7 @@ def test_a_name_counts_only_as_a_whole_word() -> None:
     text = "`GetRunTree`, kb.agent_runs_x and `api_tokens`"
     names = {"GetRun", "GetRunTree", "agent_runs", "api_tokens"}
     assert missing_from(text, names) == ["GetRun", "agent_runs"]
+
+
+def test_the_readme_sends_newcomers_to_the_design() -> None:
+    assert "](docs/DESIGN.md)" in (ROOT / "README.md").read_text()
