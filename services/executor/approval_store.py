@@ -27,7 +27,7 @@ from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
 from agentfleet.request_ids import check_same_request, request_fingerprint
-from agentfleet.tenant_regex import SchemaValidator
+from agentfleet.tenant_schema import SchemaValidator
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
 from services.executor.store.runs import QUEUED_CHANNEL

@@ -4,7 +4,7 @@
 the server declared, with jsonschema on the toolpool's event loop, where a ``pattern`` runs
 Python's backtracking ``re``: a server declaring ``^(a+)+$`` and answering
 ``"a" * 26 + "!"`` would stall every project's tool calls for seconds. This subclass builds
-that validator from :mod:`agentfleet.tenant_regex` instead; the rest of the session is the
+that validator from :mod:`agentfleet.tenant_schema` instead; the rest of the session is the
 SDK's. It overrides a private method of the pinned SDK (mcp in pyproject.toml), so
 ``tests/security/test_tenant_regex.py`` calls such a tool through the real pool.
 """
@@ -18,7 +18,7 @@ from jsonschema.protocols import Validator
 from mcp import ClientSession
 from referencing import Registry
 
-from agentfleet.tenant_regex import check_schema, validator_class
+from agentfleet.tenant_schema import check_schema, validator_class
 
 
 class Re2ClientSession(ClientSession):
