@@ -322,3 +322,26 @@ def test_parsing_does_not_mutate_the_document() -> None:
     before = copy.deepcopy(document)
     parse_manifest(document)
     assert document == before
+
+
+def test_a_list_past_its_bound_is_one_violation_and_is_not_walked() -> None:
+    # 150,000 empty tags used to be 150,000 violations: seconds, and a 9.9 MB trailer.
+    found = definition_violations(AgentDefinition(name="a", tags=[""] * 150_000))
+    assert [(v.field, v.description) for v in found] == [
+        ("agent_definition.tags", "has 150000 entries; at most 200")
+    ]
+
+
+def test_violations_are_capped_with_a_count_of_the_rest() -> None:
+    found = definition_violations(AgentDefinition(name="a", tags=[""] * 150))
+    assert len(found) == 21
+    assert found[0].field == "agent_definition.tags[0]"
+    assert (found[-1].field, found[-1].description) == (
+        "agent_definition",
+        "and 130 more violations (the first 20 are listed)",
+    )
+
+
+def test_a_manifest_with_a_huge_list_is_refused_at_its_bound() -> None:
+    found = violations({"name": "p", "version": "1", "agents": [agent("a", tags=[""] * 100_000)]})
+    assert found == {"manifest.agents[0].tags": "has 100000 entries; at most 200"}

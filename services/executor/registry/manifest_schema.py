@@ -2,21 +2,29 @@
 field violations, each named by path (``manifest.agents[2].flow_type``) with a short reason.
 
 Used for whole manifests, for one ``$defs`` entry (an agent definition, ``model.extra``).
+
+A value past its schema's size bound (``maxItems``, ``maxProperties``, ``maxLength``) is
+reported by the bound and not entered by the keywords that walk it (``items``,
+``additionalProperties``, ``propertyNames``, ``pattern``): 150,000 empty tags are one
+violation, not 150,000 (seconds to build, a 9.9 MB trailer to send). The first
+:data:`~agentfleet.tenant_schema.MAX_REPORTED_ERRORS` violations are reported, and a count.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
 from agentfleet.errors import FieldViolation
+from agentfleet.tenant_schema import first_errors
 
 _MAX_DESCRIPTION_CHARS = 300
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -29,20 +37,54 @@ def manifest_schema() -> dict[str, Any]:
     return json.loads(_SCHEMA_PATH.read_text())
 
 
+def _within_bound(keyword: str, bound: str, kind: str) -> _Keyword:
+    """jsonschema's ``keyword``, not run on a ``kind`` past its schema's ``bound``."""
+    checks = Draft202012Validator.VALIDATORS[keyword]
+
+    def bounded(
+        validator: Validator, value: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[ValidationError]:
+        limit = schema.get(bound)
+        if isinstance(limit, int) and validator.is_type(instance, kind) and len(instance) > limit:
+            return iter(())  # ``bound`` reports it, once
+        return checks(validator, value, instance, schema) or iter(())
+
+    return bounded
+
+
+_Keyword = Callable[[Validator, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
+_ManifestValidator = validators.extend(
+    Draft202012Validator,
+    {
+        "items": _within_bound("items", "maxItems", "array"),
+        "additionalProperties": _within_bound("additionalProperties", "maxProperties", "object"),
+        "propertyNames": _within_bound("propertyNames", "maxProperties", "object"),
+        "pattern": _within_bound("pattern", "maxLength", "string"),
+    },
+)
+
+
 @cache
-def _validator(definition: str | None = None) -> Draft202012Validator:
+def _validator(definition: str | None = None) -> Validator:
     schema = manifest_schema()
     if definition is not None:
         schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": definition}
-    return Draft202012Validator(schema)
+    return _ManifestValidator(schema)
 
 
 def schema_violations(
     document: Any, prefix: str, *, definition: str | None = None
 ) -> list[FieldViolation]:
-    """Schema errors of ``document`` (or of one ``$defs`` ``definition``), named by path."""
-    errors = _validator(definition).iter_errors(document)
-    return [violation for error in errors for violation in _describe(error, prefix)]
+    """Schema errors of ``document`` (or of one ``$defs`` ``definition``), named by path;
+    the first ones only, and how many more."""
+    found = first_errors(_validator(definition).iter_errors(document))
+    out = [violation for error in found.errors for violation in _describe(error, prefix)]
+    if found.more:
+        listed = len(found.errors)
+        out.append(
+            FieldViolation(prefix, f"{found.more_text} violations (the first {listed} are listed)")
+        )
+    return out
 
 
 def _describe(error: ValidationError, prefix: str) -> list[FieldViolation]:
