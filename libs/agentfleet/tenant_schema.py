@@ -217,3 +217,9 @@ def first_errors(
 def _quoted(instance: str) -> str:
     """A string as a message quotes it: its start only (a value may be megabytes)."""
     return repr(instance) if len(instance) <= 80 else repr(instance[:77]) + "..."
+
+
+def schema_refusals(schemas: list[Mapping[str, Any] | bool]) -> list[str | None]:
+    """:func:`schema_refusal` of each schema under the draft its ``$schema`` names (an MCP
+    server's), for a worker of :mod:`agentfleet.schema_pool` to run as one batch."""
+    return [schema_refusal(schema, validator_class(schema)) for schema in schemas]

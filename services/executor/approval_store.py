@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from jsonschema.exceptions import SchemaError, ValidationError
 
 from agentfleet import events
 from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
 from agentfleet.request_ids import check_same_request, request_fingerprint
-from agentfleet.tenant_schema import SchemaValidator
+from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
 from services.executor.store.runs import QUEUED_CHANNEL
@@ -93,7 +92,7 @@ async def decide_tool_call(pool: asyncpg.Pool, decision: Decision) -> DecisionOu
         if run.status != "waiting":
             raise FailedPrecondition(f"run {run.id} is {run.status}, not waiting")
         if decision.arguments is not None:
-            _check_arguments(decision.arguments, call.tool_parameters)
+            await _check_arguments(decision.arguments, call.tool_parameters)
         status, why, batch = _decision_effects(run, call, decision)
         await tool_calls.decide(
             conn,
@@ -152,21 +151,25 @@ def _status_changed(run: RunRecord, before: str, after: str, why: str) -> events
     )
 
 
-def _check_arguments(arguments: dict[str, Any], schema: Any) -> None:
+async def _check_arguments(arguments: dict[str, Any], schema: Any) -> None:
     """Edited arguments must fit the parameter schema the model saw for the tool (an MCP
-    server's: its patterns run on RE2)."""
+    server's: checked off the event loop within a time limit, its patterns on RE2)."""
     if not isinstance(schema, dict):
         return
     try:
-        SchemaValidator(schema).validate(arguments)
-    except ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
+        verdict = await schema_pool().check(schema, arguments, any_draft=True)
+    except SchemaCheckTimeout as exc:
         raise InvalidArgument.for_field(
-            f"arguments{'.' + where if where else ''}",
-            f"does not fit the tool's parameter schema: {exc.message}",
+            "arguments", f"could not be checked against the tool's parameter schema: {exc}"
         ) from exc
-    except SchemaError:  # the tool's own schema is broken: nothing to hold edits to
-        return
+    if verdict.schema_error is not None or verdict.ok:
+        return  # the tool's own schema is broken: nothing to hold edits to
+    problem = verdict.problems[0]
+    where = "/".join(str(p) for p in problem.path)
+    raise InvalidArgument.for_field(
+        f"arguments{'.' + where if where else ''}",
+        f"does not fit the tool's parameter schema: {problem.message}",
+    )
 
 
 async def answer_held_calls(

@@ -11,14 +11,14 @@ Schemas are checked when written (:func:`output_schema_violations`): a JSON obje
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.genai import types
-from jsonschema.exceptions import ValidationError
 
 from agentfleet.errors import FieldViolation
-from agentfleet.tenant_schema import SchemaValidator, schema_refusal
+from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
+from agentfleet.tenant_schema import schema_refusal
 
 MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
 """Largest output_schema, serialized as compact JSON."""
@@ -74,9 +74,10 @@ def with_output_schema(
     )
 
 
-def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] | None, str]:
+async def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] | None, str]:
     """The answer as a JSON object valid against ``schema``, or None and why not (a short
-    message: it goes back to the model, into the run's error and its events)."""
+    message: it goes back to the model, into the run's error and its events). Checked off
+    the event loop, within a time limit (:mod:`agentfleet.schema_pool`)."""
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -89,12 +90,17 @@ def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] |
         # Stored as a protobuf Struct, whose decoders stop at 100 nested messages.
         return None, f"output is nested deeper than {MAX_OUTPUT_DEPTH} levels"
     try:
-        error = next(iter(SchemaValidator(schema).iter_errors(value)), None)
-    except RecursionError:
-        return None, "output_schema refers to itself without end"
-    if error is None:
+        verdict = await schema_pool().check(schema, value)
+    except SchemaCheckTimeout as exc:
+        return None, f"output could not be checked against output_schema: {exc}"
+    if verdict.schema_error is not None:
+        return None, _short(f"output_schema {verdict.schema_error}")
+    if verdict.ok:
         return value, ""
-    return None, _short(f"output does not match output_schema at {_where(error)}: {error.message}")
+    problem = verdict.problems[0]
+    return None, _short(
+        f"output does not match output_schema at {_where(problem.path)}: {problem.message}"
+    )
 
 
 def _short(message: str) -> str:
@@ -104,8 +110,8 @@ def _short(message: str) -> str:
     return message[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def _where(error: ValidationError) -> str:
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+def _where(parts: Iterable[str | int]) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
     return "$" + path
 
 

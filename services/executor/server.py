@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 from agentfleet.grpc_server import Registration
+from agentfleet.schema_pool import schema_pool
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import DefinitionRepository
@@ -79,5 +80,5 @@ async def build(context: ServiceContext) -> ServiceParts:
             ),
         ],
         background=loops,
-        on_stop=cleanups,
+        on_stop=[*cleanups, schema_pool().aclose],
     )

@@ -61,10 +61,10 @@ class StructuredFinish:
         the output (one repair), then end the run ``completed`` or ``failed``."""
         if self.turn.tools:
             answer = (await self._ask(FINAL_ANSWER_NOTE)).text
-        output, error = check_output(self.schema, answer)
+        output, error = await check_output(self.schema, answer)
         if output is None:
             answer = (await self._ask(REPAIR_NOTE.format(error=error))).text
-            output, error = check_output(self.schema, answer)
+            output, error = await check_output(self.schema, answer)
         if output is None:
             return await self.recorder.record_finish(
                 status="failed",
@@ -80,7 +80,7 @@ class StructuredFinish:
         """A worker died after the model's last answer, before the run ended: that answer
         ends the run when it already fits the schema, else it gets the usual final ask and
         repair (:meth:`finish`)."""
-        output, _ = check_output(self.schema, answer)
+        output, _ = await check_output(self.schema, answer)
         if output is not None:
             return await self.recorder.record_finish(
                 status="completed", reason="model answered", summary=answer, output=output

@@ -18,6 +18,7 @@ from agentfleet.grpc_server import Registration
 from agentfleet.mcp_config import member_view
 from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.schema_pool import schema_pool
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import duration_proto, timestamp_proto
@@ -355,7 +356,11 @@ async def build(context: ServiceContext) -> ServiceParts:
         await mcp.listen(listener)
         await stopping.wait()
 
-    closers: list[Callable[[], Awaitable[None]]] = [mcp.aclose, listener.close]
+    closers: list[Callable[[], Awaitable[None]]] = [
+        mcp.aclose,
+        listener.close,
+        schema_pool().aclose,
+    ]
     return ServiceParts(
         registrations=[
             Registration.of(

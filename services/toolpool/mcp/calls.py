@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 import anyio
@@ -20,6 +21,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
+from agentfleet.tenant_schema import schema_refusals
 from services.toolpool.results import json_size
 
 from .connection import McpConnection, describe
@@ -33,6 +36,8 @@ held in the toolpool's cache and walked by each ListTools and ResolveTools of th
 MAX_TOOL_SCHEMA_BYTES = 64 * 1024
 """Description and schemas of one tool, as JSON: a tool the model is shown must fit beside
 others in its context (a tool result is cut at the same 64 KiB)."""
+MAX_UNUSABLE_REPORTED = 5
+"""Tools left out for their schemas that ``left_out`` names one by one."""
 # Beyond the SDK's own request timeout: a transport stuck before the request is written.
 _TIMEOUT_GRACE_S = 2.0
 
@@ -93,10 +98,53 @@ async def list_tools(conn: McpConnection, timeout_s: float) -> McpToolList:
         cursor = page.next_cursor
         if more or not cursor:
             break
-    return McpToolList(tools=tools, left_out=_left_out(more, oversized))
+    tools, unusable = await _usable_schemas(tools)
+    return McpToolList(tools=tools, left_out=_left_out(more, oversized, unusable))
 
 
-def _left_out(more: bool, oversized: int) -> str | None:
+async def _usable_schemas(tools: list[McpToolInfo]) -> tuple[list[McpToolInfo], list[str]]:
+    """The tools whose schemas :func:`~agentfleet.tenant_schema.schema_refusal` accepts, and
+    why each other is left out. Checked in the schema pool, in batches of at most
+    :data:`MAX_TOOL_SCHEMA_BYTES`: a batch past the pool's time limit leaves its tools out,
+    and the rest of the listing with them (one hostile listing costs the pool one limit)."""
+    kept: list[McpToolInfo] = []
+    why: list[str] = []
+    batch: list[McpToolInfo] = []
+    size = 0
+    batches: list[list[McpToolInfo]] = []
+    for tool in tools:
+        tool_size = json_size([tool.input_schema, tool.output_schema])
+        if batch and size + tool_size > MAX_TOOL_SCHEMA_BYTES:
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append(tool)
+        size += tool_size
+    if batch:
+        batches.append(batch)
+    for index, group in enumerate(batches):
+        schemas = [s for t in group for s in (t.input_schema, t.output_schema or True)]
+        try:
+            refusals = await schema_pool().run(schema_refusals, schemas)
+        except (SchemaCheckTimeout, BrokenProcessPool):
+            left = sum(len(g) for g in batches[index:])
+            why.append(f"{left} tools are left out: checking their schemas took too long")
+            break
+        for i, tool in enumerate(group):
+            refused = [
+                f"its {kind} schema {refusal}"
+                for kind, refusal in zip(
+                    ("input", "output"), refusals[2 * i : 2 * i + 2], strict=True
+                )
+                if refusal is not None
+            ]
+            if refused:
+                why.append(f"tool {tool.name!r} is left out: {'; '.join(refused)}")
+            else:
+                kept.append(tool)
+    return kept, why
+
+
+def _left_out(more: bool, oversized: int, unusable: list[str]) -> str | None:
     reasons = []
     if more:
         reasons.append(
@@ -107,6 +155,9 @@ def _left_out(more: bool, oversized: int) -> str | None:
             f"{oversized} tools are left out: their description and schemas exceed "
             f"{MAX_TOOL_SCHEMA_BYTES} bytes (the limit per tool)"
         )
+    reasons.extend(unusable[:MAX_UNUSABLE_REPORTED])
+    if len(unusable) > MAX_UNUSABLE_REPORTED:
+        reasons.append(f"and {len(unusable) - MAX_UNUSABLE_REPORTED} more tools left out")
     return "; ".join(reasons) or None
 
 

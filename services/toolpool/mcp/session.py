@@ -1,38 +1,51 @@
-"""The SDK's ``ClientSession``, with an MCP server's output schemas matched by RE2.
+"""The SDK's ``ClientSession``, with an MCP server's output schemas checked off the event loop.
 
 ``ClientSession.call_tool`` checks a tool's structured result against the ``outputSchema``
-the server declared, with jsonschema on the toolpool's event loop, where a ``pattern`` runs
-Python's backtracking ``re``: a server declaring ``^(a+)+$`` and answering
-``"a" * 26 + "!"`` would stall every project's tool calls for seconds. This subclass builds
-that validator from :mod:`agentfleet.tenant_schema` instead; the rest of the session is the
-SDK's. It overrides a private method of the pinned SDK (mcp in pyproject.toml), so
-``tests/security/test_tenant_regex.py`` calls such a tool through the real pool.
+the server declared, with jsonschema on the toolpool's event loop: a ``pattern`` ran
+Python's backtracking ``re`` (``^(a+)+$`` against ``"a" * 26 + "!"``: seconds), a
+``uniqueItems`` compared items pairwise, and every error of the result was built to pick
+the best one; each stalls every project's tool calls. This subclass checks the result in
+:mod:`agentfleet.schema_pool` instead (RE2 patterns, hashed uniqueItems, the first errors
+only, a time limit); the rest of the session is the SDK's. It overrides a method of the
+pinned SDK (mcp in pyproject.toml), so ``tests/security/test_tenant_regex.py`` and
+``tests/security/test_schema_work.py`` call such tools through the real pool.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
+import mcp_types as types
 from mcp import ClientSession
-from referencing import Registry
 
-from agentfleet.tenant_schema import check_schema, validator_class
+from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
 
 
 class Re2ClientSession(ClientSession):
-    def _output_schema_validator(self, name: str, output_schema: dict[str, Any]) -> Validator:
-        # As the SDK's: one compiled validator per listed schema, evicted by the SDK when
-        # a listing changes the schema; a broken schema is a RuntimeError on every call.
-        if (validator := self._tool_output_validators.get(name)) is not None:
-            return validator
-        cls = validator_class(output_schema)
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        # As the SDK's: RuntimeError when the result does not fit the listed schema.
+        if name not in self._tool_output_schemas:
+            await self.list_tools()
+        output_schema = self._tool_output_schemas.get(name)
+        if output_schema is None:
+            return
+        if (
+            result.structured_content is None
+            and "structured_content" not in result.model_fields_set
+        ):
+            raise RuntimeError(
+                f"Tool {name} has an output schema but did not return structured content"
+            )
         try:
-            check_schema(output_schema, cls)
-        except SchemaError as e:
-            raise RuntimeError(f"Invalid schema for tool {name}: {e.message}") from None
-        # An explicit empty registry: $refs resolve within the schema and the metaschemas.
-        validator = cls(output_schema, registry=Registry())
-        self._tool_output_validators[name] = validator
-        return validator
+            verdict = await schema_pool().check(
+                output_schema, result.structured_content, any_draft=True
+            )
+        except SchemaCheckTimeout as exc:
+            raise RuntimeError(f"The result of tool {name} could not be checked: {exc}") from None
+        if verdict.schema_error is not None:
+            raise RuntimeError(f"Invalid schema for tool {name}: it {verdict.schema_error}")
+        if not verdict.ok:
+            problem = verdict.problems[0]
+            where = "/".join(str(p) for p in problem.path)
+            raise RuntimeError(
+                f"Invalid structured content returned by tool {name} at '{where}': "
+                f"{problem.message}"
+            )
