@@ -4,8 +4,9 @@ stall the shared loop" (the services under test run in the test's own loop)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -36,3 +37,46 @@ async def longest_stall_during(work: Awaitable[T]) -> tuple[T, float]:
         done.set()
         await ticking
     return result, longest
+
+
+PROBE_SAMPLES = 5
+"""Calls of the probe measured before the work, for its baseline (the median)."""
+
+
+async def probe_latency_during(
+    work: Awaitable[T], probe: Callable[[], Awaitable[object]]
+) -> tuple[T, float, float]:
+    """``work``'s result (or its exception, re-raised), the ``probe``'s baseline latency (the
+    median of :data:`PROBE_SAMPLES` calls before), and its slowest call while ``work`` ran:
+    what another project waits for its cheapest RPC on the same process during an attack."""
+    timings = []
+    for _ in range(PROBE_SAMPLES):
+        started = time.monotonic()
+        await probe()
+        timings.append(time.monotonic() - started)
+    baseline = sorted(timings)[len(timings) // 2]
+    slowest = 0.0
+    done = asyncio.Event()
+
+    async def prober() -> None:
+        nonlocal slowest
+        while not done.is_set():
+            started = time.monotonic()
+            await probe()
+            slowest = max(slowest, time.monotonic() - started)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), TICK_S)
+
+    probing = asyncio.create_task(prober())
+    try:
+        result = await work
+    finally:
+        done.set()
+        await probing
+    return result, baseline, slowest
+
+
+def latency_bound(baseline: float) -> float:
+    """The most another project's RPC may take during an attack: 1.5 s, or 10 times its
+    baseline on a slow machine."""
+    return max(1.5, 10 * baseline)

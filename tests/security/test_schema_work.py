@@ -1,0 +1,281 @@
+"""A tenant's schema, a model's answer or a value checked against them cannot stall a
+shared executor (issue 30, docs/SECURITY.md "Schema work").
+
+Each attack runs against the real stack (in-process, so one event loop serves every
+project) while another project calls its cheapest RPC (ListAgentDefinitions) over and
+over: that call may take at most max(1.5 s, 10 times its baseline), and the attack is
+refused, or bounded with a clear error naming the field.
+
+- an output_schema whose ``$defs`` each name the next twice (1,143 bytes, 2^17 nodes):
+  5-8 s per UpsertAgentDefinition (validate_only) and InstallProduct; now refused when
+  written, for its expansion;
+- 150,000 empty tags: 150,000 violations, 5-8 s and a 9.9 MB error trailer; now one;
+- ``uniqueItems`` over a model's 4,000 objects: 23 s of pairwise compares on the loop; now
+  hashed, in a worker process;
+- a schema exponential in the value's depth (accepted: its recursion goes through a part
+  of the value) and a deep answer or edited arguments: stopped at the pool's time limit,
+  and the model (or the person) told so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format, struct_pb2
+
+from agentfleet.gemini_stub import Reply, Script
+from agentfleet.schema_pool import DEFAULT_TIMEOUT_S
+from agentfleet.testing.loop_stall import latency_bound, probe_latency_during
+from agentfleet.testing.waiting import wait_for_query
+from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2, registry_pb2_grpc
+from tests.integration.approval_harness import OTHER, PROJECT, Deployment, deployment
+
+__all__ = ["deployment"]
+
+
+def doubling_defs(levels: int = 17) -> dict[str, Any]:
+    """The issue's schema: each ``$defs`` entry names the next twice through allOf."""
+    defs: dict[str, Any] = {
+        f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+
+
+# Recursion through properties.x is accepted (the value's depth ends it), but each level
+# checks the next twice: 2^depth checks of a value 30 levels deep.
+DOUBLING_PER_LEVEL = {
+    "type": "object",
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {"x": {"allOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/node"}]}},
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    return json_format.ParseDict(value, struct_pb2.Struct())
+
+
+def _registry(
+    deployment: Deployment, caller: str = "admin"
+) -> registry_pb2_grpc.AgentRegistryServiceStub:
+    channel = deployment.stack.channel("executor", token=deployment.tokens[caller])
+    return registry_pb2_grpc.AgentRegistryServiceStub(channel)
+
+
+async def _while_another_project_calls(deployment: Deployment, attack: Awaitable[Any]) -> Any:
+    """``attack``'s result or refusal, asserting tenant-b's cheapest RPC stayed fast."""
+    other = _registry(deployment, "other-member")
+
+    async def probe() -> None:
+        await other.ListAgentDefinitions(
+            registry_pb2.ListAgentDefinitionsRequest(project_id=OTHER), timeout=60
+        )
+
+    async def outcome() -> Any:
+        try:
+            return await attack
+        except grpc.aio.AioRpcError as error:
+            return error
+
+    result, baseline, slowest = await probe_latency_during(outcome(), probe)
+    assert slowest <= latency_bound(baseline), (
+        f"another project's ListAgentDefinitions took {slowest:.2f} s during the attack "
+        f"(baseline {baseline * 1000:.1f} ms)"
+    )
+    return result
+
+
+def _definition(**fields: Any) -> common_pb2.AgentDefinition:
+    definition = common_pb2.AgentDefinition(
+        name="schema-agent",
+        system_prompt=fields.pop("system_prompt", "You are schema-agent."),
+        model=common_pb2.ModelConfig(name="gemini-test"),
+        tags=fields.pop("tags", []),
+    )
+    if "output_schema" in fields:
+        definition.output_schema.CopyFrom(_struct(fields.pop("output_schema")))
+    return definition
+
+
+def _refusal(outcome: Any, field: str) -> str:
+    assert isinstance(outcome, grpc.aio.AioRpcError), f"not refused: {outcome!r}"
+    assert outcome.code() == grpc.StatusCode.INVALID_ARGUMENT, outcome.details()
+    details = outcome.details() or ""
+    assert field in details
+    return details
+
+
+async def test_a_schema_that_expands_exponentially_is_refused_when_written(
+    deployment: Deployment,
+) -> None:
+    schema = doubling_defs()
+    assert len(json.dumps(schema, separators=(",", ":"))) < 1200
+    upsert = _registry(deployment).UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(
+            project_id=PROJECT,
+            agent_definition=_definition(output_schema=schema),
+            validate_only=True,
+        )
+    )
+    details = _refusal(
+        await _while_another_project_calls(deployment, upsert), "agent_definition.output_schema"
+    )
+    assert "schema nodes" in details
+
+
+async def test_a_product_with_an_exponential_schema_is_refused(deployment: Deployment) -> None:
+    agent = {
+        "name": "schema-agent",
+        "description": "Has an exponential output schema.",
+        "system_prompt": "You are schema-agent.",
+        "model": {"name": "gemini-test"},
+        "output_schema": doubling_defs(),
+    }
+    manifest = {"name": "schema-product", "version": "1.0.0", "agents": [agent]}
+    install = _registry(deployment).InstallProduct(
+        registry_pb2.InstallProductRequest(
+            project_id=PROJECT, manifest=_struct(manifest), validate_only=True
+        )
+    )
+    details = _refusal(
+        await _while_another_project_calls(deployment, install), "manifest.agents[0].output_schema"
+    )
+    assert "schema nodes" in details
+    assert await deployment.pool.fetchval("SELECT count(*) FROM kb.agent_definitions") == 0
+
+
+async def test_a_flood_of_tags_is_one_violation(deployment: Deployment) -> None:
+    upsert = _registry(deployment).UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(
+            project_id=PROJECT,
+            agent_definition=_definition(tags=[""] * 150_000),
+            validate_only=True,
+        )
+    )
+    details = _refusal(
+        await _while_another_project_calls(deployment, upsert), "agent_definition.tags"
+    )
+    assert "has 150000 entries; at most 200" in details
+    assert len(details) < 1000
+
+
+async def test_a_product_flooding_tags_is_one_violation(deployment: Deployment) -> None:
+    agent = {"name": "a", "model": {"name": "gemini-test"}, "tags": [""] * 100_000}
+    install = _registry(deployment).InstallProduct(
+        registry_pb2.InstallProductRequest(
+            project_id=PROJECT,
+            manifest=_struct({"name": "tags", "version": "1.0.0", "agents": [agent]}),
+            validate_only=True,
+        )
+    )
+    details = _refusal(
+        await _while_another_project_calls(deployment, install), "manifest.agents[0].tags"
+    )
+    assert len(details) < 1000
+
+
+UNIQUE_OBJECTS = {
+    "type": "object",
+    "properties": {
+        "items": {
+            "type": "array",
+            "uniqueItems": True,
+            "items": {"type": "object", "properties": {"id": {"type": "integer"}}},
+        }
+    },
+    "required": ["items"],
+}
+
+
+async def _structured_run(
+    deployment: Deployment, schema: dict[str, Any], answers: list[str]
+) -> str:
+    prompt = f"You are schema-agent {len(answers)} {answers[0][:20]}."
+    deployment.stub.add_script(
+        Script(name=prompt, match_system=prompt, replies=[Reply(text=a) for a in answers])
+    )
+    await _registry(deployment).UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(
+            project_id=PROJECT,
+            agent_definition=_definition(output_schema=schema, system_prompt=prompt),
+        )
+    )
+    return await deployment.trigger("schema-agent", input="list them")
+
+
+async def _finished(deployment: Deployment, run_id: str) -> tuple[str, str | None]:
+    finished = wait_for_query(
+        deployment.pool,
+        "SELECT status IN ('completed', 'failed') FROM kb.agent_runs WHERE id = $1",
+        run_id,
+        timeout_s=90,
+    )
+    await _while_another_project_calls(deployment, finished)
+    row = await deployment.pool.fetchrow(
+        "SELECT status, error_message FROM kb.agent_runs WHERE id = $1", run_id
+    )
+    return row["status"], row["error_message"]
+
+
+@pytest.mark.parametrize(("repeat", "status"), [(False, "completed"), (True, "failed")])
+async def test_unique_items_over_a_long_answer_is_bounded(
+    deployment: Deployment, repeat: bool, status: str
+) -> None:
+    items = [{"id": i, "name": f"item {i}"} for i in range(4000)]
+    if repeat:
+        items.append({"name": "item 7", "id": 7.0})  # equal to item 7 for JSON Schema
+    answer = json.dumps({"items": items})
+    run_id = await _structured_run(deployment, UNIQUE_OBJECTS, [answer] * 3)
+    found, error = await _finished(deployment, run_id)
+    assert found == status
+    if repeat:
+        assert "non-unique" in (error or "")
+
+
+async def test_a_check_past_the_time_limit_fails_the_run_with_a_clear_error(
+    deployment: Deployment,
+) -> None:
+    answer = json.dumps(nested(30))
+    run_id = await _structured_run(deployment, DOUBLING_PER_LEVEL, [answer] * 3)
+    found, error = await _finished(deployment, run_id)
+    assert found == "failed"
+    assert f"took longer than {DEFAULT_TIMEOUT_S:g} s" in (error or "")
+
+
+async def test_edited_arguments_past_the_time_limit_are_refused(deployment: Deployment) -> None:
+    await deployment.define_clerk()
+    run_id = await deployment.trigger("clerk", input="note this")
+    call = await deployment.held_call(run_id)
+    # What a tool's MCP server may declare as its parameters.
+    await deployment.pool.execute(
+        "UPDATE kb.agent_run_tool_calls SET tool_parameters = $2::jsonb WHERE id = $1",
+        call["id"],
+        DOUBLING_PER_LEVEL,
+    )
+    decide = deployment.executor().DecideToolCall(
+        deployment.decision(
+            run_id,
+            call["tool_call_id"],
+            decision=executor_pb2.TOOL_CALL_DECISION_APPROVE,
+            arguments=nested(30),
+        )
+    )
+    details = _refusal(await _while_another_project_calls(deployment, decide), "arguments")
+    assert "took longer than" in details
