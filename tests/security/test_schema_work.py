@@ -20,19 +20,33 @@ refused, or bounded with a clear error naming the field.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Reply, Script
+from agentfleet.mcp_stdio import format_allowlist
 from agentfleet.schema_pool import DEFAULT_TIMEOUT_S
 from agentfleet.testing.loop_stall import latency_bound, probe_latency_during
+from agentfleet.testing.services import Stack, toolpool_only
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for_query
-from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2, registry_pb2_grpc
+from agentfleet.v1 import (
+    common_pb2,
+    executor_pb2,
+    registry_pb2,
+    registry_pb2_grpc,
+    toolpool_pb2,
+    toolpool_pb2_grpc,
+)
 from tests.integration.approval_harness import OTHER, PROJECT, Deployment, deployment
+from tests.integration.test_toolpool_service import call_request, make_run
 
 __all__ = ["deployment"]
 
@@ -279,3 +293,75 @@ async def test_edited_arguments_past_the_time_limit_are_refused(deployment: Depl
     )
     details = _refusal(await _while_another_project_calls(deployment, decide), "arguments")
     assert "took longer than" in details
+
+
+SCHEMA_SERVER = (sys.executable, str(Path(__file__).with_name("schema_mcp_server.py")))
+TOOLPOOL_ENVIRON = {
+    "AGENTFLEET_MCP_STDIO_ALLOWLIST": format_allowlist([*TEST_STDIO_COMMANDS, SCHEMA_SERVER])
+}
+HOSTILE, VICTIM = "hostile-schemas", "victim-schemas"
+
+
+async def _toolpool_while_another_project_calls(stack: Stack, attack: Awaitable[Any]) -> Any:
+    victim = await stack.toolpool_as(VICTIM, "member")
+
+    async def probe() -> None:
+        await victim.ListMcpServers(
+            toolpool_pb2.ListMcpServersRequest(project_id=VICTIM), timeout=60
+        )
+
+    result, baseline, slowest = await probe_latency_during(attack, probe)
+    assert slowest <= latency_bound(baseline), (
+        f"another project's ListMcpServers took {slowest:.2f} s during the attack "
+        f"(baseline {baseline * 1000:.1f} ms)"
+    )
+    return result
+
+
+async def test_an_mcp_servers_costly_schemas_are_bounded_in_the_toolpool(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    async with toolpool_only(database_url, db_pool, TOOLPOOL_ENVIRON) as stack:
+        admin = await stack.toolpool_as(HOSTILE)
+        await admin.UpsertMcpServer(
+            toolpool_pb2.UpsertMcpServerRequest(
+                project_id=HOSTILE,
+                mcp_server=toolpool_pb2.McpServer(
+                    name="schemas",
+                    transport=toolpool_pb2.MCP_TRANSPORT_STDIO,
+                    command=SCHEMA_SERVER[0],
+                    args=SCHEMA_SERVER[1:],
+                ),
+            )
+        )
+        probe = await _toolpool_while_another_project_calls(
+            stack,
+            admin.TestMcpServer(
+                toolpool_pb2.TestMcpServerRequest(project_id=HOSTILE, name="schemas"), timeout=120
+            ),
+        )
+        assert probe.ok, probe.error
+        assert sorted(t.name for t in probe.tools) == ["schemas__deep", "schemas__unique"]
+        assert "tool 'doubling' is left out: its output schema expands to more than" in probe.error
+
+        executor = toolpool_pb2_grpc.ToolPoolServiceStub(
+            stack.channel("toolpool", token=stack.service_tokens["executor"])
+        )
+        run_id = await make_run(db_pool, HOSTILE, ["schemas__*"])
+
+        async def call(tool: str, **args: object) -> toolpool_pb2.CallToolResponse:
+            request = call_request(HOSTILE, run_id, f"schemas__{tool}", **args)
+            return await _toolpool_while_another_project_calls(
+                stack, executor.CallTool(request, timeout=120)
+            )
+
+        distinct = await call("unique", count=4000, repeat=False)
+        assert not distinct.is_error, distinct.error_message
+        repeated = await call("unique", count=4000, repeat=True)
+        assert repeated.is_error
+        assert "non-unique" in repeated.error_message
+        deep = await call("deep", depth=30)
+        assert deep.is_error
+        assert f"took longer than {DEFAULT_TIMEOUT_S:g} s" in deep.error_message
+        shallow = await call("deep", depth=3)
+        assert not shallow.is_error, shallow.error_message
