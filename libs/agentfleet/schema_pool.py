@@ -210,18 +210,20 @@ class SchemaPool:
         except BrokenProcessPool:  # the worker died under the check (out of memory)
             return Verdict(schema_error="could not be checked: the checking process died")
 
-    async def run(self, work: Callable[..., T], *args: Any) -> T:
-        """``work(*args)`` in a worker (picklable, module-level), within the time limit:
-        :class:`SchemaCheckTimeout` past it, ``BrokenProcessPool`` if the worker died."""
+    async def run(self, work: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
+        """``work(*args)`` in a worker (picklable, module-level), within ``timeout_s`` (the
+        pool's limit by default): :class:`SchemaCheckTimeout` past it,
+        ``BrokenProcessPool`` if the worker died."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
         async with self._slots():
             worker = self._idle.pop() if self._idle else _Worker()
             self._busy.add(worker)
             try:
                 await worker.start()
-                result = await worker.run(work, args, self.timeout_s)
+                result = await worker.run(work, args, limit)
             except TimeoutError:
                 self._discard(worker)
-                raise SchemaCheckTimeout(self.timeout_s) from None
+                raise SchemaCheckTimeout(limit) from None
             except BaseException:
                 self._discard(worker)  # cancelled or died: the work may still be running
                 raise

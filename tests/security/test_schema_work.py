@@ -19,9 +19,10 @@ refused, or bounded with a clear error naming the field.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +94,11 @@ def _registry(
     return registry_pb2_grpc.AgentRegistryServiceStub(channel)
 
 
-async def _while_another_project_calls(deployment: Deployment, attack: Awaitable[Any]) -> Any:
-    """``attack``'s result or refusal, asserting tenant-b's cheapest RPC stayed fast."""
+async def _while_another_project_calls(
+    deployment: Deployment, attack: Callable[[], Awaitable[Any]]
+) -> Any:
+    """The result or refusal of the ``attack`` started, asserting tenant-b's cheapest RPC
+    stayed fast meanwhile."""
     other = _registry(deployment, "other-member")
 
     async def probe() -> None:
@@ -104,11 +108,11 @@ async def _while_another_project_calls(deployment: Deployment, attack: Awaitable
 
     async def outcome() -> Any:
         try:
-            return await attack
+            return await attack()
         except grpc.aio.AioRpcError as error:
             return error
 
-    result, baseline, slowest = await probe_latency_during(outcome(), probe)
+    result, baseline, slowest = await probe_latency_during(outcome, probe)
     assert slowest <= latency_bound(baseline), (
         f"another project's ListAgentDefinitions took {slowest:.2f} s during the attack "
         f"(baseline {baseline * 1000:.1f} ms)"
@@ -141,12 +145,13 @@ async def test_a_schema_that_expands_exponentially_is_refused_when_written(
 ) -> None:
     schema = doubling_defs()
     assert len(json.dumps(schema, separators=(",", ":"))) < 1200
-    upsert = _registry(deployment).UpsertAgentDefinition(
+    upsert = functools.partial(
+        _registry(deployment).UpsertAgentDefinition,
         registry_pb2.UpsertAgentDefinitionRequest(
             project_id=PROJECT,
             agent_definition=_definition(output_schema=schema),
             validate_only=True,
-        )
+        ),
     )
     details = _refusal(
         await _while_another_project_calls(deployment, upsert), "agent_definition.output_schema"
@@ -163,10 +168,11 @@ async def test_a_product_with_an_exponential_schema_is_refused(deployment: Deplo
         "output_schema": doubling_defs(),
     }
     manifest = {"name": "schema-product", "version": "1.0.0", "agents": [agent]}
-    install = _registry(deployment).InstallProduct(
+    install = functools.partial(
+        _registry(deployment).InstallProduct,
         registry_pb2.InstallProductRequest(
             project_id=PROJECT, manifest=_struct(manifest), validate_only=True
-        )
+        ),
     )
     details = _refusal(
         await _while_another_project_calls(deployment, install), "manifest.agents[0].output_schema"
@@ -176,12 +182,13 @@ async def test_a_product_with_an_exponential_schema_is_refused(deployment: Deplo
 
 
 async def test_a_flood_of_tags_is_one_violation(deployment: Deployment) -> None:
-    upsert = _registry(deployment).UpsertAgentDefinition(
+    upsert = functools.partial(
+        _registry(deployment).UpsertAgentDefinition,
         registry_pb2.UpsertAgentDefinitionRequest(
             project_id=PROJECT,
             agent_definition=_definition(tags=[""] * 150_000),
             validate_only=True,
-        )
+        ),
     )
     details = _refusal(
         await _while_another_project_calls(deployment, upsert), "agent_definition.tags"
@@ -192,17 +199,45 @@ async def test_a_flood_of_tags_is_one_violation(deployment: Deployment) -> None:
 
 async def test_a_product_flooding_tags_is_one_violation(deployment: Deployment) -> None:
     agent = {"name": "a", "model": {"name": "gemini-test"}, "tags": [""] * 100_000}
-    install = _registry(deployment).InstallProduct(
+    install = functools.partial(
+        _registry(deployment).InstallProduct,
         registry_pb2.InstallProductRequest(
             project_id=PROJECT,
             manifest=_struct({"name": "tags", "version": "1.0.0", "agents": [agent]}),
             validate_only=True,
-        )
+        ),
     )
     details = _refusal(
         await _while_another_project_calls(deployment, install), "manifest.agents[0].tags"
     )
     assert len(details) < 1000
+
+
+async def test_a_manifest_of_large_honest_schemas_is_checked_off_the_loop(
+    deployment: Deployment,
+) -> None:
+    # 15 output schemas of ~60 KiB: 7.6 s of metaschema checks, which held the loop.
+    schema = {
+        "type": "object",
+        "properties": {
+            f"p{i}": {"type": "string", "description": "x" * 40, "enum": ["a", "b"]}
+            for i in range(560)
+        },
+    }
+    agents = [
+        {"name": f"agent-{i}", "model": {"name": "gemini-test"}, "output_schema": schema}
+        for i in range(15)
+    ]
+    manifest = {"name": "big-schemas", "version": "1.0.0", "agents": agents}
+    install = functools.partial(
+        _registry(deployment).InstallProduct,
+        registry_pb2.InstallProductRequest(
+            project_id=PROJECT, manifest=_struct(manifest), validate_only=True
+        ),
+        timeout=120,
+    )
+    answer = await _while_another_project_calls(deployment, install)
+    assert not isinstance(answer, grpc.aio.AioRpcError), answer.details()
 
 
 UNIQUE_OBJECTS = {
@@ -235,7 +270,8 @@ async def _structured_run(
 
 
 async def _finished(deployment: Deployment, run_id: str) -> tuple[str, str | None]:
-    finished = wait_for_query(
+    finished = functools.partial(
+        wait_for_query,
         deployment.pool,
         "SELECT status IN ('completed', 'failed') FROM kb.agent_runs WHERE id = $1",
         run_id,
@@ -283,13 +319,14 @@ async def test_edited_arguments_past_the_time_limit_are_refused(deployment: Depl
         call["id"],
         DOUBLING_PER_LEVEL,
     )
-    decide = deployment.executor().DecideToolCall(
+    decide = functools.partial(
+        deployment.executor().DecideToolCall,
         deployment.decision(
             run_id,
             call["tool_call_id"],
             decision=executor_pb2.TOOL_CALL_DECISION_APPROVE,
             arguments=nested(30),
-        )
+        ),
     )
     details = _refusal(await _while_another_project_calls(deployment, decide), "arguments")
     assert "took longer than" in details
@@ -302,7 +339,9 @@ TOOLPOOL_ENVIRON = {
 HOSTILE, VICTIM = "hostile-schemas", "victim-schemas"
 
 
-async def _toolpool_while_another_project_calls(stack: Stack, attack: Awaitable[Any]) -> Any:
+async def _toolpool_while_another_project_calls(
+    stack: Stack, attack: Callable[[], Awaitable[Any]]
+) -> Any:
     victim = await stack.toolpool_as(VICTIM, "member")
 
     async def probe() -> None:
@@ -336,8 +375,10 @@ async def test_an_mcp_servers_costly_schemas_are_bounded_in_the_toolpool(
         )
         probe = await _toolpool_while_another_project_calls(
             stack,
-            admin.TestMcpServer(
-                toolpool_pb2.TestMcpServerRequest(project_id=HOSTILE, name="schemas"), timeout=120
+            functools.partial(
+                admin.TestMcpServer,
+                toolpool_pb2.TestMcpServerRequest(project_id=HOSTILE, name="schemas"),
+                timeout=120,
             ),
         )
         assert probe.ok, probe.error
@@ -352,7 +393,7 @@ async def test_an_mcp_servers_costly_schemas_are_bounded_in_the_toolpool(
         async def call(tool: str, **args: object) -> toolpool_pb2.CallToolResponse:
             request = call_request(HOSTILE, run_id, f"schemas__{tool}", **args)
             return await _toolpool_while_another_project_calls(
-                stack, executor.CallTool(request, timeout=120)
+                stack, functools.partial(executor.CallTool, request, timeout=120)
             )
 
         distinct = await call("unique", count=4000, repeat=False)

@@ -44,11 +44,13 @@ PROBE_SAMPLES = 5
 
 
 async def probe_latency_during(
-    work: Awaitable[T], probe: Callable[[], Awaitable[object]]
+    start_work: Callable[[], Awaitable[T]], probe: Callable[[], Awaitable[object]]
 ) -> tuple[T, float, float]:
-    """``work``'s result (or its exception, re-raised), the ``probe``'s baseline latency (the
-    median of :data:`PROBE_SAMPLES` calls before), and its slowest call while ``work`` ran:
-    what another project waits for its cheapest RPC on the same process during an attack."""
+    """The result of the work ``start_work`` starts (or its exception, re-raised), the
+    ``probe``'s baseline latency (the median of :data:`PROBE_SAMPLES` calls before it
+    starts), and its slowest call while it ran: what another project waits for its
+    cheapest RPC on the same process during an attack. A factory, not an awaitable: a gRPC
+    call starts when created, and would run during the baseline."""
     timings = []
     for _ in range(PROBE_SAMPLES):
         started = time.monotonic()
@@ -59,17 +61,26 @@ async def probe_latency_during(
     done = asyncio.Event()
 
     async def prober() -> None:
+        # A probe is due every tick; its latency counts from when it was due, so a loop
+        # held between two probes is seen as the wait of a request arriving then.
         nonlocal slowest
+        due = first_due
         while not done.is_set():
-            started = time.monotonic()
-            await probe()
-            slowest = max(slowest, time.monotonic() - started)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), TICK_S)
+                await asyncio.wait_for(done.wait(), max(0.0, due - time.monotonic()))
+            if done.is_set():
+                break
+            await probe()
+            ended = time.monotonic()
+            slowest = max(slowest, ended - due)
+            due = ended + TICK_S
+        slowest = max(slowest, time.monotonic() - due)
 
+    # Due from now: the work may hold the loop before the prober first runs.
+    first_due = time.monotonic()
     probing = asyncio.create_task(prober())
     try:
-        result = await work
+        result = await start_work()
     finally:
         done.set()
         await probing

@@ -37,8 +37,6 @@ from services.executor.registry.manifest import (
     check_stdio_servers,
     check_url_destinations,
     definition_document,
-    parse_manifest,
-    semantic_violations,
 )
 from services.executor.registry.product_store import (
     PRODUCT_COLUMNS,
@@ -46,6 +44,7 @@ from services.executor.registry.product_store import (
     record_response,
     stored_request,
 )
+from services.executor.registry.write_checks import checked_manifest, manifest_semantics
 from services.toolpool.mcp.egress import EgressPolicy
 
 
@@ -150,7 +149,7 @@ class ProductRegistry:
         ``validate_only`` does all the work and checks, then rolls it back.
         """
         checked_request_id(request_id)
-        manifest = parse_manifest(document)
+        manifest = await checked_manifest(document)
         check_url_destinations(manifest, self._mcp_url_refusal)
         check_stdio_servers(manifest, self._stdio_allowlist)
         # validate_only is not part of what the request asks: a validation under a used
@@ -192,7 +191,7 @@ class ProductRegistry:
         }
         _check_ownership(project_id, manifest, owner, definitions, servers)
         others = [name for name, d in definitions.items() if owner is None or d.product_id != owner]
-        violations = semantic_violations(manifest, project_agents=others)
+        violations = await manifest_semantics(manifest, others)
         if violations:
             raise InvalidArgument.for_fields(violations)
 

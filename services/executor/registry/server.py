@@ -27,9 +27,9 @@ from services.executor.registry.definitions import (
     ModelConfig,
     Visibility,
 )
-from services.executor.registry.manifest import definition_violations
 from services.executor.registry.model_config import DEFAULT_PROVIDER
 from services.executor.registry.products import InstallResult, Product, ProductRegistry
+from services.executor.registry.write_checks import checked_definition, manifest_document
 
 _FLOW_TO_PROTO: dict[str, int] = {
     "single": common_pb2.FLOW_TYPE_SINGLE,
@@ -69,7 +69,7 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         manifest = _required_field(request, "manifest")
         result = await self.products.install(
             request.project_id,
-            json_format.MessageToDict(manifest),
+            await manifest_document(manifest),
             request_id=request.request_id,
             validate_only=request.validate_only,
         )
@@ -132,7 +132,7 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         if request.expected_version < 0:
             raise InvalidArgument.for_field("expected_version", "must not be negative")
         definition = definition_from_proto(request.agent_definition)
-        violations = _required(request.agent_definition) or definition_violations(definition)
+        violations = _required(request.agent_definition) or await checked_definition(definition)
         if violations:
             raise InvalidArgument.for_fields(violations)
         result = await self.definitions.upsert(
