@@ -151,3 +151,28 @@ def test_stray_project_id_is_ignored() -> None:
 def test_property_bags_accept_any_keys() -> None:
     args = {"type": "Doc", "properties": {"title": "t", "pages": 3, "nested": {"a": [1]}}}
     assert validate_arguments(BUILTIN_TOOLS["create_entity"], args) == args
+
+
+def test_a_flood_of_bad_arguments_is_described_by_its_first_errors() -> None:
+    from services.toolpool.builtin.base import BuiltinTool, ToolError, validate_arguments
+
+    async def handler(context: Any, args: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    tool = BuiltinTool(
+        name="tagger",
+        description="Tags.",
+        schema={
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+        },
+        handler=handler,
+    )
+    with pytest.raises(ToolError) as refused:
+        validate_arguments(tool, {"tags": list(range(150_000))})
+    message = refused.value.message
+    assert message.count("must be a string") == 5
+    assert message.endswith("; and more than 10,000 more")
+    with pytest.raises(ToolError) as few:
+        validate_arguments(tool, {"tags": list(range(7))})
+    assert few.value.message.endswith("; and 2 more")

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from agentfleet.graph import GraphRepository
+from agentfleet.tenant_schema import MAX_COUNTED_ERRORS, first_errors
 from services.toolpool.builtin.schema_parts import obj
 
 __all__ = [
@@ -148,13 +149,18 @@ def validate_arguments(tool: BuiltinTool, args: object) -> dict[str, Any]:
     if not isinstance(args, dict):
         raise ToolError(f"invalid arguments: must be an object, got {_json_type(args)}")
     cleaned = {k: v for k, v in args.items() if k not in IGNORED_ARGUMENTS}
-    errors = sorted(tool.validator.iter_errors(cleaned), key=lambda e: list(map(str, e.path)))
-    if not errors:
+    # The model chooses how many errors there are: take the first ones, count the rest.
+    found = first_errors(tool.validator.iter_errors(cleaned))
+    if not found.errors:
         return cleaned
+    errors = sorted(found.errors, key=lambda e: list(map(str, e.path)))
     problems = [problem for error in errors for problem in _describe(error)]
     shown = problems[:MAX_REPORTED_VIOLATIONS]
-    more = len(problems) - len(shown)
-    message = "invalid arguments: " + "; ".join(shown) + (f"; and {more} more" if more else "")
+    more = len(problems) - len(shown) + found.more
+    more_text = (
+        f"more than {MAX_COUNTED_ERRORS:,}" if found.more > MAX_COUNTED_ERRORS else str(more)
+    )
+    message = "invalid arguments: " + "; ".join(shown) + (f"; and {more_text} more" if more else "")
     raise ToolError(message)
 
 
