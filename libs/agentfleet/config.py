@@ -139,6 +139,11 @@ class Settings:
     max_secrets_per_project: int = 100
     """AGENTFLEET_MAX_SECRETS_PER_PROJECT: secrets one project may hold (SetSecret refuses a
     new one past it). Every MCP connection and tool call reads and redacts them all."""
+    schema_workers: int = 2
+    """AGENTFLEET_SCHEMA_WORKERS: processes checking values against tenants' and MCP servers'
+    schemas (:mod:`agentfleet.schema_pool`), started when first needed."""
+    schema_timeout_s: float = 2.0
+    """AGENTFLEET_SCHEMA_TIMEOUT_S: longest one such check may run; its worker is killed past it."""
     max_mcp_calls_per_project: int = 100
     """AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT: MCP tool calls one project may have in progress
     in one toolpool process (CallTool past it is RESOURCE_EXHAUSTED, which the run's model
@@ -300,6 +305,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         max_mcp_calls_per_project=env.get(
             "AGENTFLEET_MAX_MCP_CALLS_PER_PROJECT", 100, parsers.int_range(1, 100_000)
         ),
+        schema_workers=env.get("AGENTFLEET_SCHEMA_WORKERS", 2, parsers.int_range(1, 64)),
+        schema_timeout_s=env.get("AGENTFLEET_SCHEMA_TIMEOUT_S", 2.0, parsers.positive_float),
         **tls_files,
         readiness_interval_s=env.get(
             "AGENTFLEET_READINESS_INTERVAL_S", 2.0, parsers.positive_float

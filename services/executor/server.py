@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 from agentfleet.grpc_server import Registration
-from agentfleet.schema_pool import schema_pool
+from agentfleet.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
 from services.executor.registry.definitions import DefinitionRepository
@@ -48,6 +48,9 @@ def settle_heap() -> None:
 
 
 async def build(context: ServiceContext) -> ServiceParts:
+    configure_schema_pool(
+        workers=context.settings.schema_workers, timeout_s=context.settings.schema_timeout_s
+    )
     definitions = DefinitionRepository(context.pool)
     runs, loops, cleanups = await build_executor_parts(context)
     settle_heap()

@@ -18,7 +18,7 @@ from agentfleet.grpc_server import Registration
 from agentfleet.mcp_config import member_view
 from agentfleet.mcp_servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
-from agentfleet.schema_pool import schema_pool
+from agentfleet.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import duration_proto, timestamp_proto
@@ -322,6 +322,9 @@ def _required(field: str, value: str) -> None:
 
 
 async def build(context: ServiceContext) -> ServiceParts:
+    configure_schema_pool(
+        workers=context.settings.schema_workers, timeout_s=context.settings.schema_timeout_s
+    )
     servers = McpServerStore(context.pool)
     secrets = SecretStore(
         context.pool,

@@ -125,3 +125,12 @@ def test_every_grpc_server_limit_is_read_from_its_variable() -> None:
     assert {f.name: getattr(limits, f.name) for f in dataclasses.fields(ServerLimits)} == {
         name: value + 1 for name, value in values.items()
     }
+
+
+def test_the_schema_pool_has_defaults_and_settings() -> None:
+    defaults = load_settings({})
+    assert (defaults.schema_workers, defaults.schema_timeout_s) == (2, 2.0)
+    chosen = load_settings({"AGENTFLEET_SCHEMA_WORKERS": "4", "AGENTFLEET_SCHEMA_TIMEOUT_S": "0.5"})
+    assert (chosen.schema_workers, chosen.schema_timeout_s) == (4, 0.5)
+    with pytest.raises(ConfigError, match="AGENTFLEET_SCHEMA_WORKERS"):
+        load_settings({"AGENTFLEET_SCHEMA_WORKERS": "0"})
