@@ -6,7 +6,6 @@ from agentfleet.llm.client import (
     ModelClient,
     ModelReply,
     ModelRequest,
-    QuotaWaitSink,
     RetryPolicy,
     StreamingModelClient,
     TextDelta,
@@ -29,7 +28,7 @@ from agentfleet.llm.genai_client import (
     GenaiModelClient,
     build_genai_client,
 )
-from agentfleet.llm.quota_wait import QuotaWait
+from agentfleet.llm.quota_wait import QuotaWait, QuotaWaitSink
 
 __all__ = [
     "PLACEHOLDER_API_KEY",

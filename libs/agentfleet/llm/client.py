@@ -12,7 +12,7 @@ from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from google.genai import types
 
-from agentfleet.llm.quota_wait import QuotaWait
+from agentfleet.llm.quota_wait import QuotaWaitSink
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,11 +56,6 @@ class TextDelta:
 
 DeltaSink = Callable[[TextDelta], Awaitable[None]]
 """Receives a streamed reply's pieces in order; awaited before the next chunk is read."""
-
-QuotaWaitSink = Callable[[QuotaWait], Awaitable[None]]
-"""Told when a model call starts waiting for the model's quota (``waiting`` True) and when
-it stops (False, also when the wait is cut short by a cancellation); awaited before the
-wait begins and after it ends."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -22,14 +22,14 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from agentfleet import metrics
-from agentfleet.llm.client import ModelReply, QuotaWaitSink, RetryPolicy, TokenUsage
+from agentfleet.llm.client import ModelReply, RetryPolicy, TokenUsage
 from agentfleet.llm.errors import (
     MalformedModelReply,
     ModelError,
     ModelRequestError,
     TransientModelError,
 )
-from agentfleet.llm.quota_wait import QuotaWait
+from agentfleet.llm.quota_wait import QuotaWait, QuotaWaitSink
 
 _log = structlog.get_logger(__name__)
 
