@@ -114,6 +114,10 @@ class Settings:
     """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
+    stub_quota: str | None = None
+    """AGENTFLEET_STUB_QUOTA: the offline stub's quota mode (``rpm=20/10s,tpm=100000,rpd=1000``,
+    per model: :mod:`agentfleet.gemini_stub.quota`), for the stub ``agentfleet up`` starts and
+    ``python -m agentfleet.gemini_stub``; unset = no quota."""
     genai_fast_path: bool = True
     """AGENTFLEET_GENAI_FAST_PATH=on|off: the cheaper google-genai request path (it still
     passes a self-check first); off sends every model call through the SDK's public call."""
@@ -282,6 +286,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, parsers.positive_float),
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, parsers.http_url),
         genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, parsers.on_off),
+        stub_quota=env.get("AGENTFLEET_STUB_QUOTA", None, parsers.nonempty),
         migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, parsers.directory),
         client_token=env.get("AGENTFLEET_TOKEN", None, parsers.nonempty),
         client_project=env.get("AGENTFLEET_PROJECT", None, parsers.nonempty),

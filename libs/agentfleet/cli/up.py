@@ -25,7 +25,7 @@ from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.supervise import supervise
 from agentfleet.clients import open_channel
-from agentfleet.config import SERVICE_NAMES, Settings, child_environment
+from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import Unavailable
@@ -88,9 +88,14 @@ async def run_up(
     stub = None
     if not settings.uses_real_gemini and settings.gemini_base_url is None:
         from agentfleet.gemini_stub import GeminiStub, offline_script
+        from agentfleet.gemini_stub.quota import parse_quota
 
+        try:
+            quota = parse_quota(settings.stub_quota) if settings.stub_quota else None
+        except ValueError as exc:
+            raise ConfigError("AGENTFLEET_STUB_QUOTA", str(exc)) from exc
         # Agents without a script get the offline model's placeholder answers, not errors.
-        stub = GeminiStub(fallback=offline_script())
+        stub = GeminiStub(fallback=offline_script(), quota=quota)
         overrides["AGENTFLEET_GEMINI_BASE_URL"] = await stub.start(host="127.0.0.1", port=0)
         console.print(
             f"[bold]model[/bold]     [yellow]offline stub Gemini server at {stub.base_url} "
@@ -99,6 +104,11 @@ async def run_up(
             f'{stub.base_url}/_stub/scripts (README: "The offline model"); set '
             "GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI to use Gemini"
         )
+        if quota is not None:
+            console.print(
+                f"[bold]quota[/bold]     the stub enforces {quota.to_text()} per model "
+                f"(AGENTFLEET_STUB_QUOTA; counts at {stub.base_url}/_stub/quota)"
+            )
     # Each service presents its own token, good only for the methods it calls (one
     # AGENTFLEET_SERVICE_TOKEN from the shell could fit one service only: it is replaced).
     service_tokens: dict[str, CreatedToken] = {}

@@ -8,7 +8,9 @@ Routes (any API key accepted, none required)::
     POST /_stub/scripts     add reply-sequence scripts (JSON, see codec)
     GET  /_stub/scripts     names and remaining replies
     GET  /_stub/requests    recorded requests (?script=NAME to filter)
-    POST /_stub/reset       forget scripts and requests, release hung replies
+    POST /_stub/reset       forget scripts, requests and quota counts, release hung replies
+    GET  /_stub/quota       the quota mode's limits and per-window counts (quota.py)
+    POST /_stub/quota       {"quota": "rpm=20/10s,tpm=100000"} sets it, {"quota": null} ends it
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aiohttp import web
 
 from agentfleet.gemini_stub import wire
 from agentfleet.gemini_stub.codec import ScriptFormatError, scripts_from_json
+from agentfleet.gemini_stub.quota import Admission, QuotaLedger, Refusal, StubQuota, parse_quota
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.gemini_stub.script import Reply, Script, ScriptBook, ScriptExhausted
 
@@ -34,14 +37,22 @@ _METHODS = frozenset({"generateContent", "streamGenerateContent"})
 class GeminiStub:
     """A scripted offline model. Start it, point google-genai's ``base_url`` at it."""
 
-    def __init__(self, *, record_requests: bool = True, fallback: Script | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        record_requests: bool = True,
+        fallback: Script | None = None,
+        quota: StubQuota | None = None,
+    ) -> None:
         """``fallback`` answers requests no script matches (see :class:`ScriptBook`); without
         one they get HTTP 500. ``record_requests`` False keeps no request once it is answered, so
         :attr:`requests` stays empty. For long benchmarks: every recorded body (a whole
         conversation, parsed) stays alive, and over a run of hundreds of steps that heap
         makes the stub's full garbage collections pause for 100 ms and more, which then
-        shows up as slow model calls."""
+        shows up as slow model calls. ``quota`` switches the quota mode on
+        (:mod:`agentfleet.gemini_stub.quota`)."""
         self._book = ScriptBook(fallback=fallback)
+        self._quota = QuotaLedger(quota) if quota is not None else None
         self._record_requests = record_requests
         self._requests: list[StubRequest] = []
         self._arrived = asyncio.Condition()
@@ -63,6 +74,8 @@ class GeminiStub:
                 web.get("/_stub/scripts", self._get_scripts),
                 web.get("/_stub/requests", self._get_requests),
                 web.post("/_stub/reset", self._post_reset),
+                web.get("/_stub/quota", self._get_quota),
+                web.post("/_stub/quota", self._post_quota),
                 web.post("/{version}/models/{target}", self._generate),
                 web.post(
                     "/{version}/projects/{project}/locations/{location}"
@@ -95,9 +108,21 @@ class GeminiStub:
         self._book.add(script)
         return script
 
+    def set_quota(self, quota: StubQuota | None) -> None:
+        """Switches the quota mode on with ``quota`` (counting afresh), or off with None."""
+        self._quota = QuotaLedger(quota) if quota is not None else None
+
+    @property
+    def quota(self) -> QuotaLedger | None:
+        """The quota mode's ledger (what each window accepted and refused); None when off."""
+        return self._quota
+
     def reset(self) -> None:
-        """Forgets scripts, counters and recorded requests; releases hung replies."""
+        """Forgets scripts, counters, quota counts and recorded requests; releases hung
+        replies. The quota's limits stay."""
         self._book.clear()
+        if self._quota is not None:
+            self.set_quota(self._quota.quota)
         self._requests.clear()
         self._release.set()
         self._release = asyncio.Event()
@@ -153,8 +178,15 @@ class GeminiStub:
             return _error(400, "gemini stub: request body is not JSON")
         if not isinstance(body, dict):
             return _error(400, "gemini stub: request body must be a JSON object")
+        model = model.removeprefix("models/")
+        admission: Admission | None = None
+        if self._quota is not None:
+            verdict = self._quota.admit(model, time.time())
+            if isinstance(verdict, Refusal):
+                return web.json_response(verdict.body(), status=429)
+            admission = verdict
         record = StubRequest(
-            model=model.removeprefix("models/"),
+            model=model,
             method=method,
             api_version=version,
             path=request.path_qs,
@@ -171,6 +203,8 @@ class GeminiStub:
             return _error(500, str(exc))
         except Exception as exc:  # a failing policy must fail the test loudly, not hang it
             return _error(500, f"gemini stub: policy of script {record.script!r} raised {exc!r}")
+        if admission is not None and reply.error_status is None:
+            admission.charge_tokens(wire.usage_metadata(reply, record)["totalTokenCount"])
         return await self._answer(request, record, reply)
 
     async def _answer(
@@ -232,6 +266,21 @@ class GeminiStub:
         name = request.query.get("script")
         records = self.requests_for(name) if name is not None else self.requests
         return web.json_response({"requests": [r.to_json() for r in records]})
+
+    async def _get_quota(self, request: web.Request) -> web.Response:
+        quota = self._quota
+        return web.json_response(quota.to_json() if quota is not None else {"quota": None})
+
+    async def _post_quota(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            text = body.get("quota") if isinstance(body, dict) else ...
+            if text is not None and not isinstance(text, str):
+                raise ValueError('expected {"quota": "rpm=N/WINDOW,..."} or {"quota": null}')
+            self.set_quota(parse_quota(text) if text is not None else None)
+        except ValueError as exc:
+            return _error(400, f"gemini stub: {exc}")
+        return await self._get_quota(request)
 
     async def _post_reset(self, request: web.Request) -> web.Response:
         self.reset()
