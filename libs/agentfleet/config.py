@@ -16,6 +16,12 @@ from typing import Any, TypeVar
 from agentfleet import config_values as parsers
 from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.grpc_limits import ServerLimits
+from agentfleet.quota_settings import (
+    TIERS,
+    ModelLimits,
+    parse_model_quotas,
+    parse_project_weights,
+)
 
 T = TypeVar("T")
 
@@ -114,6 +120,25 @@ class Settings:
     """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
+    model_quota_tier: str = "off"
+    """AGENTFLEET_MODEL_QUOTA_TIER=off|free|tier1|tier2|tier3: start from that Gemini API
+    tier's published limits (:data:`agentfleet.quota_settings.GEMINI_TIERS`)."""
+    model_quotas: Mapping[str, ModelLimits] = field(default_factory=dict)
+    """AGENTFLEET_MODEL_QUOTAS: declared limits per model
+    (``gemini-2.5-pro:rpm=150,tpm=2000000,rpd=10000,concurrent=20; *:rpm=1000``)."""
+    model_quota_weights: Mapping[str, float] = field(default_factory=dict)
+    """AGENTFLEET_MODEL_QUOTA_WEIGHTS: ``project=weight,...``; a project not named weighs 1."""
+    model_quota_max_wait_s: float = 600.0
+    """AGENTFLEET_MODEL_QUOTA_MAX_WAIT_S: longest a model call waits for quota in all."""
+    model_quota_grant_s: float = 1.0
+    """AGENTFLEET_MODEL_QUOTA_GRANT_S: the stretch of the budget one grant reserves (its
+    calls are the slack past the quota; more means fewer database round trips)."""
+    model_quota_headroom: float = 0.95
+    """AGENTFLEET_MODEL_QUOTA_HEADROOM: the fraction of each declared rate the fleet uses
+    (0.95: the server's windows and ours never line up exactly, and network delays shift
+    calls across a window's edge)."""
+    model_quota_enabled: bool = True
+    """AGENTFLEET_MODEL_QUOTA=on|off: off sends model calls with no limiter at all."""
     stub_quota: str | None = None
     """AGENTFLEET_STUB_QUOTA: the offline stub's quota mode (``rpm=20/10s,tpm=100000,rpd=1000``,
     per model: :mod:`agentfleet.gemini_stub.quota`), for the stub ``agentfleet up`` starts and
@@ -287,6 +312,17 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, parsers.http_url),
         genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, parsers.on_off),
         stub_quota=env.get("AGENTFLEET_STUB_QUOTA", None, parsers.nonempty),
+        model_quota_tier=env.get("AGENTFLEET_MODEL_QUOTA_TIER", "off", parsers.choice(*TIERS)),
+        model_quotas=env.get("AGENTFLEET_MODEL_QUOTAS", {}, parse_model_quotas),
+        model_quota_weights=env.get("AGENTFLEET_MODEL_QUOTA_WEIGHTS", {}, parse_project_weights),
+        model_quota_max_wait_s=env.get(
+            "AGENTFLEET_MODEL_QUOTA_MAX_WAIT_S", 600.0, parsers.positive_float
+        ),
+        model_quota_grant_s=env.get("AGENTFLEET_MODEL_QUOTA_GRANT_S", 1.0, parsers.positive_float),
+        model_quota_headroom=env.get(
+            "AGENTFLEET_MODEL_QUOTA_HEADROOM", 0.95, parsers.float_range(0.1, 1.0)
+        ),
+        model_quota_enabled=env.get("AGENTFLEET_MODEL_QUOTA", True, parsers.on_off),
         migrations_dir=env.get("AGENTFLEET_MIGRATIONS_DIR", None, parsers.directory),
         client_token=env.get("AGENTFLEET_TOKEN", None, parsers.nonempty),
         client_project=env.get("AGENTFLEET_PROJECT", None, parsers.nonempty),

@@ -67,6 +67,16 @@ def timeout_seconds(raw: str) -> float:
     return value
 
 
+def float_range(low: float, high: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = _number(float, raw, "must be a number")
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low:g} and {high:g}")
+        return value
+
+    return parse
+
+
 def _number(kind: Callable[[str], N], raw: str, otherwise: str) -> N:
     """``kind(raw)``; when ``raw`` is not one, a ValueError with ``otherwise`` as its reason."""
     try:

@@ -15,6 +15,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import canonical_id
 from agentfleet.grpc_server import Registration
 from agentfleet.llm import GenaiModelClient
+from agentfleet.llm.quota import ModelQuotas
 from agentfleet.request_ids import checked_request_id
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import timestamp_proto
@@ -246,7 +247,15 @@ async def build(context: ServiceContext) -> ServiceParts:
     servicer = DispatcherServicer(pool=context.pool, runs=runs, watcher=watcher)
     # One model client for the selector and the evaluator; its HTTP sessions close at stop.
     needs_model = settings.dispatcher_selector_model or settings.dispatcher_evaluator_model
-    model_client = GenaiModelClient.from_settings(settings) if needs_model else None
+    model_client = None
+    if needs_model:
+        # Its calls draw on the same shared budgets as the executors'.
+        quotas = (
+            ModelQuotas.from_settings(context.pool, settings)
+            if settings.model_quota_enabled
+            else None
+        )
+        model_client = GenaiModelClient.from_settings(settings, quotas=quotas)
     chooser = evaluator = None
     if model_client is not None and settings.dispatcher_selector_model is not None:
         chooser = LlmChooser(model_client, model=settings.dispatcher_selector_model)

@@ -11,6 +11,7 @@ from typing import Unpack
 from agentfleet import metrics
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import DeltaSink, GenaiModelClient, ModelReply, ModelRequest, RetryPolicy
+from agentfleet.llm.quota import ModelQuotas
 from agentfleet.service_runtime import ServiceContext
 
 
@@ -39,8 +40,13 @@ class LazyModelClient:
                 max_attempts=settings.model_max_attempts,
                 base_delay_s=settings.model_retry_base_s,
             )
+            quotas = (
+                ModelQuotas.from_settings(self._context.pool, settings)
+                if settings.model_quota_enabled
+                else None
+            )
             try:
-                self._client = GenaiModelClient.from_settings(settings, retry=retry)
+                self._client = GenaiModelClient.from_settings(settings, retry=retry, quotas=quotas)
             except ValueError as exc:  # ConfigError: no model configured
                 raise FailedPrecondition(f"no model available: {exc}") from exc
         return self._client

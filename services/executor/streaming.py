@@ -10,14 +10,14 @@ A model client that cannot stream answers unstreamed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import asyncpg
 from google.genai import types
 
 from agentfleet.events.delta import TextDelta, publish_delta
-from agentfleet.llm import ModelClient, ModelReply, QuotaWaitSink, StreamingModelClient
+from agentfleet.llm import ModelClient, ModelReply, QuotaScope, QuotaWaitSink, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
 from services.executor.loop_state import Turn
 from services.executor.persistence import RunRecorder
@@ -35,6 +35,8 @@ class ModelCall:
     contents: Sequence[types.Content]
     tools: Sequence[types.Tool]
     config: types.GenerateContentConfig | None
+    quota_scope: QuotaScope | None = None
+    """Whose call it is, for the order of calls waiting for the model's quota."""
 
     @classmethod
     def of(cls, turn: Turn, contents: Sequence[types.Content]) -> ModelCall:
@@ -64,6 +66,9 @@ async def call_model(
     """One model call of the recorder's run, step ``step``; streamed (deltas published)
     when asked for and the client can. Its waits for the model's quota show on the run
     (:mod:`~services.executor.quota_waits`)."""
+    run = recorder.run
+    scope = QuotaScope(project=run.project_id, age_key=run.created_at.timestamp())
+    call = replace(call, quota_scope=scope)
     async with quota_waits(recorder, step=step, model=call.model) as on_wait:
         if not streaming or not isinstance(model, StreamingModelClient):
             return await model.generate(**call.arguments(), on_wait=on_wait)

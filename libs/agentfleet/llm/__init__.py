@@ -28,7 +28,7 @@ from agentfleet.llm.genai_client import (
     GenaiModelClient,
     build_genai_client,
 )
-from agentfleet.llm.quota_wait import QuotaWait, QuotaWaitSink
+from agentfleet.llm.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
 
 __all__ = [
     "PLACEHOLDER_API_KEY",
@@ -40,6 +40,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelRequestError",
+    "QuotaScope",
     "QuotaWait",
     "QuotaWaitSink",
     "RetryPolicy",

@@ -12,7 +12,7 @@ from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from google.genai import types
 
-from agentfleet.llm.quota_wait import QuotaWaitSink
+from agentfleet.llm.quota_wait import QuotaScope, QuotaWaitSink
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,9 +99,11 @@ class ModelRequest(_RequiredArguments, total=False):
     config: types.GenerateContentConfig | None
     """Temperature, max output tokens, a response JSON schema, tool config; its own system
     instruction and tools are replaced by the fields above."""
-    on_wait: QuotaWaitSink
-    """Told when the call waits for the model's quota (a 429 backoff, the shared limiter)
-    and when it stops waiting; not sent to the model."""
+    quota_scope: QuotaScope | None
+    """Whose call this is (project, run age), to order it among calls waiting for quota."""
+    on_wait: QuotaWaitSink | None
+    """Told when the call starts and stops waiting for its model's shared quota
+    (:class:`agentfleet.llm.quota_wait.QuotaWait`); not sent to the model."""
 
 
 def checked_request(request: Mapping[str, object]) -> ModelRequest:

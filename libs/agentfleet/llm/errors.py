@@ -4,6 +4,7 @@ Hierarchy::
 
     ModelError                 root; status_code and the server's message when there was one
     ├── TransientModelError    429 / 500 / 502 / 503 / 504 or a dropped connection, retries spent
+    ├── QuotaWaitExceeded      waited the maximum for the model's quota (names model and limit)
     ├── ModelRequestError      any other 4xx: the request itself is wrong (bad key, bad schema)
     └── MalformedModelReply    a 200 whose body is not JSON or holds no candidate
 
@@ -35,6 +36,14 @@ class ModelError(AgentFleetError):
 
 class TransientModelError(ModelError, code=grpc.StatusCode.UNAVAILABLE):
     """The model was unavailable or rate limited on every attempt."""
+
+
+class QuotaWaitExceeded(ModelError, code=grpc.StatusCode.RESOURCE_EXHAUSTED):
+    """A call waited for its model's shared quota as long as allowed, or the quota frees
+    later than that (requests per day); the message names the model and the limit."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status_code=429, attempts=0)
 
 
 class ModelRequestError(ModelError, code=grpc.StatusCode.FAILED_PRECONDITION):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -38,6 +38,7 @@ from agentfleet.llm.genai_selfcheck import check_fast_path
 from agentfleet.llm.genai_stream import stream_once
 from agentfleet.llm.genai_translate import with_retries
 from agentfleet.llm.genai_transport import new_session
+from agentfleet.llm.quota import ModelQuotas
 
 _log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer("agentfleet.llm")
@@ -119,11 +120,14 @@ class GenaiModelClient:
         retry: RetryPolicy | None = None,
         fast_path: bool = True,
         settings: Settings | None = None,
+        quotas: ModelQuotas | None = None,
     ) -> None:
         if (client is None) == (settings is None):
             raise ValueError("give either a google-genai client or settings")
         self._settings = settings
         self._retry = retry or RetryPolicy()
+        self.quotas = quotas
+        """The shared limiter every call goes through (None: calls go straight out)."""
         self.calls_by_path: Counter[str] = Counter()
         """Model calls per path taken: ``fast`` or ``sdk`` (``fast_stream`` or ``sdk_stream``
         when streamed)."""
@@ -136,15 +140,23 @@ class GenaiModelClient:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, retry: RetryPolicy | None = None
+        cls,
+        settings: Settings,
+        *,
+        retry: RetryPolicy | None = None,
+        quotas: ModelQuotas | None = None,
     ) -> GenaiModelClient:
         """A client for ``settings`` (backend, fast-path switch) on sessions of its own;
         raises ConfigError at once when no model is configured."""
         _backend_arguments(settings)
-        return cls(retry=retry, fast_path=settings.genai_fast_path, settings=settings)
+        return cls(
+            retry=retry, fast_path=settings.genai_fast_path, settings=settings, quotas=quotas
+        )
 
     async def aclose(self) -> None:
         """Closes the HTTP sessions of the underlying clients (at process shutdown)."""
+        if self.quotas is not None:
+            await self.quotas.aclose()
         channels, self._channels = list(self._channels.items()), {}
         running = asyncio.get_running_loop()
         for loop, channel in channels:
@@ -183,8 +195,13 @@ class GenaiModelClient:
         """One model call, retried on 429/5xx and dropped connections per the policy; the
         waits after a 429 are told to ``on_wait`` when given."""
         call = self._request(request, "")
+        attempt, on_throttled = self._limited(request, call.model, call.generate)
         retried = with_retries(
-            call.generate, self._retry, model=call.model, on_wait=request.get("on_wait")
+            attempt,
+            self._retry,
+            model=call.model,
+            on_wait=request.get("on_wait"),
+            on_throttled=on_throttled,
         )
         return await _traced(call.model, retried)
 
@@ -198,14 +215,41 @@ class GenaiModelClient:
         async def attempt() -> types.GenerateContentResponse:
             return await stream_once(call.chunks, on_delta)
 
+        limited, on_throttled = self._limited(request, call.model, attempt)
         retried = with_retries(
-            attempt,
+            limited,
             self._retry,
             model=call.model,
             call="streamed model call",
             on_wait=request.get("on_wait"),
+            on_throttled=on_throttled,
         )
         return await _traced(call.model, retried)
+
+    def _limited(
+        self,
+        request: ModelRequest,
+        model: str,
+        attempt: Callable[[], Awaitable[types.GenerateContentResponse]],
+    ) -> tuple[
+        Callable[[], Awaitable[types.GenerateContentResponse]],
+        Callable[[float | None], Awaitable[None]] | None,
+    ]:
+        """``attempt`` behind the shared limiter (each attempt takes a slot), and what a 429
+        tells it; ``attempt`` as it is without a limiter."""
+        quotas = self.quotas
+        if quotas is None:
+            return attempt, None
+        scope, on_wait = request.get("quota_scope"), request.get("on_wait")
+        deadline = asyncio.get_running_loop().time() + quotas.config.max_wait_s
+
+        async def limited() -> types.GenerateContentResponse:
+            return await quotas.guarded(model, scope, on_wait, deadline, attempt, _tokens_of)
+
+        async def on_throttled(retry_after_s: float | None) -> None:
+            await quotas.throttled(model, retry_after_s)
+
+        return limited, on_throttled
 
     def _request(self, arguments: ModelRequest, kind: str) -> _Request:
         """The call as it will be sent, by the fast path when it can (counted per path,
@@ -257,6 +301,15 @@ class _Request:
         return await self.client.aio.models.generate_content_stream(
             model=self.model, contents=list(self.contents), config=self.config
         )
+
+
+def _tokens_of(response: types.GenerateContentResponse) -> int:
+    usage = response.usage_metadata
+    if usage is None:
+        return 0
+    return usage.total_token_count or (
+        (usage.prompt_token_count or 0) + (usage.candidates_token_count or 0)
+    )
 
 
 async def _traced(model: str, call: Awaitable[ModelReply]) -> ModelReply:

@@ -72,11 +72,14 @@ async def with_retries(
     model: str,
     call: str = "model call",
     on_wait: QuotaWaitSink | None = None,
+    on_throttled: Callable[[float | None], Awaitable[None]] | None = None,
 ) -> ModelReply:
     """The reply of the first attempt that answers, retried per ``policy``; an attempt whose
     error carries a true ``delta_sent`` (a streamed call that already handed pieces on) is
-    not retried, as a retry would hand them on again. The wait after a 429 is a wait for
-    the model's quota: ``on_wait`` is told when it starts and when it ends."""
+    not retried, as a retry would hand them on again. With ``on_throttled`` (the shared
+    limiter), a 429 is given to it with its retry hint and retried without counting (the
+    limiter tells ``on_wait`` of the wait); without it, the wait after a 429 is still a
+    wait for the model's quota, and ``on_wait`` is told when it starts and when it ends."""
     attempt = 0
     while True:
         attempt += 1
@@ -89,6 +92,12 @@ async def with_retries(
             if limit is not None:
                 metrics.record_model_rate_limited(model=model)
             retryable = not getattr(exc, "delta_sent", False)
+            if on_throttled is not None and retryable and is_throttled(exc):
+                # The quota is the reason: the limiter decides when to go again (bounded by
+                # its maximum wait), and the attempt does not count.
+                await on_throttled(retry_hint_s(exc))
+                attempt -= 1
+                continue
             delay = retry_delay(
                 exc, policy, attempt=attempt, model=model, retryable=retryable, call=call
             )
@@ -136,6 +145,11 @@ def retry_delay(
         delay_s=round(delay, 3),
     )
     return delay
+
+
+def is_throttled(exc: BaseException) -> bool:
+    """True for an API error saying the quota is spent (HTTP 429)."""
+    return isinstance(exc, genai_errors.APIError) and exc.code == 429
 
 
 def backoff_delay(policy: RetryPolicy, attempt: int, hint_s: float | None = None) -> float:

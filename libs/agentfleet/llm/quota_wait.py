@@ -26,5 +26,14 @@ class QuotaWait:
     """True when the wait starts, False when it ends (the call goes ahead or gives up)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QuotaScope:
+    """Who a call is for, to order it among the calls waiting for the same model."""
+
+    project: str
+    age_key: float
+    """Its run's creation time (epoch s): the oldest run's call goes first."""
+
+
 QuotaWaitSink = Callable[[QuotaWait], Awaitable[None]]
 """Receives a call's :class:`QuotaWait` notices; awaited before the call goes on."""

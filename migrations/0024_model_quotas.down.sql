@@ -1,0 +1,1 @@
+DROP TABLE kb.model_quota_budgets;
