@@ -55,10 +55,13 @@ def test_no_window_of_the_quota_gets_more_than_the_limit_plus_one_grant() -> Non
         assert len(in_window) <= 120 + 1
 
 
-def test_one_grant_is_at_most_grant_s_of_the_rate() -> None:
-    _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=1.5)
+def test_one_grant_is_at_most_grant_s_of_the_rate_or_four_calls() -> None:
+    _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=3.5)
     assert isinstance(outcome, Grant)
-    assert outcome.calls == 3
+    assert outcome.calls == 7
+    _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=0.5)
+    assert isinstance(outcome, Grant)
+    assert outcome.calls == 4
 
 
 def test_a_timeline_reserved_past_the_horizon_is_refused_until_then() -> None:

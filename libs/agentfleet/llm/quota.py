@@ -41,6 +41,9 @@ UNLIMITED_BATCH = 64
 """Slots one grant gives while no rate is known."""
 FIRST_TOKENS_PER_CALL = 1000.0
 """What a call is charged for before this process has seen one answer of the model."""
+HORIZON_S = 60.0
+"""A grant is refused while the timeline is reserved further ahead than this (many
+processes at once on a slow quota): the process asks again when it is not."""
 DB_RETRY_S = 1.0
 """After a failed grant (database unreachable), how long before asking again."""
 
@@ -114,6 +117,7 @@ class _Budget:
         self.arrivals: collections.deque[float] = collections.deque()
         self.refill: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
         self.fatal: str | None = None
         """Why every waiting call fails at once (the day's requests spent past max wait)."""
 
@@ -127,7 +131,9 @@ class _Budget:
             return None
         self.in_flight += 1
         slot = self.stock.popleft()
-        if len(self.stock) < len(self.arrivals):
+        if len(self.stock) < len(self.arrivals) and (
+            not self.stock or self.stock[-1].at - now <= self._owner.config.grant_s
+        ):
             self._start_refill()
         return slot
 
@@ -156,15 +162,23 @@ class _Budget:
         if not len(self.queue):
             return
         wake = self.stock[0].at if self.stock else None
-        if len(self.stock) < len(self.queue) and self.refill is None:
+        # One grant ahead at most: a process never reserves the timeline far past what it
+        # is about to use, so another process's next grant is never far off.
+        ahead = self.stock[-1].at - now if self.stock else 0.0
+        wants_more = len(self.stock) < len(self.queue) and ahead <= self._owner.config.grant_s
+        if wants_more and self.refill is None:
             if now >= self.retry_at:
                 self._start_refill()
             else:
                 wake = self.retry_at if wake is None else min(wake, self.retry_at)
-        if wake is not None and wake > now:
+        if wake is not None and wake > now and wake != self.timer_at:
             if self.timer is not None:
                 self.timer.cancel()
-            self.timer = loop.call_at(wake, self.pump)
+            self.timer, self.timer_at = loop.call_at(wake, self._wake), wake
+
+    def _wake(self) -> None:
+        self.timer, self.timer_at = None, 0.0
+        self.pump()
 
     def give_back(self, slot: Slot) -> None:
         self.in_flight -= 1
@@ -198,7 +212,7 @@ class _Budget:
                 calls=size,
                 tokens_per_call=self.tokens_per_call,
                 token_debt=debt,
-                horizon_s=2 * config.grant_s,
+                horizon_s=max(HORIZON_S, 4 * config.grant_s),
                 grant_s=config.grant_s,
                 headroom=config.headroom,
             )

@@ -34,6 +34,9 @@ MIN_DISCOVERED_RPS = 1 / 60
 ADDITIVE_RPM_PER_MINUTE = 6.0
 """AIMD's additive increase: the rate grows by this many requests per minute for each
 minute's worth of calls granted at it."""
+MIN_GRANT_CALLS = 4
+"""A grant holds at least this many calls (when they are wanted), however slow the rate:
+fewer round trips per call on small quotas."""
 LONE_429_S = 60.0
 """A 429 with none in this many seconds before it is a blip: AIMD waits for a second."""
 UNLIMITED_SLOT_S = 2.0
@@ -143,11 +146,14 @@ def take_grant(
         limit = "requests_per_minute" if rps is not None else "tokens_per_minute"
         return state, Refused(retry_at=state.tat - horizon_s, limit=limit)
     start = max(start, state.tat)
-    # One grant is at most ``grant_s`` of the budget, however many calls wait: the slack.
+    # One grant is at most ``grant_s`` of the budget (or MIN_GRANT_CALLS), however many
+    # calls wait.
+    # (Slots are paced on the timeline, so a grant's size never adds calls to a window: it
+    # only bounds what a holder that dies leaves unused, and how far ahead it reserves.)
     if rps is not None:
-        calls = min(calls, max(1, math.floor(rps * grant_s)))
+        calls = min(calls, max(MIN_GRANT_CALLS, math.floor(rps * grant_s)))
     if tps is not None and tokens_per_call > 0:
-        calls = min(calls, max(1, math.floor(tps * grant_s / tokens_per_call)))
+        calls = min(calls, max(MIN_GRANT_CALLS, math.floor(tps * grant_s / tokens_per_call)))
     request_span = calls / rps if rps is not None else 0.0
     token_span = max(0.0, calls * tokens_per_call + token_debt) / tps if tps is not None else 0.0
     span = max(request_span, token_span)
