@@ -149,6 +149,7 @@ async def main(args: argparse.Namespace) -> int:
             big_done = await asyncio.gather(*big)
             wall = max(t for t in [*big_done, *small_done] if t is not None) - started
             grants = sum(c.quotas.granted_rounds for c in clients if c.quotas)
+            slots = await pools[0].fetchval("SELECT sum(granted_total) FROM kb.model_quota_budgets")
         finally:
             for client in clients:
                 await client.aclose()
@@ -202,7 +203,8 @@ async def main(args: argparse.Namespace) -> int:
         ),
         (
             "limiter CPU per model call",
-            f"{cpu_ms:.3f} ms ({grants} grants, {per_grant_s * 1e3:.2f} ms CPU each)",
+            f"{cpu_ms:.3f} ms ({grants} grants of {slots} slots in all,"
+            f" {per_grant_s * 1e3:.2f} ms CPU each)",
             "< 0.2 ms",
             cpu_ms < 0.2,
         ),

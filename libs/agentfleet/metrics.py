@@ -62,6 +62,15 @@ class _DbPool(Protocol):
     def get_max_size(self) -> int: ...
 
 
+class QuotaRates(Protocol):
+    """What the quota gauge reads from a process's model limiter (no I/O)."""
+
+    def rate_rpm(self) -> Mapping[str, tuple[float, str]]:
+        """Per model: the request rate in force per minute, and ``declared`` or
+        ``discovered``."""
+        ...
+
+
 class ObservedState:
     """What the observable instruments report when scraped: samples written by the
     sampler loop and the live objects (pools) registered by the services."""
@@ -72,6 +81,7 @@ class ObservedState:
         self.mcp_pools: weakref.WeakSet[McpHealth] = weakref.WeakSet()
         self.db_pools: list[tuple[_DbPool, str]] = []
         """The process's database pools (asyncpg pools take no weak reference)."""
+        self.quotas: weakref.WeakSet[QuotaRates] = weakref.WeakSet()
 
     def set_active_runs(self, rows: Iterable[tuple[str, str, int]]) -> None:
         """(project_id, status, runs) rows; projects past :data:`TOP_PROJECTS` become other."""
@@ -133,6 +143,13 @@ class ObservedState:
     def observe_db_max(self, _options: CallbackOptions) -> Iterable[Observation]:
         for pool, name in list(self.db_pools):
             yield Observation(pool.get_max_size(), {"db.client.connection.pool.name": name})
+
+    def observe_model_quota_rate(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for quotas in list(self.quotas):
+            for model, (rpm, source) in quotas.rate_rpm().items():
+                yield Observation(
+                    rpm, {"gen_ai.request.model": model, "agentfleet.quota.source": source}
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +278,12 @@ _OBSERVED: dict[str, _Spec] = {
         "db.client.connection.max",
         "{connection}",
         "Database pool size limit",
+    ),
+    "observe_model_quota_rate": _Spec(
+        "observable_gauge",
+        "agentfleet.model.quota.rate",
+        "{request}/min",
+        "Request rate in force per model: declared, or found from its 429s (AIMD)",
     ),
 }
 
@@ -406,6 +429,11 @@ def observe_mcp_pool(pool: McpHealth) -> None:
 def observe_db_pool(pool: _DbPool, name: str) -> None:
     """Reports the connections of ``pool``, as pool ``name``, for the process's lifetime."""
     _instruments.state.db_pools.append((pool, name))
+
+
+def observe_model_quotas(quotas: QuotaRates) -> None:
+    """Reports the request rate in force of each model of ``quotas`` while it lives."""
+    _instruments.state.quotas.add(quotas)
 
 
 def set_active_runs(rows: Iterable[tuple[str, str, int]]) -> None:

@@ -87,9 +87,18 @@ def _record_every_hook() -> None:
     metrics.observe_db_pool(_Pool(), "executor")
     metrics.set_active_runs([("p", "queued", 2)])
     metrics.set_tasks([("ready", 1)])
+    metrics.observe_model_quotas(_QUOTAS)
 
 
 _MCP = _Mcp()  # the MCP gauges hold pools weakly: keep this one alive
+
+
+class _Quotas:
+    def rate_rpm(self) -> dict[str, tuple[float, str]]:
+        return {"gemini-2.5-flash": (57.0, "discovered")}
+
+
+_QUOTAS = _Quotas()  # held weakly too
 
 
 async def _answer() -> _Reply:

@@ -112,8 +112,9 @@ def test_a_429_blocks_everyone_and_halves_the_found_rate_once_per_episode() -> N
 
 
 def test_grant_size_is_one_grant_stretch_of_the_rate() -> None:
-    assert grant_size(2.0, wanted=100, grant_s=1.0, unlimited_batch=64) == 2
-    assert grant_size(0.1, wanted=100, grant_s=1.0, unlimited_batch=64) == 1
+    assert grant_size(20.0, wanted=100, grant_s=1.0, unlimited_batch=64) == 20
+    assert grant_size(0.1, wanted=100, grant_s=1.0, unlimited_batch=64) == 4
+    assert grant_size(0.1, wanted=1, grant_s=1.0, unlimited_batch=64) == 1
     assert grant_size(None, wanted=100, grant_s=1.0, unlimited_batch=64) == 64
 
 

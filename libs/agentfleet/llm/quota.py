@@ -26,6 +26,7 @@ from typing import TypeVar
 import asyncpg
 import structlog
 
+from agentfleet import metrics
 from agentfleet.config import Settings
 from agentfleet.llm.errors import QuotaWaitExceeded
 from agentfleet.llm.quota_math import Grant, grant_size, rates
@@ -266,6 +267,7 @@ class ModelQuotas:
         self.closed = False
         self.granted_rounds = 0
         """Grants asked of the database (a round trip each)."""
+        metrics.observe_model_quotas(self)
 
     @classmethod
     def from_settings(cls, pool: asyncpg.Pool, settings: Settings) -> ModelQuotas:
@@ -378,6 +380,15 @@ class ModelQuotas:
     def discovered_rpm(self) -> dict[str, float]:
         """The request rate in force per model (declared or found), per minute."""
         return {m: b.rps * 60 for m, b in self._budgets.items() if b.rps is not None}
+
+    def rate_rpm(self) -> dict[str, tuple[float, str]]:
+        """For the ``agentfleet.model.quota.rate`` gauge: per model, the rate in force and
+        whether it is the declared one or AIMD's."""
+        return {
+            m: (b.rps * 60, "declared" if b.limits.requests_per_minute else "discovered")
+            for m, b in self._budgets.items()
+            if b.rps is not None
+        }
 
     async def guarded(
         self,

@@ -221,8 +221,8 @@ def throttled(
 
 
 def grant_size(rps: float | None, *, wanted: int, grant_s: float, unlimited_batch: int) -> int:
-    """How many calls to ask for: what is wanted, at most ``grant_s`` of the rate (at least
-    one call), or ``unlimited_batch`` when no rate is known."""
+    """How many calls to ask for: what is wanted, at most ``grant_s`` of the rate (or
+    MIN_GRANT_CALLS), or ``unlimited_batch`` when no rate is known."""
     if rps is None:
         return max(1, min(wanted, unlimited_batch))
-    return max(1, min(wanted, math.floor(rps * grant_s)))
+    return max(1, min(wanted, max(MIN_GRANT_CALLS, math.floor(rps * grant_s))))
