@@ -28,6 +28,8 @@ from agentfleet.quota_settings import ModelLimits
 
 _PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_BLOCK_S = 1.0
+MAX_BLOCK_S = 300.0
+"""The longest one 429 blocks the budget, whatever its retryDelay says."""
 """How long a 429 without retryDelay blocks the budget."""
 MIN_DISCOVERED_RPS = 1 / 60
 """AIMD never goes below one request per minute."""
@@ -198,6 +200,9 @@ def throttled(
     AIMD's rate halved (from the rate found so far, or the rate of the last minute's grants
     when none was), once per episode, an episode lasting as long as the block."""
     delay = retry_after_s if retry_after_s is not None and retry_after_s > 0 else DEFAULT_BLOCK_S
+    # The model server is not trusted to stop the fleet: a retryDelay of days blocks it
+    # for MAX_BLOCK_S, then calls find out again.
+    delay = min(delay, MAX_BLOCK_S)
     blocked_until = max(state.blocked_until, now + delay)
     lone = state.last_throttled <= 0 or state.last_throttled < now - LONE_429_S
     state = replace(state, last_throttled=now)
