@@ -10,7 +10,7 @@ to the calls of the last grant's length. A 429 blocks the shared budget for its
 ``retryDelay`` (every process sees it at its next grant) and drops this process's unused
 slots; the call then waits again, its retries untouched. A call waits at most
 ``max_wait_s`` in all, then fails with :class:`~agentfleet.llm.errors.QuotaWaitExceeded`
-naming the model and the limit. The design and its bounds: docs/DESIGN-quota.md.
+naming the model and the limit. The design and its bounds: docs/DESIGN.md ("Model quotas, costs and budgets").
 """
 
 from __future__ import annotations
