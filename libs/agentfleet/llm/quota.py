@@ -10,7 +10,8 @@ to the calls of the last grant's length. A 429 blocks the shared budget for its
 ``retryDelay`` (every process sees it at its next grant) and drops this process's unused
 slots; the call then waits again, its retries untouched. A call waits at most
 ``max_wait_s`` in all, then fails with :class:`~agentfleet.llm.errors.QuotaWaitExceeded`
-naming the model and the limit. The design and its bounds: docs/DESIGN.md ("Model quotas, costs and budgets").
+naming the model and the limit. The design and its bounds: docs/DESIGN.md, "Model quotas,
+costs and budgets".
 """
 
 from __future__ import annotations
@@ -347,7 +348,12 @@ class ModelQuotas:
         if tokens:
             budget.tokens_per_call = 0.8 * budget.tokens_per_call + 0.2 * tokens
             budget.token_debt += tokens - slot.tokens
-        if len(budget.queue):
+        # Only a freed concurrency slot or a slot already due needs the queue served now;
+        # otherwise the armed timer serves it when the next slot comes due.
+        if len(budget.queue) and (
+            budget.limits.concurrent_calls is not None
+            or (budget.stock and budget.stock[0].at <= asyncio.get_running_loop().time())
+        ):
             budget.pump()
 
     async def throttled(self, model: str, retry_after_s: float | None) -> None:
