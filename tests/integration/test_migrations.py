@@ -108,6 +108,7 @@ EXPECTED_INDEXES = {
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},
     "product_install_requests": {"product_install_requests_pkey"},
     "schema_migrations": {"schema_migrations_pkey"},
+    "model_quota_budgets": {"model_quota_budgets_pkey"},
 }  # fmt: skip
 
 
