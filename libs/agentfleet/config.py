@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentfleet import config_values as parsers
+from agentfleet import model_prices
 from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.grpc_limits import ServerLimits
+from agentfleet.model_prices import PriceTable
 from agentfleet.quota_settings import (
     TIERS,
     ModelLimits,
@@ -118,6 +120,9 @@ class Settings:
     """AGENTFLEET_MODEL_MAX_ATTEMPTS: model calls per step before a transient error fails it."""
     model_retry_base_s: float
     """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
+    model_prices: PriceTable = field(default_factory=lambda: PriceTable.with_overrides({}))
+    """AGENTFLEET_MODEL_PRICES: USD per million tokens by model (JSON), over the dated
+    defaults of :data:`agentfleet.model_prices.DEFAULT_PRICES`."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
     model_quota_tier: str = "off"
@@ -309,6 +314,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION", None, parsers.nonempty),
         model_max_attempts=env.get("AGENTFLEET_MODEL_MAX_ATTEMPTS", 4, parsers.int_range(1, 20)),
         model_retry_base_s=env.get("AGENTFLEET_MODEL_RETRY_BASE_S", 0.5, parsers.positive_float),
+        model_prices=env.get(
+            "AGENTFLEET_MODEL_PRICES", PriceTable.with_overrides({}), model_prices.parse_prices
+        ),
         gemini_base_url=env.get("AGENTFLEET_GEMINI_BASE_URL", None, parsers.http_url),
         genai_fast_path=env.get("AGENTFLEET_GENAI_FAST_PATH", True, parsers.on_off),
         stub_quota=env.get("AGENTFLEET_STUB_QUOTA", None, parsers.nonempty),

@@ -200,6 +200,24 @@ _RECORDED: dict[str, _Spec] = {
         "Tokens per model call, by gen_ai.token.type (input, output)",
         _TOKEN_BUCKETS,
     ),
+    "model_cost": _Spec(
+        "counter",
+        "agentfleet.model.cost",
+        "USD",
+        "Cost of model calls by project and model (priced by AGENTFLEET_MODEL_PRICES)",
+    ),
+    "model_fallbacks": _Spec(
+        "counter",
+        "agentfleet.model.fallbacks",
+        "{call}",
+        "Model calls answered by a fallback model, by the model that failed and the one used",
+    ),
+    "budget_pauses": _Spec(
+        "counter",
+        "agentfleet.budget.pauses",
+        "{run}",
+        "Runs paused by a project budget or a tree cost limit, by project and limit",
+    ),
     "tool_duration": _Spec(
         "histogram",
         "agentfleet.tool.call.duration",
@@ -305,6 +323,9 @@ class Instruments:
     step_duration: metrics.Histogram
     model_duration: metrics.Histogram
     token_usage: metrics.Histogram
+    model_cost: metrics.Counter
+    model_fallbacks: metrics.Counter
+    budget_pauses: metrics.Counter
     tool_duration: metrics.Histogram
     dispatch_duration: metrics.Histogram
     rpc_duration: metrics.Histogram
@@ -370,6 +391,26 @@ async def timed_model_call(call: Awaitable[T], *, model: str) -> T:
         for kind, tokens in (("input", usage.prompt_tokens), ("output", usage.output_tokens)):
             _instruments.token_usage.record(tokens, {**attributes, "gen_ai.token.type": kind})
     return reply
+
+
+def record_model_cost(*, project: str, model: str, cost_nanos: int) -> None:
+    """A model reply was priced (executor, when it records the reply)."""
+    if cost_nanos:
+        _instruments.model_cost.add(
+            cost_nanos / 1e9, {"agentfleet.project_id": project, "gen_ai.response.model": model}
+        )
+
+
+def record_model_fallback(*, failed_model: str, model: str) -> None:
+    """A fallback model answered after ``failed_model`` kept failing."""
+    _instruments.model_fallbacks.add(
+        1, {"gen_ai.request.model": failed_model, "gen_ai.response.model": model}
+    )
+
+
+def record_budget_pause(*, project: str, limit: str) -> None:
+    """A run paused at a budget (``limit``: daily_tokens, monthly_cost, tree_cost, ...)."""
+    _instruments.budget_pauses.add(1, {"agentfleet.project_id": project, "agentfleet.limit": limit})
 
 
 def record_tool_call(*, tool: str, source: str, duration_s: float, failed: bool) -> None:

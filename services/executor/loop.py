@@ -36,6 +36,7 @@ from agentfleet.events import RunEventNotifier
 from agentfleet.llm import ModelClient
 from agentfleet.run_limits import may_spawn
 from agentfleet.telemetry import current_trace_id
+from services.executor.budgets import BudgetStore, pause_if_over_budget
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (
     DefinitionSource,
@@ -204,6 +205,7 @@ class AgentLoop:
         )
         turn = Turn(
             model=definition.model.name,
+            fallback_models=definition.model.fallback_models,
             system=definition.system_prompt or None,
             tools=function_tools(list(callable_tools.values())),
             config=with_schema_without_tools(
@@ -267,6 +269,11 @@ class AgentLoop:
             soft = soft_stop_due(recorder.run, budget, progress)
             if soft is not None:
                 return await self._wrap_up(recorder, progress, turn, soft)
+            paused, row = await pause_if_over_budget(
+                BudgetStore(self.pool), recorder, step=progress.step, summary=progress.last_text
+            )
+            if paused:
+                return row
             steps_before = recorder.run.step_count
             try:
                 async with asyncio.timeout_at(deadline) as scope:

@@ -47,6 +47,8 @@ class Turn:
     system: str | None
     tools: list[types.Tool]
     config: types.GenerateContentConfig
+    fallback_models: tuple[str, ...] = ()
+    """Tried in order when ``model`` keeps failing (:mod:`services.executor.fallback`)."""
 
 
 def run_span_context(run: RunRecord) -> Any:

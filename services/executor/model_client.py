@@ -6,6 +6,7 @@ An executor without a model configured still starts; its runs fail with the reas
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Unpack
 
 from agentfleet import metrics
@@ -25,13 +26,22 @@ class LazyModelClient:
 
     async def generate(self, **request: Unpack[ModelRequest]) -> ModelReply:
         call = self._built().generate(**request)
-        return await metrics.timed_model_call(call, model=request["model"])
+        return self._priced(
+            await metrics.timed_model_call(call, model=request["model"]), request["model"]
+        )
 
     async def generate_stream(
         self, *, on_delta: DeltaSink, **request: Unpack[ModelRequest]
     ) -> ModelReply:
         call = self._built().generate_stream(on_delta=on_delta, **request)
-        return await metrics.timed_model_call(call, model=request["model"])
+        return self._priced(
+            await metrics.timed_model_call(call, model=request["model"]), request["model"]
+        )
+
+    def _priced(self, reply: ModelReply, model: str) -> ModelReply:
+        """The reply with the model that answered and its cost by the price table."""
+        cost = self._context.settings.model_prices.cost_nanos(model, reply.usage)
+        return dataclasses.replace(reply, model=model, cost_nanos=cost)
 
     def _built(self) -> GenaiModelClient:
         if self._client is None:

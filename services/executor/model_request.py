@@ -35,6 +35,10 @@ def generation_config(model: ModelConfig) -> types.GenerateContentConfig:
     violations = schema_violations(
         model.name, "model.name", definition=NAME_SCHEMA
     ) + schema_violations(model.extra, "model.extra", definition=EXTRA_SCHEMA)
+    for index, name in enumerate(model.fallback_models):
+        violations += schema_violations(
+            name, f"model.fallback_models[{index}]", definition=NAME_SCHEMA
+        )
     if violations:
         first = violations[0]
         raise FailedPrecondition(

@@ -30,7 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 import asyncpg
 from google.genai import types
 
-from agentfleet import events
+from agentfleet import events, metrics
 from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
@@ -196,6 +196,16 @@ class RunRecorder:
             batch.append(events.ModelText(agent_name=run.agent_name, text=reply.text, step=step))
         batch.extend(tool_requests(calls, agent_name=run.agent_name, step=step))
         batch.extend(extra_events)
+        if reply.fallback_reason is not None:
+            batch.append(
+                events.Safety(
+                    agent_name=run.agent_name,
+                    kind="model_fallback",
+                    message=f"answered by fallback model {reply.model}: {reply.fallback_reason}",
+                    details={"model": reply.model, "reason": reply.fallback_reason},
+                    step=step,
+                )
+            )
         stored = await self._writes.step(
             "record_model_reply",
             batch,
@@ -206,6 +216,8 @@ class RunRecorder:
                 "message_role": "model",
                 "count_steps": increment,
                 "prompt_tokens": usage.prompt_tokens,
+                "model_name": reply.model,
+                "cost_nanos": reply.cost_nanos,
                 "lease_owner": self._owner,
                 **_call_columns(calls, _STARTED_CALLS),
             },
@@ -217,6 +229,11 @@ class RunRecorder:
         run.total_steps += increment
         run.tokens_in += usage.prompt_tokens
         run.tokens_out += usage.output_tokens
+        run.cost_nanos += reply.cost_nanos
+        run.cost_total_tree_nanos += reply.cost_nanos
+        metrics.record_model_cost(
+            project=run.project_id, model=reply.model, cost_nanos=reply.cost_nanos
+        )
 
     @_shielded
     async def record_cut_call(self) -> None:
@@ -267,6 +284,8 @@ class RunRecorder:
             tokens=0,
             rows={
                 "message_role": "tool",
+                "model_name": "",
+                "cost_nanos": 0,
                 **_call_columns(results, _FINISHED_CALLS),
             },
         )

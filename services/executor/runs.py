@@ -112,6 +112,10 @@ class RunRecord:
     """Time spent WAITING for approvals so far (column waited_ms)."""
     stream_deltas: bool = False
     """Whether its model calls stream MODEL_TEXT_DELTA events (column stream_deltas)."""
+    cost_nanos: int = 0
+    """What its model calls cost, nano-dollars (column cost_nanos, migration 0023)."""
+    cost_total_tree_nanos: int = 0
+    """cost_nanos of the run and its descendants."""
     request_fingerprint: str | None = None
     """What the request of ``request_id`` asked (column request_fingerprint, migration
     0022); None before it, or for a run the executor started itself."""
@@ -127,6 +131,8 @@ class RunRecord:
         values["waited_ms"] = row.get("waited_ms") or 0
         values["stream_deltas"] = bool(row.get("stream_deltas"))
         values["request_fingerprint"] = row.get("request_fingerprint")
+        values["cost_nanos"] = row.get("cost_nanos") or 0
+        values["cost_total_tree_nanos"] = row.get("cost_total_tree_nanos") or 0
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -167,6 +173,14 @@ def streams_deltas(definition_streaming: bool | None, *, followed: bool) -> bool
 
 
 _OPTIONAL_COLUMNS = frozenset(
-    {"output", "thread_id", "waited_ms", "stream_deltas", "request_fingerprint"}
+    {
+        "output",
+        "thread_id",
+        "waited_ms",
+        "stream_deltas",
+        "request_fingerprint",
+        "cost_nanos",
+        "cost_total_tree_nanos",
+    }
 )
 """Columns some statements do not select; the others are required."""

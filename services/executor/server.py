@@ -8,6 +8,7 @@ from agentfleet.grpc_server import Registration
 from agentfleet.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
+from services.executor.budgets import BudgetStore
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer
@@ -20,6 +21,8 @@ REGISTRY_ADMIN_METHODS = (
     "UninstallProduct",
     "UpsertAgentDefinition",
     "DeleteAgentDefinition",
+    # A project's budgets bound what its runs may spend: set by its administrators.
+    "SetProjectBudget",
 )
 
 # Deciding a held tool call lets a run do what its policy says a person must allow first.
@@ -78,6 +81,7 @@ async def build(context: ServiceContext) -> ServiceParts:
                         ).literal_refusal,
                     ),
                     definitions,
+                    BudgetStore(context.pool),
                 ),
                 admin_methods=REGISTRY_ADMIN_METHODS,
             ),

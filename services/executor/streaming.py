@@ -19,6 +19,7 @@ from google.genai import types
 from agentfleet.events.delta import TextDelta, publish_delta
 from agentfleet.llm import ModelClient, ModelReply, QuotaScope, QuotaWaitSink, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
+from services.executor.fallback import with_fallbacks
 from services.executor.loop_state import Turn
 from services.executor.persistence import RunRecorder
 from services.executor.quota_waits import quota_waits
@@ -37,6 +38,8 @@ class ModelCall:
     config: types.GenerateContentConfig | None
     quota_scope: QuotaScope | None = None
     """Whose call it is, for the order of calls waiting for the model's quota."""
+    fallback_models: tuple[str, ...] = ()
+    """Not sent: the models :func:`call_model` turns to when ``model`` keeps failing."""
 
     @classmethod
     def of(cls, turn: Turn, contents: Sequence[types.Content]) -> ModelCall:
@@ -47,11 +50,16 @@ class ModelCall:
             contents=contents,
             tools=turn.tools,
             config=turn.config,
+            fallback_models=turn.fallback_models,
         )
 
-    def arguments(self) -> dict[str, Any]:
-        """The keyword arguments of :meth:`ModelClient.generate` (the fields, not copies)."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+    def arguments(self, model: str | None = None) -> dict[str, Any]:
+        """The keyword arguments of :meth:`ModelClient.generate` (the fields, not copies),
+        for ``model`` (default: the call's own)."""
+        sent = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "fallback_models"}
+        if model is not None:
+            sent["model"] = model
+        return sent
 
 
 async def call_model(
@@ -64,15 +72,20 @@ async def call_model(
     streaming: bool,
 ) -> ModelReply:
     """One model call of the recorder's run, step ``step``; streamed (deltas published)
-    when asked for and the client can. Its waits for the model's quota show on the run
+    when asked for and the client can; answered by a fallback model when the call's keeps
+    failing. Its waits for the model's quota show on the run
     (:mod:`~services.executor.quota_waits`)."""
     run = recorder.run
     scope = QuotaScope(project=run.project_id, age_key=run.created_at.timestamp())
     call = replace(call, quota_scope=scope)
-    async with quota_waits(recorder, step=step, model=call.model) as on_wait:
-        if not streaming or not isinstance(model, StreamingModelClient):
-            return await model.generate(**call.arguments(), on_wait=on_wait)
-        return await _streamed(model, pool, recorder.run, step, call, on_wait)
+
+    async def one(name: str) -> ModelReply:
+        async with quota_waits(recorder, step=step, model=name) as on_wait:
+            if not streaming or not isinstance(model, StreamingModelClient):
+                return await model.generate(**call.arguments(name), on_wait=on_wait)
+            return await _streamed(model, pool, run, step, call, name, on_wait)
+
+    return await with_fallbacks(one, (call.model, *call.fallback_models))
 
 
 async def _streamed(
@@ -81,6 +94,7 @@ async def _streamed(
     run: RunRecord,
     step: int,
     call: ModelCall,
+    name: str,
     on_wait: QuotaWaitSink,
 ) -> ModelReply:
     # Only this worker appends the run's events while it holds the lease: the step's
@@ -102,4 +116,4 @@ async def _streamed(
             ),
         )
 
-    return await model.generate_stream(**call.arguments(), on_delta=publish, on_wait=on_wait)
+    return await model.generate_stream(**call.arguments(name), on_delta=publish, on_wait=on_wait)

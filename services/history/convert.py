@@ -59,7 +59,7 @@ def _same(row: object, names: str) -> dict[str, Any]:
 def _run(row: RunOverview | TreeRow) -> dict[str, Any]:
     """What RunSummary and RunTreeNode both say of a run (but its id: their names differ)."""
     return {
-        **_same(row, "agent_name depth total_steps tokens_in tokens_out"),
+        **_same(row, "agent_name depth total_steps tokens_in tokens_out cost_nanos"),
         "status": run_status_proto(row.status),
         "parent_run_id": _id(row.parent_run_id),
         "duration": _ms(row.duration_ms),
@@ -136,7 +136,8 @@ def _role(role: str) -> int:
 def _message(row: MessageRow) -> dict[str, Any]:
     """What MessageSummary and RunMessage both say of a message."""
     return {
-        **_same(row, "seq agent_name tokens is_internal"),
+        **_same(row, "seq agent_name tokens is_internal cost_nanos"),
+        "model_name": row.model_name or "",
         "id": str(row.id),
         "run_id": str(row.run_id),
         "step": row.step_number,
@@ -202,7 +203,7 @@ def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
     """One node of GetRunTree."""
     node = history_pb2.RunTreeNode(
         **_run(row),
-        **_same(row, "step_count tokens_total_tree"),
+        **_same(row, "step_count tokens_total_tree cost_total_tree_nanos"),
         run_id=str(row.id),
         summary_preview=row.summary_preview or "",
     )
@@ -216,7 +217,7 @@ def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2
     stopped = row.completed + row.failed + row.cancelled + row.paused
     return history_pb2.AgentStats(
         **_same(row, "agent_name total_runs queued running completed failed cancelled paused"),
-        **_same(row, "tokens_in tokens_out mean_steps resumes task_retries"),
+        **_same(row, "tokens_in tokens_out cost_nanos mean_steps resumes task_retries"),
         window_start=timestamp_proto(start),
         window_end=timestamp_proto(end),
         success_rate=row.completed / stopped if stopped else 0.0,

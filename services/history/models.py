@@ -61,6 +61,7 @@ class RunOverview(_FromRow):
     task_id: Any
     labels: dict[str, Any]
     thread_id: str | None
+    cost_nanos: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,6 +101,9 @@ class MessageRow(_FromRow):
     tokens: int
     is_internal: bool
     created_at: datetime
+    model_name: str | None
+    """The model that answered (model messages recorded since migration 0023)."""
+    cost_nanos: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,6 +160,8 @@ class TreeRow(_FromRow):
     tokens_in: int
     tokens_out: int
     tokens_total_tree: int
+    cost_nanos: int
+    cost_total_tree_nanos: int
     duration_ms: int | None
     summary_preview: str | None
     created_at: datetime
@@ -179,6 +185,7 @@ class StatsRow(_FromRow):
     p95_ms: float | None
     tokens_in: int
     tokens_out: int
+    cost_nanos: int
     mean_steps: float
     resumes: int
     task_retries: int

@@ -33,7 +33,7 @@ _OVERVIEW_COLUMNS = f"""
     r.id, r.agent_name, r.status, r.parent_run_id, r.root_run_id, r.depth, r.total_steps,
     r.tokens_in, r.tokens_out, left(r.input, {PREVIEW_CHARS}) AS input_preview,
     length(r.input) > {PREVIEW_CHARS} AS input_truncated, r.created_at, r.completed_at,
-    r.duration_ms, r.resume_count, r.task_id, r.labels, r.thread_id
+    r.duration_ms, r.resume_count, r.task_id, r.labels, r.thread_id, r.cost_nanos
 """
 
 # A run is an internal agent's if its project defines that agent name as internal.
@@ -183,7 +183,7 @@ class HistoryQueries:
             """
             SELECT m.id, m.run_id, m.seq, m.step_number, m.role, m.agent_name, m.content,
                    octet_length(m.content::text) AS size_bytes, m.tokens, m.is_internal,
-                   m.created_at
+                   m.created_at, m.model_name, m.cost_nanos
             FROM kb.agent_run_messages m JOIN kb.agent_runs r ON r.id = m.run_id
             WHERE m.run_id = $1::uuid AND r.project_id = $2 AND m.seq > $3
               AND (cardinality($4::text[]) = 0 OR m.role = ANY($4::text[]))
@@ -205,7 +205,7 @@ class HistoryQueries:
             """
             SELECT m.id, m.run_id, m.seq, m.step_number, m.role, m.agent_name, m.content,
                    octet_length(m.content::text) AS size_bytes, m.tokens, m.is_internal,
-                   m.created_at
+                   m.created_at, m.model_name, m.cost_nanos
             FROM kb.agent_run_messages m JOIN kb.agent_runs r ON r.id = m.run_id
             WHERE m.id = $1::uuid AND m.run_id = $2::uuid AND r.project_id = $3
             """,
@@ -275,7 +275,7 @@ class HistoryQueries:
             f"""
             SELECT t.id, t.parent_run_id, t.agent_name, t.status, t.depth, t.step_count,
                    t.total_steps, t.tokens_in, t.tokens_out, t.tokens_total_tree,
-                   t.duration_ms,
+                   t.cost_nanos, t.cost_total_tree_nanos, t.duration_ms,
                    left(CASE WHEN t.status = 'failed' THEN coalesce(t.error_message, t.summary)
                              ELSE t.summary END, {PREVIEW_CHARS}) AS summary_preview,
                    t.created_at, t.quota_wait, t.quota_wait_since
@@ -315,6 +315,7 @@ class HistoryQueries:
                    percentile_cont(0.95) WITHIN GROUP (ORDER BY r.duration_ms) AS p95_ms,
                    coalesce(sum(r.tokens_in), 0)::bigint AS tokens_in,
                    coalesce(sum(r.tokens_out), 0)::bigint AS tokens_out,
+                   coalesce(sum(r.cost_nanos), 0)::bigint AS cost_nanos,
                    coalesce(avg(r.total_steps), 0)::float8 AS mean_steps,
                    coalesce(sum(r.resume_count), 0)::bigint AS resumes,
                    count(*) FILTER (WHERE r.task_id IS NOT NULL AND EXISTS (

@@ -291,6 +291,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             root_run_id=str(root.id),
             nodes=[convert.tree_node(r) for r in rows],
             tokens_total=root.tokens_total_tree,
+            cost_total_nanos=root.cost_total_tree_nanos,
         )
 
     async def GetAgentStats(

@@ -10,6 +10,7 @@ marker in their agents' system prompts.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 import uuid
@@ -103,6 +104,13 @@ async def start_fleet_processes(
         await stack.stop(grace_s=2.0)
         raise
     return stack
+
+
+E2E_PRICES = {
+    "gemini-e2e": {"input": 1.0, "output": 10.0},
+    "gemini-e2e-fallback": {"input": 2.0, "output": 20.0},
+}
+"""USD per million tokens: 1,000 nano-dollars per input token of gemini-e2e."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -205,6 +213,8 @@ async def fleet(
             # Five model calls per step, retried after milliseconds: "five 500s fail a run".
             "AGENTFLEET_MODEL_MAX_ATTEMPTS": "5",
             "AGENTFLEET_MODEL_RETRY_BASE_S": "0.01",
+            # Round prices for the e2e models, so a test can compute what a run costs.
+            "AGENTFLEET_MODEL_PRICES": json.dumps(E2E_PRICES),
         },
     )
     running = Fleet(database_url=database_url, pool=pool, stub=stub, processes=processes)

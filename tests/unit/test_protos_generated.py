@@ -44,6 +44,8 @@ DESIGN_RPCS: dict[str, set[str]] = {
         "GetAgentDefinition",
         "UpsertAgentDefinition",
         "DeleteAgentDefinition",
+        "SetProjectBudget",
+        "GetProjectBudget",
     },
     "ToolPoolService": {
         "ListTools",

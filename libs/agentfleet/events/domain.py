@@ -38,6 +38,9 @@ SafetyKindName = Literal[
     "call_after_soft_stop",
     "approval_required",
     "approval_deadline",
+    "model_fallback",
+    "budget_warning",
+    "budget_stop",
 ]
 
 

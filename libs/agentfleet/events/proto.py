@@ -61,6 +61,8 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         tokens_in=get("tokens_in") or 0,
         tokens_out=get("tokens_out") or 0,
         tokens_total_tree=get("tokens_total_tree") or 0,
+        cost_nanos=get("cost_nanos") or 0,
+        cost_total_tree_nanos=get("cost_total_tree_nanos") or 0,
         trace_id=get("trace_id") or "",
         task_id=str(get("task_id") or ""),
         request_id=get("request_id") or "",

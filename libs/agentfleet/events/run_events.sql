@@ -62,9 +62,10 @@ LIMIT :row_limit
 -- The step's message (the model's reply or the tool results), on the run row "numbered".
 msg AS (
     INSERT INTO kb.agent_run_messages (
-        run_id, seq, step_number, role, agent_name, content, tokens)
+        run_id, seq, step_number, role, agent_name, content, tokens, model_name, cost_nanos)
     SELECT id, :message_seq::integer, :step::integer, :message_role::text, :agent_name,
-           :content::jsonb, :tokens::integer
+           :content::jsonb, :tokens::integer, nullif(:model_name::text, ''),
+           :cost_nanos::bigint
     FROM numbered
     RETURNING id
 )
@@ -99,10 +100,24 @@ WITH numbered AS (
         tokens_in = tokens_in + :prompt_tokens::bigint,
         tokens_out = tokens_out + :tokens::integer,
         tokens_total_tree = tokens_total_tree + :prompt_tokens::bigint + :tokens::integer,
+        cost_nanos = cost_nanos + :cost_nanos::bigint,
+        cost_total_tree_nanos = cost_total_tree_nanos + :cost_nanos::bigint,
         last_event_seq = last_event_seq + cardinality(:event_types::text[])
     WHERE project_id = :project_id AND id = :run_id::uuid AND lease_owner = :lease_owner
       AND status = 'running'
     RETURNING id, last_event_seq
+),
+-- The project's usage of this UTC day and month, which its budgets are checked against.
+usage AS (
+    INSERT INTO kb.project_usage AS u (project_id, period, period_start, tokens, cost_nanos)
+    SELECT :project_id, p.period, p.period_start,
+           :prompt_tokens::bigint + :tokens::integer, :cost_nanos::bigint
+    FROM numbered,
+         (VALUES ('day', (now() AT TIME ZONE 'UTC')::date),
+                 ('month', date_trunc('month', now() AT TIME ZONE 'UTC')::date))
+         AS p(period, period_start)
+    ON CONFLICT (project_id, period, period_start) DO UPDATE
+    SET tokens = u.tokens + excluded.tokens, cost_nanos = u.cost_nanos + excluded.cost_nanos
 ),
 -- include: insert_step_message
 , calls AS (

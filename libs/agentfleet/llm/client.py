@@ -23,6 +23,10 @@ class TokenUsage:
     output_tokens: int = 0
     """Candidate tokens plus thinking tokens."""
     total_tokens: int = 0
+    cached_tokens: int = 0
+    """Of the prompt tokens, those served from the context cache (priced lower)."""
+    thinking_tokens: int = 0
+    """Of the output tokens, the thoughts."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,6 +46,13 @@ class ModelReply:
     response_id: str | None
     attempts: int
     """Calls it took, retries included (1 when the first call answered)."""
+    model: str = ""
+    """The model that answered (a fallback's name when the requested one did not); set by
+    the caller that priced it, "" when unknown."""
+    cost_nanos: int = 0
+    """What the call cost in nano-dollars (:mod:`agentfleet.model_prices`); 0 when unpriced."""
+    fallback_reason: str | None = None
+    """Why the models before ``model`` did not answer; None when the requested one did."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

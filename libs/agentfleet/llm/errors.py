@@ -4,6 +4,7 @@ Hierarchy::
 
     ModelError                 root; status_code and the server's message when there was one
     ├── TransientModelError    429 / 500 / 502 / 503 / 504 or a dropped connection, retries spent
+    │   └── QuotaWaitTooLong   the expected quota wait passes the bound (a fallback is due)
     ├── QuotaWaitExceeded      waited the maximum for the model's quota (names model and limit)
     ├── ModelRequestError      any other 4xx: the request itself is wrong (bad key, bad schema)
     └── MalformedModelReply    a 200 whose body is not JSON or holds no candidate
@@ -44,6 +45,15 @@ class QuotaWaitExceeded(ModelError, code=grpc.StatusCode.RESOURCE_EXHAUSTED):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status_code=429, attempts=0)
+
+
+class QuotaWaitTooLong(TransientModelError):
+    """The model's expected quota wait passes the caller's bound: raised instead of waiting
+    when the call has a fallback model to go to (``expected_wait_s`` says how long)."""
+
+    def __init__(self, message: str, *, expected_wait_s: float) -> None:
+        super().__init__(message, status_code=429)
+        self.expected_wait_s = expected_wait_s
 
 
 class ModelRequestError(ModelError, code=grpc.StatusCode.FAILED_PRECONDITION):

@@ -230,22 +230,28 @@ def reply_from_response(response: types.GenerateContentResponse, *, attempts: in
     if content.role is None:
         content = content.model_copy(update={"role": "model"})
     parts = content.parts or []
-    usage = response.usage_metadata
     return ModelReply(
         content=content,
         text="".join(p.text for p in parts if p.text and not p.thought),
         function_calls=tuple(p.function_call for p in parts if p.function_call is not None),
         finish_reason=_enum_text(candidate.finish_reason),
-        usage=TokenUsage(
-            prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
-            output_tokens=((usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0))
-            if usage
-            else 0,
-            total_tokens=(usage.total_token_count or 0) if usage else 0,
-        ),
+        usage=_token_usage(response.usage_metadata),
         model_version=response.model_version,
         response_id=response.response_id,
         attempts=attempts,
+    )
+
+
+def _token_usage(usage: types.GenerateContentResponseUsageMetadata | None) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    thinking = usage.thoughts_token_count or 0
+    return TokenUsage(
+        prompt_tokens=usage.prompt_token_count or 0,
+        output_tokens=(usage.candidates_token_count or 0) + thinking,
+        total_tokens=usage.total_token_count or 0,
+        cached_tokens=usage.cached_content_token_count or 0,
+        thinking_tokens=thinking,
     )
 
 

@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunSummary(_message.Message):
-    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id")
+    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class RunSummary(_message.Message):
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent_name: str
     status: _common_pb2.RunStatus
@@ -57,10 +58,11 @@ class RunSummary(_message.Message):
     task_id: str
     labels: _containers.ScalarMap[str, str]
     thread_id: str
-    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    cost_nanos: int
+    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class MessageSummary(_message.Message):
-    __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "preview", "truncated", "size_bytes", "function_names", "tokens", "is_internal", "create_time")
+    __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "preview", "truncated", "size_bytes", "function_names", "tokens", "is_internal", "create_time", "model_name", "cost_nanos")
     ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +76,8 @@ class MessageSummary(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     IS_INTERNAL_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     id: str
     run_id: str
     seq: int
@@ -87,10 +91,12 @@ class MessageSummary(_message.Message):
     tokens: int
     is_internal: bool
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., step: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.MessageRole, str]] = ..., agent_name: _Optional[str] = ..., preview: _Optional[str] = ..., truncated: _Optional[bool] = ..., size_bytes: _Optional[int] = ..., function_names: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    model_name: str
+    cost_nanos: int
+    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., step: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.MessageRole, str]] = ..., agent_name: _Optional[str] = ..., preview: _Optional[str] = ..., truncated: _Optional[bool] = ..., size_bytes: _Optional[int] = ..., function_names: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_name: _Optional[str] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class RunMessage(_message.Message):
-    __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "content", "tokens", "is_internal", "create_time")
+    __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "content", "tokens", "is_internal", "create_time", "model_name", "cost_nanos")
     ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +107,8 @@ class RunMessage(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     IS_INTERNAL_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     id: str
     run_id: str
     seq: int
@@ -111,7 +119,9 @@ class RunMessage(_message.Message):
     tokens: int
     is_internal: bool
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., step: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.MessageRole, str]] = ..., agent_name: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tokens: _Optional[int] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    model_name: str
+    cost_nanos: int
+    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., step: _Optional[int] = ..., role: _Optional[_Union[_common_pb2.MessageRole, str]] = ..., agent_name: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tokens: _Optional[int] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_name: _Optional[str] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class ToolCallSummary(_message.Message):
     __slots__ = ("id", "run_id", "tool_call_id", "step", "tool_name", "source", "status", "duration", "error_preview", "input_size_bytes", "output_size_bytes", "child_run_ids", "create_time")
@@ -178,7 +188,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., message_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., step: _Optional[int] = ..., tool_name: _Optional[str] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.ToolCallStatus, str]] = ..., error: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., child_run_ids: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunTreeNode(_message.Message):
-    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for")
+    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for", "cost_nanos", "cost_total_tree_nanos")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +203,8 @@ class RunTreeNode(_message.Message):
     SUMMARY_PREVIEW_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
+    COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    COST_TOTAL_TREE_NANOS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     parent_run_id: str
     agent_name: str
@@ -207,10 +219,12 @@ class RunTreeNode(_message.Message):
     summary_preview: str
     create_time: _timestamp_pb2.Timestamp
     waiting_for: _common_pb2.RunWaitingFor
-    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ...) -> None: ...
+    cost_nanos: int
+    cost_total_tree_nanos: int
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ...) -> None: ...
 
 class AgentStats(_message.Message):
-    __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries")
+    __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries", "cost_nanos")
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +243,7 @@ class AgentStats(_message.Message):
     MEAN_STEPS_FIELD_NUMBER: _ClassVar[int]
     RESUMES_FIELD_NUMBER: _ClassVar[int]
     TASK_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     agent_name: str
     window_start: _timestamp_pb2.Timestamp
     window_end: _timestamp_pb2.Timestamp
@@ -247,7 +262,8 @@ class AgentStats(_message.Message):
     mean_steps: float
     resumes: int
     task_retries: int
-    def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ...) -> None: ...
+    cost_nanos: int
+    def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id")
@@ -427,14 +443,16 @@ class GetRunTreeRequest(_message.Message):
     def __init__(self, project_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class GetRunTreeResponse(_message.Message):
-    __slots__ = ("root_run_id", "nodes", "tokens_total")
+    __slots__ = ("root_run_id", "nodes", "tokens_total", "cost_total_nanos")
     ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    COST_TOTAL_NANOS_FIELD_NUMBER: _ClassVar[int]
     root_run_id: str
     nodes: _containers.RepeatedCompositeFieldContainer[RunTreeNode]
     tokens_total: int
-    def __init__(self, root_run_id: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[RunTreeNode, _Mapping]]] = ..., tokens_total: _Optional[int] = ...) -> None: ...
+    cost_total_nanos: int
+    def __init__(self, root_run_id: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[RunTreeNode, _Mapping]]] = ..., tokens_total: _Optional[int] = ..., cost_total_nanos: _Optional[int] = ...) -> None: ...
 
 class GetAgentStatsRequest(_message.Message):
     __slots__ = ("project_id", "agent_name", "window", "end_time", "include_internal_agents")

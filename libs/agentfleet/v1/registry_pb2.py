@@ -27,43 +27,55 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/registry.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x01\n\x07Product\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12)\n\x08manifest\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0cinstall_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x61gent_names\x18\x05 \x03(\t\x12\x18\n\x10mcp_server_names\x18\x06 \x03(\t\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x81\x01\n\x15InstallProductRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12)\n\x08manifest\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\"\xf7\x01\n\x16InstallProductResponse\x12\'\n\x07product\x18\x01 \x01(\x0b\x32\x16.agentfleet.v1.Product\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12\x1b\n\x13\x63reated_agent_names\x18\x03 \x03(\t\x12\x1b\n\x13updated_agent_names\x18\x04 \x03(\t\x12\x1b\n\x13removed_agent_names\x18\x05 \x03(\t\x12!\n\x19upserted_mcp_server_names\x18\x06 \x03(\t\x12 \n\x18removed_mcp_server_names\x18\x07 \x03(\t\"C\n\x17UninstallProductRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x14\n\x0cproduct_name\x18\x02 \x01(\t\"Y\n\x18UninstallProductResponse\x12\x1b\n\x13removed_agent_names\x18\x01 \x03(\t\x12 \n\x18removed_mcp_server_names\x18\x02 \x03(\t\"P\n\x13ListProductsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"Y\n\x14ListProductsResponse\x12(\n\x08products\x18\x01 \x03(\x0b\x32\x16.agentfleet.v1.Product\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x9f\x01\n\x1bListAgentDefinitionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12/\n\x0cvisibilities\x18\x04 \x03(\x0e\x32\x19.agentfleet.v1.Visibility\x12\x14\n\x0cproduct_name\x18\x05 \x01(\t\"r\n\x1cListAgentDefinitionsResponse\x12\x39\n\x11\x61gent_definitions\x18\x01 \x03(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"=\n\x19GetAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x1aGetAgentDefinitionResponse\x12\x38\n\x10\x61gent_definition\x18\x01 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\"\x9d\x01\n\x1cUpsertAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x38\n\x10\x61gent_definition\x18\x02 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\"j\n\x1dUpsertAgentDefinitionResponse\x12\x38\n\x10\x61gent_definition\x18\x01 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"@\n\x1c\x44\x65leteAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x1f\n\x1d\x44\x65leteAgentDefinitionResponse2\xf7\x05\n\x14\x41gentRegistryService\x12]\n\x0eInstallProduct\x12$.agentfleet.v1.InstallProductRequest\x1a%.agentfleet.v1.InstallProductResponse\x12\x63\n\x10UninstallProduct\x12&.agentfleet.v1.UninstallProductRequest\x1a\'.agentfleet.v1.UninstallProductResponse\x12W\n\x0cListProducts\x12\".agentfleet.v1.ListProductsRequest\x1a#.agentfleet.v1.ListProductsResponse\x12o\n\x14ListAgentDefinitions\x12*.agentfleet.v1.ListAgentDefinitionsRequest\x1a+.agentfleet.v1.ListAgentDefinitionsResponse\x12i\n\x12GetAgentDefinition\x12(.agentfleet.v1.GetAgentDefinitionRequest\x1a).agentfleet.v1.GetAgentDefinitionResponse\x12r\n\x15UpsertAgentDefinition\x12+.agentfleet.v1.UpsertAgentDefinitionRequest\x1a,.agentfleet.v1.UpsertAgentDefinitionResponse\x12r\n\x15\x44\x65leteAgentDefinition\x12+.agentfleet.v1.DeleteAgentDefinitionRequest\x1a,.agentfleet.v1.DeleteAgentDefinitionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/registry.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x02\n\rProjectBudget\x12\x19\n\x0c\x64\x61ily_tokens\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x1b\n\x0emonthly_tokens\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x1d\n\x10\x64\x61ily_cost_nanos\x18\x03 \x01(\x03H\x02\x88\x01\x01\x12\x1f\n\x12monthly_cost_nanos\x18\x04 \x01(\x03H\x03\x88\x01\x01\x12\x1a\n\rwarn_fraction\x18\x05 \x01(\x01H\x04\x88\x01\x01\x42\x0f\n\r_daily_tokensB\x11\n\x0f_monthly_tokensB\x13\n\x11_daily_cost_nanosB\x15\n\x13_monthly_cost_nanosB\x10\n\x0e_warn_fraction\"j\n\x0cProjectUsage\x12\x12\n\nday_tokens\x18\x01 \x01(\x03\x12\x16\n\x0e\x64\x61y_cost_nanos\x18\x02 \x01(\x03\x12\x14\n\x0cmonth_tokens\x18\x03 \x01(\x03\x12\x18\n\x10month_cost_nanos\x18\x04 \x01(\x03\"[\n\x17SetProjectBudgetRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12,\n\x06\x62udget\x18\x02 \x01(\x0b\x32\x1c.agentfleet.v1.ProjectBudget\"H\n\x18SetProjectBudgetResponse\x12,\n\x06\x62udget\x18\x01 \x01(\x0b\x32\x1c.agentfleet.v1.ProjectBudget\"-\n\x17GetProjectBudgetRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"t\n\x18GetProjectBudgetResponse\x12,\n\x06\x62udget\x18\x01 \x01(\x0b\x32\x1c.agentfleet.v1.ProjectBudget\x12*\n\x05usage\x18\x02 \x01(\x0b\x32\x1b.agentfleet.v1.ProjectUsage\"\xe5\x01\n\x07Product\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12)\n\x08manifest\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0cinstall_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x61gent_names\x18\x05 \x03(\t\x12\x18\n\x10mcp_server_names\x18\x06 \x03(\t\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x81\x01\n\x15InstallProductRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12)\n\x08manifest\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\"\xf7\x01\n\x16InstallProductResponse\x12\'\n\x07product\x18\x01 \x01(\x0b\x32\x16.agentfleet.v1.Product\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12\x1b\n\x13\x63reated_agent_names\x18\x03 \x03(\t\x12\x1b\n\x13updated_agent_names\x18\x04 \x03(\t\x12\x1b\n\x13removed_agent_names\x18\x05 \x03(\t\x12!\n\x19upserted_mcp_server_names\x18\x06 \x03(\t\x12 \n\x18removed_mcp_server_names\x18\x07 \x03(\t\"C\n\x17UninstallProductRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x14\n\x0cproduct_name\x18\x02 \x01(\t\"Y\n\x18UninstallProductResponse\x12\x1b\n\x13removed_agent_names\x18\x01 \x03(\t\x12 \n\x18removed_mcp_server_names\x18\x02 \x03(\t\"P\n\x13ListProductsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"Y\n\x14ListProductsResponse\x12(\n\x08products\x18\x01 \x03(\x0b\x32\x16.agentfleet.v1.Product\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x9f\x01\n\x1bListAgentDefinitionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12/\n\x0cvisibilities\x18\x04 \x03(\x0e\x32\x19.agentfleet.v1.Visibility\x12\x14\n\x0cproduct_name\x18\x05 \x01(\t\"r\n\x1cListAgentDefinitionsResponse\x12\x39\n\x11\x61gent_definitions\x18\x01 \x03(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"=\n\x19GetAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x1aGetAgentDefinitionResponse\x12\x38\n\x10\x61gent_definition\x18\x01 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\"\x9d\x01\n\x1cUpsertAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x38\n\x10\x61gent_definition\x18\x02 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\"j\n\x1dUpsertAgentDefinitionResponse\x12\x38\n\x10\x61gent_definition\x18\x01 \x01(\x0b\x32\x1e.agentfleet.v1.AgentDefinition\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"@\n\x1c\x44\x65leteAgentDefinitionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x1f\n\x1d\x44\x65leteAgentDefinitionResponse2\xc1\x07\n\x14\x41gentRegistryService\x12]\n\x0eInstallProduct\x12$.agentfleet.v1.InstallProductRequest\x1a%.agentfleet.v1.InstallProductResponse\x12\x63\n\x10UninstallProduct\x12&.agentfleet.v1.UninstallProductRequest\x1a\'.agentfleet.v1.UninstallProductResponse\x12W\n\x0cListProducts\x12\".agentfleet.v1.ListProductsRequest\x1a#.agentfleet.v1.ListProductsResponse\x12o\n\x14ListAgentDefinitions\x12*.agentfleet.v1.ListAgentDefinitionsRequest\x1a+.agentfleet.v1.ListAgentDefinitionsResponse\x12i\n\x12GetAgentDefinition\x12(.agentfleet.v1.GetAgentDefinitionRequest\x1a).agentfleet.v1.GetAgentDefinitionResponse\x12r\n\x15UpsertAgentDefinition\x12+.agentfleet.v1.UpsertAgentDefinitionRequest\x1a,.agentfleet.v1.UpsertAgentDefinitionResponse\x12r\n\x15\x44\x65leteAgentDefinition\x12+.agentfleet.v1.DeleteAgentDefinitionRequest\x1a,.agentfleet.v1.DeleteAgentDefinitionResponse\x12\x63\n\x10SetProjectBudget\x12&.agentfleet.v1.SetProjectBudgetRequest\x1a\'.agentfleet.v1.SetProjectBudgetResponse\x12\x63\n\x10GetProjectBudget\x12&.agentfleet.v1.GetProjectBudgetRequest\x1a\'.agentfleet.v1.GetProjectBudgetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentfleet.v1.registry_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PRODUCT']._serialized_start=139
-  _globals['_PRODUCT']._serialized_end=368
-  _globals['_INSTALLPRODUCTREQUEST']._serialized_start=371
-  _globals['_INSTALLPRODUCTREQUEST']._serialized_end=500
-  _globals['_INSTALLPRODUCTRESPONSE']._serialized_start=503
-  _globals['_INSTALLPRODUCTRESPONSE']._serialized_end=750
-  _globals['_UNINSTALLPRODUCTREQUEST']._serialized_start=752
-  _globals['_UNINSTALLPRODUCTREQUEST']._serialized_end=819
-  _globals['_UNINSTALLPRODUCTRESPONSE']._serialized_start=821
-  _globals['_UNINSTALLPRODUCTRESPONSE']._serialized_end=910
-  _globals['_LISTPRODUCTSREQUEST']._serialized_start=912
-  _globals['_LISTPRODUCTSREQUEST']._serialized_end=992
-  _globals['_LISTPRODUCTSRESPONSE']._serialized_start=994
-  _globals['_LISTPRODUCTSRESPONSE']._serialized_end=1083
-  _globals['_LISTAGENTDEFINITIONSREQUEST']._serialized_start=1086
-  _globals['_LISTAGENTDEFINITIONSREQUEST']._serialized_end=1245
-  _globals['_LISTAGENTDEFINITIONSRESPONSE']._serialized_start=1247
-  _globals['_LISTAGENTDEFINITIONSRESPONSE']._serialized_end=1361
-  _globals['_GETAGENTDEFINITIONREQUEST']._serialized_start=1363
-  _globals['_GETAGENTDEFINITIONREQUEST']._serialized_end=1424
-  _globals['_GETAGENTDEFINITIONRESPONSE']._serialized_start=1426
-  _globals['_GETAGENTDEFINITIONRESPONSE']._serialized_end=1512
-  _globals['_UPSERTAGENTDEFINITIONREQUEST']._serialized_start=1515
-  _globals['_UPSERTAGENTDEFINITIONREQUEST']._serialized_end=1672
-  _globals['_UPSERTAGENTDEFINITIONRESPONSE']._serialized_start=1674
-  _globals['_UPSERTAGENTDEFINITIONRESPONSE']._serialized_end=1780
-  _globals['_DELETEAGENTDEFINITIONREQUEST']._serialized_start=1782
-  _globals['_DELETEAGENTDEFINITIONREQUEST']._serialized_end=1846
-  _globals['_DELETEAGENTDEFINITIONRESPONSE']._serialized_start=1848
-  _globals['_DELETEAGENTDEFINITIONRESPONSE']._serialized_end=1879
-  _globals['_AGENTREGISTRYSERVICE']._serialized_start=1882
-  _globals['_AGENTREGISTRYSERVICE']._serialized_end=2641
+  _globals['_PROJECTBUDGET']._serialized_start=139
+  _globals['_PROJECTBUDGET']._serialized_end=400
+  _globals['_PROJECTUSAGE']._serialized_start=402
+  _globals['_PROJECTUSAGE']._serialized_end=508
+  _globals['_SETPROJECTBUDGETREQUEST']._serialized_start=510
+  _globals['_SETPROJECTBUDGETREQUEST']._serialized_end=601
+  _globals['_SETPROJECTBUDGETRESPONSE']._serialized_start=603
+  _globals['_SETPROJECTBUDGETRESPONSE']._serialized_end=675
+  _globals['_GETPROJECTBUDGETREQUEST']._serialized_start=677
+  _globals['_GETPROJECTBUDGETREQUEST']._serialized_end=722
+  _globals['_GETPROJECTBUDGETRESPONSE']._serialized_start=724
+  _globals['_GETPROJECTBUDGETRESPONSE']._serialized_end=840
+  _globals['_PRODUCT']._serialized_start=843
+  _globals['_PRODUCT']._serialized_end=1072
+  _globals['_INSTALLPRODUCTREQUEST']._serialized_start=1075
+  _globals['_INSTALLPRODUCTREQUEST']._serialized_end=1204
+  _globals['_INSTALLPRODUCTRESPONSE']._serialized_start=1207
+  _globals['_INSTALLPRODUCTRESPONSE']._serialized_end=1454
+  _globals['_UNINSTALLPRODUCTREQUEST']._serialized_start=1456
+  _globals['_UNINSTALLPRODUCTREQUEST']._serialized_end=1523
+  _globals['_UNINSTALLPRODUCTRESPONSE']._serialized_start=1525
+  _globals['_UNINSTALLPRODUCTRESPONSE']._serialized_end=1614
+  _globals['_LISTPRODUCTSREQUEST']._serialized_start=1616
+  _globals['_LISTPRODUCTSREQUEST']._serialized_end=1696
+  _globals['_LISTPRODUCTSRESPONSE']._serialized_start=1698
+  _globals['_LISTPRODUCTSRESPONSE']._serialized_end=1787
+  _globals['_LISTAGENTDEFINITIONSREQUEST']._serialized_start=1790
+  _globals['_LISTAGENTDEFINITIONSREQUEST']._serialized_end=1949
+  _globals['_LISTAGENTDEFINITIONSRESPONSE']._serialized_start=1951
+  _globals['_LISTAGENTDEFINITIONSRESPONSE']._serialized_end=2065
+  _globals['_GETAGENTDEFINITIONREQUEST']._serialized_start=2067
+  _globals['_GETAGENTDEFINITIONREQUEST']._serialized_end=2128
+  _globals['_GETAGENTDEFINITIONRESPONSE']._serialized_start=2130
+  _globals['_GETAGENTDEFINITIONRESPONSE']._serialized_end=2216
+  _globals['_UPSERTAGENTDEFINITIONREQUEST']._serialized_start=2219
+  _globals['_UPSERTAGENTDEFINITIONREQUEST']._serialized_end=2376
+  _globals['_UPSERTAGENTDEFINITIONRESPONSE']._serialized_start=2378
+  _globals['_UPSERTAGENTDEFINITIONRESPONSE']._serialized_end=2484
+  _globals['_DELETEAGENTDEFINITIONREQUEST']._serialized_start=2486
+  _globals['_DELETEAGENTDEFINITIONREQUEST']._serialized_end=2550
+  _globals['_DELETEAGENTDEFINITIONRESPONSE']._serialized_start=2552
+  _globals['_DELETEAGENTDEFINITIONRESPONSE']._serialized_end=2583
+  _globals['_AGENTREGISTRYSERVICE']._serialized_start=2586
+  _globals['_AGENTREGISTRYSERVICE']._serialized_end=3547
 # @@protoc_insertion_point(module_scope)

@@ -11,6 +11,60 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ProjectBudget(_message.Message):
+    __slots__ = ("daily_tokens", "monthly_tokens", "daily_cost_nanos", "monthly_cost_nanos", "warn_fraction")
+    DAILY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MONTHLY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DAILY_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    MONTHLY_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    WARN_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    daily_tokens: int
+    monthly_tokens: int
+    daily_cost_nanos: int
+    monthly_cost_nanos: int
+    warn_fraction: float
+    def __init__(self, daily_tokens: _Optional[int] = ..., monthly_tokens: _Optional[int] = ..., daily_cost_nanos: _Optional[int] = ..., monthly_cost_nanos: _Optional[int] = ..., warn_fraction: _Optional[float] = ...) -> None: ...
+
+class ProjectUsage(_message.Message):
+    __slots__ = ("day_tokens", "day_cost_nanos", "month_tokens", "month_cost_nanos")
+    DAY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DAY_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    MONTH_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MONTH_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    day_tokens: int
+    day_cost_nanos: int
+    month_tokens: int
+    month_cost_nanos: int
+    def __init__(self, day_tokens: _Optional[int] = ..., day_cost_nanos: _Optional[int] = ..., month_tokens: _Optional[int] = ..., month_cost_nanos: _Optional[int] = ...) -> None: ...
+
+class SetProjectBudgetRequest(_message.Message):
+    __slots__ = ("project_id", "budget")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    budget: ProjectBudget
+    def __init__(self, project_id: _Optional[str] = ..., budget: _Optional[_Union[ProjectBudget, _Mapping]] = ...) -> None: ...
+
+class SetProjectBudgetResponse(_message.Message):
+    __slots__ = ("budget",)
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    budget: ProjectBudget
+    def __init__(self, budget: _Optional[_Union[ProjectBudget, _Mapping]] = ...) -> None: ...
+
+class GetProjectBudgetRequest(_message.Message):
+    __slots__ = ("project_id",)
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    def __init__(self, project_id: _Optional[str] = ...) -> None: ...
+
+class GetProjectBudgetResponse(_message.Message):
+    __slots__ = ("budget", "usage")
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    budget: ProjectBudget
+    usage: ProjectUsage
+    def __init__(self, budget: _Optional[_Union[ProjectBudget, _Mapping]] = ..., usage: _Optional[_Union[ProjectUsage, _Mapping]] = ...) -> None: ...
+
 class Product(_message.Message):
     __slots__ = ("name", "version", "manifest", "install_time", "agent_names", "mcp_server_names", "update_time")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -70,6 +70,16 @@ class AgentRegistryServiceStub:
                 request_serializer=agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionRequest.SerializeToString,
                 response_deserializer=agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionResponse.FromString,
                 _registered_method=True)
+        self.SetProjectBudget = channel.unary_unary(
+                '/agentfleet.v1.AgentRegistryService/SetProjectBudget',
+                request_serializer=agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetResponse.FromString,
+                _registered_method=True)
+        self.GetProjectBudget = channel.unary_unary(
+                '/agentfleet.v1.AgentRegistryService/GetProjectBudget',
+                request_serializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.FromString,
+                _registered_method=True)
 
 
 class AgentRegistryServiceServicer:
@@ -132,6 +142,23 @@ class AgentRegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetProjectBudget(self, request, context):
+        """Sets the project's budgets, replacing every limit (an unset limit is removed). Admin
+        tokens only. INVALID_ARGUMENT naming the field for a limit that is not positive or is
+        above 10^15 tokens / USD 10^6, or a warn_fraction outside (0, 1]. Runs over a limit pause
+        before their next model call; raising it lets ResumeRun continue them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProjectBudget(self, request, context):
+        """The project's budgets and its usage of the current UTC day and month.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +196,16 @@ def add_AgentRegistryServiceServicer_to_server(servicer, server):
                     servicer.DeleteAgentDefinition,
                     request_deserializer=agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionRequest.FromString,
                     response_serializer=agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionResponse.SerializeToString,
+            ),
+            'SetProjectBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetProjectBudget,
+                    request_deserializer=agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetResponse.SerializeToString,
+            ),
+            'GetProjectBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProjectBudget,
+                    request_deserializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -361,6 +398,60 @@ class AgentRegistryService:
             '/agentfleet.v1.AgentRegistryService/DeleteAgentDefinition',
             agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionRequest.SerializeToString,
             agentfleet_dot_v1_dot_registry__pb2.DeleteAgentDefinitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetProjectBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.AgentRegistryService/SetProjectBudget',
+            agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetRequest.SerializeToString,
+            agentfleet_dot_v1_dot_registry__pb2.SetProjectBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProjectBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.AgentRegistryService/GetProjectBudget',
+            agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.SerializeToString,
+            agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.FromString,
             options,
             channel_credentials,
             insecure,

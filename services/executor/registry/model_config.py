@@ -25,6 +25,8 @@ class ModelConfig:
     """Further generation settings (google-genai GenerateContentConfig names), only those
     ``$defs/model_extra`` of manifest.schema.json allows; checked on write and again before
     each run."""
+    fallback_models: tuple[str, ...] = ()
+    """Tried in order when the model before keeps failing (:mod:`services.executor.fallback`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The jsonb document stored in ``agent_definitions.model``."""
@@ -32,6 +34,7 @@ class ModelConfig:
             "temperature": self.temperature,
             "max_output_tokens": self.max_output_tokens,
             "extra": self.extra or None,
+            "fallback_models": list(self.fallback_models) or None,
         }
         document: dict[str, Any] = {"provider": self.provider, "name": self.name}
         document.update({key: value for key, value in optional.items() if value is not None})
@@ -49,4 +52,5 @@ class ModelConfig:
             temperature=float(temperature) if temperature is not None else None,
             max_output_tokens=int(max_output) if max_output is not None else None,
             extra=dict(document.get("extra") or {}),
+            fallback_models=tuple(str(name) for name in document.get("fallback_models") or ()),
         )

@@ -19,6 +19,12 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp_config import member_view
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
+from services.executor.budgets import (
+    DEFAULT_WARN_FRACTION,
+    LIMITS,
+    BudgetStore,
+    ProjectBudget,
+)
 from services.executor.registry.definitions import (
     EXTERNAL_LISTING,
     AgentDefinition,
@@ -62,6 +68,7 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
 
     products: ProductRegistry
     definitions: DefinitionRepository
+    budgets: BudgetStore
 
     async def InstallProduct(
         self, request: registry_pb2.InstallProductRequest, context: grpc.aio.ServicerContext
@@ -151,6 +158,37 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         await self.definitions.delete(request.project_id, _required_field(request, "name"))
         return registry_pb2.DeleteAgentDefinitionResponse()
 
+    async def SetProjectBudget(
+        self, request: registry_pb2.SetProjectBudgetRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.SetProjectBudgetResponse:
+        stored = await self.budgets.set(request.project_id, _budget_from_proto(request.budget))
+        return registry_pb2.SetProjectBudgetResponse(budget=_budget_to_proto(stored))
+
+    async def GetProjectBudget(
+        self, request: registry_pb2.GetProjectBudgetRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetProjectBudgetResponse:
+        budget, usage, _ = await self.budgets.read(request.project_id)
+        return registry_pb2.GetProjectBudgetResponse(
+            budget=_budget_to_proto(budget),
+            usage=registry_pb2.ProjectUsage(**dataclasses.asdict(usage)),
+        )
+
+
+def _budget_from_proto(message: registry_pb2.ProjectBudget) -> ProjectBudget:
+    limits = {name: getattr(message, name) if message.HasField(name) else None for name in LIMITS}
+    fraction = message.warn_fraction if message.HasField("warn_fraction") else None
+    return ProjectBudget(
+        **limits, warn_fraction=DEFAULT_WARN_FRACTION if fraction is None else fraction
+    ).checked()
+
+
+def _budget_to_proto(budget: ProjectBudget) -> registry_pb2.ProjectBudget:
+    limits = {name: getattr(budget, name) for name in LIMITS}
+    return registry_pb2.ProjectBudget(
+        **{name: value for name, value in limits.items() if value is not None},
+        warn_fraction=budget.warn_fraction,
+    )
+
 
 def _required_field(request: Any, field: str) -> Any:
     """``request.<field>``; INVALID_ARGUMENT naming it when it is unset or empty."""
@@ -211,6 +249,7 @@ def _model_from_proto(model: common_pb2.ModelConfig) -> ModelConfig:
         temperature=round(temperature, 6) if temperature is not None else None,
         max_output_tokens=model.max_output_tokens if model.HasField("max_output_tokens") else None,
         extra=_document(model, "extra", {}),
+        fallback_models=tuple(model.fallback_models),
     )
 
 
@@ -227,6 +266,7 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
             temperature=model.temperature,
             max_output_tokens=model.max_output_tokens,
             extra=_struct(model.extra) if model.extra else None,
+            fallback_models=list(model.fallback_models),
         ),
         flow_type=_FLOW_TO_PROTO[definition.flow_type],
         max_iterations=definition.max_iterations or 0,

@@ -128,9 +128,10 @@ RETURNING *
 
 _TREE_TOKENS = """
 UPDATE kb.agent_runs p
-SET tokens_total_tree = p.tokens_in + p.tokens_out + coalesce(
-    (SELECT sum(c.tokens_total_tree) FROM kb.agent_runs c
-     WHERE c.parent_run_id = p.id AND c.project_id = $1), 0)
+SET (tokens_total_tree, cost_total_tree_nanos) = (
+    SELECT p.tokens_in + p.tokens_out + coalesce(sum(c.tokens_total_tree), 0),
+           p.cost_nanos + coalesce(sum(c.cost_total_tree_nanos), 0)
+    FROM kb.agent_runs c WHERE c.parent_run_id = p.id AND c.project_id = $1)
 WHERE p.project_id = $1 AND p.id = $2::uuid
 RETURNING p.tokens_total_tree
 """
@@ -312,8 +313,9 @@ async def resume(
 
 
 async def refresh_tree_tokens(db: Db, project_id: str, run_id: str) -> int:
-    """Recomputes the run's tokens_total_tree from its own tokens and its children's tree
-    totals (idempotent, so a re-attached or resumed child is never counted twice)."""
+    """Recomputes the run's tokens_total_tree (and cost_total_tree_nanos) from its own
+    tokens (cost) and its children's tree totals (idempotent, so a re-attached or resumed
+    child is never counted twice)."""
     total = await db.fetchval(_TREE_TOKENS, project_id, run_id)
     return int(total or 0)
 
