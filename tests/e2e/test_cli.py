@@ -179,3 +179,26 @@ async def test_a_wrong_address_is_one_line_naming_it_from_the_real_command() -> 
     (line,) = err.decode().splitlines()
     assert line.startswith("agentfleet: UNAVAILABLE: cannot reach history at 127.0.0.1:1 ")
     assert out == b""
+
+
+async def test_budget_is_set_in_dollars_and_shown_with_usage(cli: Cli) -> None:
+    code, out, err = await cli(
+        "budget", "set", "--daily-tokens", "5000", "--monthly-usd", "12.5", "--warn-at", "0.9"
+    )
+    assert (code, err) == (0, "")
+    assert "monthly_cost" in out
+    assert "$12.500000" in out
+    shown = (await cli.json_lines("budget", "show"))[0]
+    assert shown["budget"]["daily_tokens"] == "5000"
+    assert shown["budget"]["monthly_cost_nanos"] == str(12_500_000_000)
+    assert shown["budget"]["warn_fraction"] == 0.9
+    # A limit left out is removed; a hostile one is refused naming the field.
+    code, _, err = await cli("budget", "set", "--daily-tokens=-3")
+    assert code == 2  # INVALID_ARGUMENT, as argparse's usage errors
+    assert err.startswith("agentfleet: INVALID_ARGUMENT: budget.daily_tokens")
+    code, _, err = await cli("budget", "set", "--daily-usd", "NaN")
+    assert code == 2  # INVALID_ARGUMENT, as argparse's usage errors
+    assert "--daily-usd" in err
+    code, _, _ = await cli("budget", "set")
+    assert code == 0
+    assert "daily_tokens" not in (await cli.json_lines("budget", "show"))[0].get("budget", {})

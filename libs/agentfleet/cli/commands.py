@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 
 from agentfleet.cli.approvals import add_approval_commands
+from agentfleet.cli.budget import add_budget_arguments
 from agentfleet.cli.client import Connection, add_connection_flags
 from agentfleet.cli.render import RUN_STATUS_CHOICES
 
@@ -131,6 +132,12 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         secret.add_parser("list", help="list secret names (never values)")
         remove = secret.add_parser("remove", help="remove a secret")
         remove.add_argument("name")
+
+    with _group(commands, "budget", "the project's budgets and usage", "budget:budget") as budget:
+        budget.add_parser("show", help="budgets and usage this UTC day and month")
+        add_budget_arguments(
+            budget.add_parser("set", help="set the budgets (admin; a limit left out is removed)")
+        )
 
     with _group(commands, "dag", "submit and watch task graphs", "dag:dag") as dag:
         submit = dag.add_parser("submit", help="submit a DAG file (YAML)")

@@ -26,6 +26,7 @@ from agentfleet.cli.render import (
     timestamp,
     to_dict,
 )
+from agentfleet.model_prices import usd
 from agentfleet.v1 import common_pb2, history_pb2
 
 
@@ -44,7 +45,7 @@ async def list_runs(conn: Connection, args: argparse.Namespace) -> int:
     return print_listing(
         reply,
         reply.runs,
-        ("run", "agent", "status", "steps", "tokens", "created", "duration", "input"),
+        ("run", "agent", "status", "steps", "tokens", "cost", "created", "duration", "input"),
         _run_row,
         json_mode=args.json,
         next_page_token=reply.next_page_token,
@@ -58,6 +59,7 @@ def _run_row(run: history_pb2.RunSummary) -> tuple[str, ...]:
         styled_status(run_status(run.status)),
         str(run.total_steps),
         str(run.tokens_in + run.tokens_out),
+        usd(run.cost_nanos),
         timestamp(run.create_time),
         seconds(run.duration),
         run.input_preview[:40],
@@ -97,6 +99,7 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
         ("parent", run.parent_run_id or "-"),
         ("steps", f"{run.step_count} (total {run.total_steps}, resumes {run.resume_count})"),
         ("tokens", f"{run.tokens_in} in, {run.tokens_out} out, {run.tokens_total_tree} tree"),
+        ("cost", f"{usd(run.cost_nanos)}, {usd(run.cost_total_tree_nanos)} tree"),
         ("created", timestamp(run.create_time)),
         ("duration", seconds(run.duration) or "-"),
         ("messages", str(reply.message_count)),
@@ -193,7 +196,8 @@ def _label(node: history_pb2.RunTreeNode) -> Text:
     label = Text.from_markup(
         f"[bold]{node.agent_name}[/bold] [dim]{node.run_id}[/dim] "
         f"{styled_status(run_status(node.status))} step {node.step_count} "
-        f"{node.tokens_in + node.tokens_out} tokens {seconds(node.duration)}"
+        f"{node.tokens_in + node.tokens_out} tokens {usd(node.cost_nanos)} "
+        f"{seconds(node.duration)}"
     )
     if node.HasField("waiting_for"):
         label.append(terminal_text(f" ({node.waiting_for.message})", style="yellow"))
