@@ -203,7 +203,7 @@ _RECORDED: dict[str, _Spec] = {
     "model_cost": _Spec(
         "counter",
         "agentfleet.model.cost",
-        "USD",
+        "usd",
         "Cost of model calls by project and model (priced by AGENTFLEET_MODEL_PRICES)",
     ),
     "model_fallbacks": _Spec(

@@ -76,6 +76,9 @@ def _record_every_hook() -> None:
     with contextlib.suppress(TimeoutError):
         asyncio.run(metrics.timed_model_call(_time_out(), model="gemini"))
     metrics.record_tool_call(tool="t", source="builtin", duration_s=0.1, failed=True)
+    metrics.record_model_cost(project="p", model="gemini", cost_nanos=2_000_000)
+    metrics.record_model_fallback(failed_model="gemini-pro", model="gemini")
+    metrics.record_budget_pause(project="p", limit="daily_tokens")
     metrics.record_dispatch(metrics.dispatch_started())
     metrics.record_model_rate_limited(model="m")
     metrics.quota_wait_started(model="m")
