@@ -6,7 +6,9 @@
 ALTER TABLE kb.agent_runs
     ADD COLUMN cost_nanos bigint NOT NULL DEFAULT 0 CHECK (cost_nanos >= 0),
     ADD COLUMN cost_total_tree_nanos bigint NOT NULL DEFAULT 0
-        CHECK (cost_total_tree_nanos >= 0);
+        CHECK (cost_total_tree_nanos >= 0),
+    -- The cost limit of a whole tree (StartRunRequest.max_tree_cost_nanos), on its root.
+    ADD COLUMN max_tree_cost_nanos bigint CHECK (max_tree_cost_nanos > 0);
 ALTER TABLE kb.agent_run_messages
     ADD COLUMN model_name text CHECK (model_name <> ''),
     ADD COLUMN cost_nanos bigint NOT NULL DEFAULT 0 CHECK (cost_nanos >= 0);

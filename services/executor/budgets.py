@@ -9,6 +9,9 @@ with a SAFETY ``budget_stop`` naming the limit, and ResumeRun continues it once 
 resets or the limit is raised. Runs already inside a model call finish it, so a project can
 pass a limit by at most one call per run in flight. The first run to see the warning fraction
 passed in a period emits SAFETY ``budget_warning`` (once: the period row's ``warned`` flag).
+
+A tree's cost limit (StartRunRequest ``max_tree_cost_nanos``, on the root) is checked in the
+same read against the live sum of its runs' costs, and pauses the run the same way.
 """
 
 from __future__ import annotations
@@ -114,8 +117,13 @@ SELECT b.daily_tokens, b.monthly_tokens, b.daily_cost_nanos, b.monthly_cost_nano
        b.warn_fraction,
        coalesce(d.tokens, 0) AS day_tokens, coalesce(d.cost_nanos, 0) AS day_cost_nanos,
        coalesce(m.tokens, 0) AS month_tokens, coalesce(m.cost_nanos, 0) AS month_cost_nanos,
-       coalesce(d.warned, false) AS day_warned, coalesce(m.warned, false) AS month_warned
+       coalesce(d.warned, false) AS day_warned, coalesce(m.warned, false) AS month_warned,
+       t.max_tree_cost_nanos,
+       CASE WHEN t.max_tree_cost_nanos IS NULL THEN 0 ELSE (
+           SELECT coalesce(sum(r.cost_nanos), 0) FROM kb.agent_runs r
+           WHERE r.root_run_id = t.id AND r.project_id = p.project_id) END AS tree_cost_nanos
 FROM (SELECT $1::text AS project_id) p
+LEFT JOIN kb.agent_runs t ON t.id = $2::uuid AND t.project_id = p.project_id
 LEFT JOIN kb.project_budgets b ON b.project_id = p.project_id
 LEFT JOIN kb.project_usage d
     ON d.project_id = p.project_id AND d.period = 'day' AND d.period_start = {_TODAY}
@@ -161,9 +169,12 @@ class BudgetStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def read(self, project_id: str) -> tuple[ProjectBudget, ProjectUsage, asyncpg.Record]:
-        """The project's budget (no limits when none was set), its usage, and the row."""
-        row = await self._pool.fetchrow(_READ, project_id)
+    async def read(
+        self, project_id: str, root_run_id: str | None = None
+    ) -> tuple[ProjectBudget, ProjectUsage, asyncpg.Record]:
+        """The project's budget (no limits when none was set), its usage, and the row, which
+        also holds the tree's cost limit and live cost when ``root_run_id`` roots one."""
+        row = await self._pool.fetchrow(_READ, project_id, root_run_id)
         assert row is not None  # the FROM is one constant row
         return _budget(row), _usage(row), row
 
@@ -184,10 +195,19 @@ class BudgetStore:
         return await self._pool.fetchval(_MARK_WARNED, project_id, period) is not None
 
 
+def tree_verdict(row: Mapping[str, Any]) -> Reached | None:
+    """The tree's cost limit when its runs' cost has reached it; pure."""
+    limit = row["max_tree_cost_nanos"]
+    if limit is None or row["tree_cost_nanos"] < limit:
+        return None
+    return Reached(limit="tree_cost_nanos", used=int(row["tree_cost_nanos"]), budget=limit)
+
+
 def _event(run: RunRecord, kind: events.SafetyKindName, reached: Reached, step: int) -> Any:
     if kind == "budget_stop":
+        what = "tree cost limit" if reached.limit == "tree_cost_nanos" else "project budget"
         message = (
-            f"project budget reached: {reached.describe()}; the run is paused and ResumeRun "
+            f"{what} reached: {reached.describe()}; the run is paused and ResumeRun "
             "continues it once the budget resets or is raised"
         )
     else:
@@ -207,8 +227,9 @@ async def pause_if_over_budget(
     """Before a model call: (True, the paused row) when a project limit is reached, else
     (False, None), with the period's warning emitted by the first run past it."""
     run = recorder.run
-    budget, usage, _ = await store.read(run.project_id)
+    budget, usage, row = await store.read(run.project_id, run.root_run_id)
     stop, warning = verdict(budget, usage)
+    stop = stop or tree_verdict(row)
     if (
         warning is not None
         and stop is None

@@ -19,6 +19,8 @@ from services.executor.threads import THREAD_ID_PATTERN
 
 MAX_INPUT_BYTES = 1024 * 1024
 MAX_LABELS = 32
+MAX_TREE_COST_NANOS = 10**15
+"""USD 1,000,000: a larger tree limit is a typo, not a budget."""
 
 
 def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
@@ -45,6 +47,13 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         problems.append(
             FieldViolation("thread_id", "must be 1 to 128 letters, digits or . _ : - characters")
         )
+    max_tree_cost = None
+    if request.HasField("max_tree_cost_nanos"):
+        max_tree_cost = request.max_tree_cost_nanos
+        if not 0 < max_tree_cost <= MAX_TREE_COST_NANOS:
+            problems.append(
+                FieldViolation("max_tree_cost_nanos", f"must be 1 to {MAX_TREE_COST_NANOS}")
+            )
     if problems:
         raise InvalidArgument.for_fields(problems)
     params = StartRunParams(
@@ -59,6 +68,7 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         task_id=request.task_id or None,
         trace_id=current_trace_id(),
         thread_id=request.thread_id or None,
+        max_tree_cost_nanos=max_tree_cost,
     )
     if params.request_id is not None:
         params.request_fingerprint = start_fingerprint(params)
@@ -78,6 +88,7 @@ def start_fingerprint(params: StartRunParams) -> str:
             "labels": dict(params.labels),
             "task_id": params.task_id,
             "thread_id": params.thread_id,
+            "max_tree_cost_nanos": params.max_tree_cost_nanos,
         }
     )
 

@@ -66,6 +66,8 @@ class StartRunParams:
     """Thread of the run (:mod:`services.executor.threads`); None = not in a thread."""
     stream_deltas: bool = False
     """Stream the run's model calls as MODEL_TEXT_DELTA events (:func:`streams_deltas`)."""
+    max_tree_cost_nanos: int | None = None
+    """Cost limit of the tree this run roots (:mod:`services.executor.budgets`)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -116,6 +118,8 @@ class RunRecord:
     """What its model calls cost, nano-dollars (column cost_nanos, migration 0023)."""
     cost_total_tree_nanos: int = 0
     """cost_nanos of the run and its descendants."""
+    max_tree_cost_nanos: int | None = None
+    """The tree's cost limit, on its root (column max_tree_cost_nanos)."""
     request_fingerprint: str | None = None
     """What the request of ``request_id`` asked (column request_fingerprint, migration
     0022); None before it, or for a run the executor started itself."""
@@ -133,6 +137,7 @@ class RunRecord:
         values["request_fingerprint"] = row.get("request_fingerprint")
         values["cost_nanos"] = row.get("cost_nanos") or 0
         values["cost_total_tree_nanos"] = row.get("cost_total_tree_nanos") or 0
+        values["max_tree_cost_nanos"] = row.get("max_tree_cost_nanos")
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -181,6 +186,7 @@ _OPTIONAL_COLUMNS = frozenset(
         "request_fingerprint",
         "cost_nanos",
         "cost_total_tree_nanos",
+        "max_tree_cost_nanos",
     }
 )
 """Columns some statements do not select; the others are required."""

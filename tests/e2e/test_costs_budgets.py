@@ -185,3 +185,25 @@ async def test_fallback_model_answers_when_the_primary_keeps_answering_503(fleet
     assert answered == ["gemini-e2e-fallback"] * 2
     # Priced at the fallback's own rate: $2/M input, $20/M output.
     assert events[-1].run_finished.run.cost_nanos == 2 * 2 * CALL_COST_NANOS
+
+
+async def test_a_trees_cost_limit_pauses_it_and_a_resume_waits_for_a_raise(fleet: Fleet) -> None:
+    project = await fleet.project("treecost")
+    marker = f"[{project.project_id}]"
+    await define(project, "stepper", marker)
+    fleet.stub.add_script(steps(marker, 4))
+    request = executor_pb2.StartRunRequest(
+        project_id=project.project_id,
+        agent_name="stepper",
+        input="go",
+        max_tree_cost_nanos=2 * CALL_COST_NANOS,
+    )
+    async with asyncio.timeout(30):
+        events = [event async for event in project.executor().StartRun(request)]
+    finished = events[-1].run_finished.run
+    assert finished.status == common_pb2.RUN_STATUS_PAUSED
+    assert finished.total_steps == 2
+    assert finished.max_tree_cost_nanos == 2 * CALL_COST_NANOS
+    (stop,) = safety(events, common_pb2.SAFETY_KIND_BUDGET_STOP)
+    assert stop.details["limit"] == "tree_cost_nanos"
+    assert stop.message.startswith("tree cost limit reached: tree_cost $0.004000 of $0.004000")

@@ -148,7 +148,8 @@ async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_st
     continue from: the loop does not read its messages and calls (a recovered or resumed run
     does). Its statements: the start (messages, trace and events in one statement), the
     reply (one statement), the finish (one transaction: BEGIN, finish, events, COMMIT); and,
-    after the start and the reply, their notifications (one send, or two)."""
+    after the start and the reply, their notifications (one send, or two). Before its model
+    call, the project budget's read (services.executor.budgets: one statement per call)."""
     _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
     statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
@@ -157,7 +158,8 @@ async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_st
     run_statements = [s for s in statements if s not in notifications]
     assert not [s for s in run_statements if "FROM kb.agent_run_messages" in s], run_statements
     assert [s for s in run_statements if "BEGIN" in s] == ["BEGIN;"], run_statements
-    assert len(run_statements) == 6, run_statements
+    assert len([s for s in run_statements if "kb.project_budgets" not in s]) == 6
+    assert len([s for s in run_statements if "LEFT JOIN kb.project_budgets" in s]) == 1
 
 
 _POLLS = {CLAIM_ANY, OVERDUE_RUNS}

@@ -64,12 +64,15 @@ async def _define(
     *,
     schema: dict[str, Any] | None,
     tools: list[str] | None = None,
+    fallback_models: list[str] | None = None,
 ) -> None:
     definition = common_pb2.AgentDefinition(
         name=name,
         description=f"the {name}",
         system_prompt=f"You are {name}.",
-        model=common_pb2.ModelConfig(name="gemini-2.5-flash"),
+        model=common_pb2.ModelConfig(
+            name="gemini-2.5-flash", fallback_models=fallback_models or []
+        ),
         tools=tools or [],
     )
     if schema is not None:
@@ -281,3 +284,37 @@ async def test_a_task_run_by_an_agent_with_a_schema_keeps_the_output(
         "SELECT properties -> 'output' FROM kb.graph_objects WHERE id = $1::uuid", task.id
     )
     assert stored == {"title": "task", "score": 3}
+
+
+async def test_the_schema_goes_to_the_fallback_model_when_the_primary_keeps_failing(
+    stub_stack: Stack, admin: str, gemini_stub: GeminiStub
+) -> None:
+    await _define(stub_stack, admin, "rater", schema=SCHEMA, fallback_models=["gemini-2.5-pro"])
+    gemini_stub.add_script(
+        Script(
+            name="primary",
+            match_system="You are rater.",
+            match_model="gemini-2.5-flash",
+            replies=[Reply(error_status=503, error_message="overloaded")] * 20,
+        )
+    )
+    answer = {"title": "Gemini", "score": 9}
+    gemini_stub.add_script(
+        Script(
+            name="fallback",
+            match_system="You are rater.",
+            match_model="gemini-2.5-pro",
+            replies=[Reply(text=json.dumps(answer))],
+        )
+    )
+
+    events = await _run(stub_stack, admin, "rater")
+
+    finished = events[-1].run_finished.run
+    assert finished.status == common_pb2.RUN_STATUS_COMPLETED
+    assert json.loads(finished.summary) == answer
+    (request,) = gemini_stub.requests_for("fallback")
+    assert _schema_asked(request)
+    assert all(_schema_asked(r) for r in gemini_stub.requests_for("primary"))
+    switched = [e.safety for e in events if e.safety.kind == common_pb2.SAFETY_KIND_MODEL_FALLBACK]
+    assert [s.details["model"] for s in switched] == ["gemini-2.5-pro"]

@@ -128,3 +128,18 @@ async def test_hostile_fallback_models_are_refused_naming_the_field(
         )
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"agent_definition.model.{field}" in (refused.value.details() or "")
+
+
+@pytest.mark.parametrize("value", [0, -1, 10**18])
+async def test_a_hostile_tree_cost_limit_is_refused_naming_the_field(
+    deployment: Deployment, value: int
+) -> None:
+    before = await deployment.stack.pool.fetchval("SELECT count(*) FROM kb.agent_runs")
+    request = executor_pb2.StartRunRequest(
+        project_id=PROJECT, agent_name="helper", input="go", max_tree_cost_nanos=value
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await deployment.executor("member").TriggerRun(request)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "max_tree_cost_nanos" in (refused.value.details() or "")
+    assert await deployment.stack.pool.fetchval("SELECT count(*) FROM kb.agent_runs") == before

@@ -68,6 +68,9 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     run.add_argument("--timeout", type=float, help="seconds")
     run.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--request-id", help="idempotency key: the same id gives the same run")
+    run.add_argument(
+        "--max-tree-usd", help="cost limit of the whole run tree in US dollars (pauses it)"
+    )
 
     runs = _command(commands, "runs", "list runs", "runs:list_runs")
     runs.add_argument("--agent")

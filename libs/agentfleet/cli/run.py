@@ -20,6 +20,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from agentfleet.cli.budget import dollars_to_nanos
 from agentfleet.cli.client import Connection
 from agentfleet.cli.live import RunTreeView
 from agentfleet.cli.render import console, print_json, run_status, styled_status
@@ -72,6 +73,9 @@ async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
         request.max_steps = args.max_steps
     if args.timeout is not None:
         request.timeout.CopyFrom(duration_proto(args.timeout))
+    tree_cost = dollars_to_nanos(args.max_tree_usd, "--max-tree-usd")
+    if tree_cost is not None:
+        request.max_tree_cost_nanos = tree_cost
     return await follow(conn, conn.executor().StartRun(request), json_mode=args.json)
 
 

@@ -73,6 +73,8 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         run.max_steps = row["max_steps"]
     if get("max_tokens") is not None:
         run.max_tokens = row["max_tokens"]
+    if get("max_tree_cost_nanos") is not None:
+        run.max_tree_cost_nanos = row["max_tree_cost_nanos"]
     if get("output") is not None:
         run.output.update(row["output"])
     optional_messages = {

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/executor.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd7\x02\n\x0fStartRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x01(\t\x12\x16\n\tmax_steps\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12:\n\x06labels\x18\x06 \x03(\x0b\x32*.agentfleet.v1.StartRunRequest.LabelsEntry\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x0f\n\x07task_id\x18\x08 \x01(\t\x12\x18\n\x10include_internal\x18\t \x01(\x08\x12\x11\n\tthread_id\x18\x1e \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0c\n\n_max_steps\"F\n\x10\x43\x61ncelRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"9\n\x11\x43\x61ncelRunResponse\x12$\n\x03run\x18\x01 \x01(\x0b\x32\x17.agentfleet.v1.AgentRun\"\xc5\x01\n\x10ResumeRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x01(\t\x12\x16\n\tmax_steps\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x18\n\x10include_internal\x18\x07 \x01(\x08\x42\x0c\n\n_max_steps\"\xd4\x01\n\x15\x44\x65\x63ideToolCallRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x31\n\x08\x64\x65\x63ision\x18\x04 \x01(\x0e\x32\x1f.agentfleet.v1.ToolCallDecision\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12*\n\targuments\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x07 \x01(\t\"\x8c\x01\n\x16\x44\x65\x63ideToolCallResponse\x12$\n\x03run\x18\x01 \x01(\x0b\x32\x17.agentfleet.v1.AgentRun\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x1d.agentfleet.v1.ToolCallStatus\x12\x1d\n\x15waiting_tool_call_ids\x18\x03 \x03(\t*u\n\x10ToolCallDecision\x12\"\n\x1eTOOL_CALL_DECISION_UNSPECIFIED\x10\x00\x12\x1e\n\x1aTOOL_CALL_DECISION_APPROVE\x10\x01\x12\x1d\n\x19TOOL_CALL_DECISION_REJECT\x10\x02\x32\x97\x03\n\x0f\x45xecutorService\x12\x45\n\x08StartRun\x12\x1e.agentfleet.v1.StartRunRequest\x1a\x17.agentfleet.v1.RunEvent0\x01\x12\x45\n\nTriggerRun\x12\x1e.agentfleet.v1.StartRunRequest\x1a\x17.agentfleet.v1.AgentRun\x12N\n\tCancelRun\x12\x1f.agentfleet.v1.CancelRunRequest\x1a .agentfleet.v1.CancelRunResponse\x12G\n\tResumeRun\x12\x1f.agentfleet.v1.ResumeRunRequest\x1a\x17.agentfleet.v1.RunEvent0\x01\x12]\n\x0e\x44\x65\x63ideToolCall\x12$.agentfleet.v1.DecideToolCallRequest\x1a%.agentfleet.v1.DecideToolCallResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/executor.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x91\x03\n\x0fStartRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x01(\t\x12\x16\n\tmax_steps\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12:\n\x06labels\x18\x06 \x03(\x0b\x32*.agentfleet.v1.StartRunRequest.LabelsEntry\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x0f\n\x07task_id\x18\x08 \x01(\t\x12\x18\n\x10include_internal\x18\t \x01(\x08\x12\x11\n\tthread_id\x18\x1e \x01(\t\x12 \n\x13max_tree_cost_nanos\x18\x1f \x01(\x03H\x01\x88\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0c\n\n_max_stepsB\x16\n\x14_max_tree_cost_nanos\"F\n\x10\x43\x61ncelRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"9\n\x11\x43\x61ncelRunResponse\x12$\n\x03run\x18\x01 \x01(\x0b\x32\x17.agentfleet.v1.AgentRun\"\xc5\x01\n\x10ResumeRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x01(\t\x12\x16\n\tmax_steps\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x18\n\x10include_internal\x18\x07 \x01(\x08\x42\x0c\n\n_max_steps\"\xd4\x01\n\x15\x44\x65\x63ideToolCallRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x31\n\x08\x64\x65\x63ision\x18\x04 \x01(\x0e\x32\x1f.agentfleet.v1.ToolCallDecision\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12*\n\targuments\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x07 \x01(\t\"\x8c\x01\n\x16\x44\x65\x63ideToolCallResponse\x12$\n\x03run\x18\x01 \x01(\x0b\x32\x17.agentfleet.v1.AgentRun\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x1d.agentfleet.v1.ToolCallStatus\x12\x1d\n\x15waiting_tool_call_ids\x18\x03 \x03(\t*u\n\x10ToolCallDecision\x12\"\n\x1eTOOL_CALL_DECISION_UNSPECIFIED\x10\x00\x12\x1e\n\x1aTOOL_CALL_DECISION_APPROVE\x10\x01\x12\x1d\n\x19TOOL_CALL_DECISION_REJECT\x10\x02\x32\x97\x03\n\x0f\x45xecutorService\x12\x45\n\x08StartRun\x12\x1e.agentfleet.v1.StartRunRequest\x1a\x17.agentfleet.v1.RunEvent0\x01\x12\x45\n\nTriggerRun\x12\x1e.agentfleet.v1.StartRunRequest\x1a\x17.agentfleet.v1.AgentRun\x12N\n\tCancelRun\x12\x1f.agentfleet.v1.CancelRunRequest\x1a .agentfleet.v1.CancelRunResponse\x12G\n\tResumeRun\x12\x1f.agentfleet.v1.ResumeRunRequest\x1a\x17.agentfleet.v1.RunEvent0\x01\x12]\n\x0e\x44\x65\x63ideToolCall\x12$.agentfleet.v1.DecideToolCallRequest\x1a%.agentfleet.v1.DecideToolCallResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,22 +36,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STARTRUNREQUEST_LABELSENTRY']._loaded_options = None
   _globals['_STARTRUNREQUEST_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_TOOLCALLDECISION']._serialized_start=1172
-  _globals['_TOOLCALLDECISION']._serialized_end=1289
+  _globals['_TOOLCALLDECISION']._serialized_start=1230
+  _globals['_TOOLCALLDECISION']._serialized_end=1347
   _globals['_STARTRUNREQUEST']._serialized_start=138
-  _globals['_STARTRUNREQUEST']._serialized_end=481
-  _globals['_STARTRUNREQUEST_LABELSENTRY']._serialized_start=422
-  _globals['_STARTRUNREQUEST_LABELSENTRY']._serialized_end=467
-  _globals['_CANCELRUNREQUEST']._serialized_start=483
-  _globals['_CANCELRUNREQUEST']._serialized_end=553
-  _globals['_CANCELRUNRESPONSE']._serialized_start=555
-  _globals['_CANCELRUNRESPONSE']._serialized_end=612
-  _globals['_RESUMERUNREQUEST']._serialized_start=615
-  _globals['_RESUMERUNREQUEST']._serialized_end=812
-  _globals['_DECIDETOOLCALLREQUEST']._serialized_start=815
-  _globals['_DECIDETOOLCALLREQUEST']._serialized_end=1027
-  _globals['_DECIDETOOLCALLRESPONSE']._serialized_start=1030
-  _globals['_DECIDETOOLCALLRESPONSE']._serialized_end=1170
-  _globals['_EXECUTORSERVICE']._serialized_start=1292
-  _globals['_EXECUTORSERVICE']._serialized_end=1699
+  _globals['_STARTRUNREQUEST']._serialized_end=539
+  _globals['_STARTRUNREQUEST_LABELSENTRY']._serialized_start=456
+  _globals['_STARTRUNREQUEST_LABELSENTRY']._serialized_end=501
+  _globals['_CANCELRUNREQUEST']._serialized_start=541
+  _globals['_CANCELRUNREQUEST']._serialized_end=611
+  _globals['_CANCELRUNRESPONSE']._serialized_start=613
+  _globals['_CANCELRUNRESPONSE']._serialized_end=670
+  _globals['_RESUMERUNREQUEST']._serialized_start=673
+  _globals['_RESUMERUNREQUEST']._serialized_end=870
+  _globals['_DECIDETOOLCALLREQUEST']._serialized_start=873
+  _globals['_DECIDETOOLCALLREQUEST']._serialized_end=1085
+  _globals['_DECIDETOOLCALLRESPONSE']._serialized_start=1088
+  _globals['_DECIDETOOLCALLRESPONSE']._serialized_end=1228
+  _globals['_EXECUTORSERVICE']._serialized_start=1350
+  _globals['_EXECUTORSERVICE']._serialized_end=1757
 # @@protoc_insertion_point(module_scope)

@@ -22,7 +22,7 @@ TOOL_CALL_DECISION_APPROVE: ToolCallDecision
 TOOL_CALL_DECISION_REJECT: ToolCallDecision
 
 class StartRunRequest(_message.Message):
-    __slots__ = ("project_id", "agent_name", "input", "max_steps", "timeout", "labels", "request_id", "task_id", "include_internal", "thread_id")
+    __slots__ = ("project_id", "agent_name", "input", "max_steps", "timeout", "labels", "request_id", "task_id", "include_internal", "thread_id", "max_tree_cost_nanos")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class StartRunRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_TREE_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     agent_name: str
     input: str
@@ -50,7 +51,8 @@ class StartRunRequest(_message.Message):
     task_id: str
     include_internal: bool
     thread_id: str
-    def __init__(self, project_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., input: _Optional[str] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., include_internal: _Optional[bool] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    max_tree_cost_nanos: int
+    def __init__(self, project_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., input: _Optional[str] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., include_internal: _Optional[bool] = ..., thread_id: _Optional[str] = ..., max_tree_cost_nanos: _Optional[int] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("project_id", "run_id", "reason")

@@ -28,11 +28,11 @@ _INSERT = f"""
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
-    thread_id, stream_deltas, request_fingerprint)
+    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text
+       $18::boolean, $19::text, $20::bigint
 WHERE $16::integer IS NULL
    OR (SELECT count(*) FROM (
            SELECT 1 FROM kb.agent_runs r
@@ -192,6 +192,7 @@ async def _insert(
         params.thread_id,
         params.stream_deltas,
         params.request_fingerprint,
+        params.max_tree_cost_nanos,
     )
 
 
