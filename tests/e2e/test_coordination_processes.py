@@ -17,7 +17,7 @@ from google.protobuf import json_format, struct_pb2
 from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.graph.repository import GraphRepository
 from agentfleet.testing.waiting import wait_for_query
-from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2
+from agentfleet.v1 import common_pb2, executor_pb2, history_pb2, registry_pb2
 from examples.products.research.stub_scripts import TOPIC, research_scripts
 from tests.e2e.conftest import Fleet
 
@@ -134,6 +134,15 @@ async def test_seed_001_research_scenario_end_to_end(fleet: Fleet) -> None:
     assert row["tokens_total_tree"] == row["tokens_in"] + row["tokens_out"] + sum(
         c["tokens_total_tree"] for c in children
     )
+    # And its cost likewise (the research agents run priced Gemini models).
+    assert all(c["cost_nanos"] > 0 for c in children)
+    assert row["cost_total_tree_nanos"] == row["cost_nanos"] + sum(
+        c["cost_total_tree_nanos"] for c in children
+    )
+    tree = await project.history().GetRunTree(
+        history_pb2.GetRunTreeRequest(project_id=project.project_id, run_id=root)
+    )
+    assert tree.cost_total_nanos == row["cost_total_tree_nanos"]
 
 
 async def test_cancel_root_cancels_four_children_on_two_executors(fleet: Fleet) -> None:

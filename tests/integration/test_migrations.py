@@ -36,11 +36,11 @@ DESIGN_COLUMNS = {
         "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree",
         "trace_id", "task_id", "request_id", "lease_owner", "lease_expires_at",
         "cancel_requested_at", "created_at", "started_at", "completed_at", "duration_ms",
-        "trace_parent",
+        "trace_parent", "cost_nanos", "cost_total_tree_nanos", "max_tree_cost_nanos",
     },
     "agent_run_messages": {
         "id", "run_id", "seq", "step_number", "role", "agent_name", "content", "tokens",
-        "is_internal", "created_at",
+        "is_internal", "created_at", "model_name", "cost_nanos",
     },
     "agent_run_tool_calls": {
         "id", "run_id", "message_id", "tool_call_id", "step_number", "tool_name", "source",
@@ -64,6 +64,11 @@ DESIGN_COLUMNS = {
     "product_install_requests": {
         "project_id", "request_id", "product_name", "response", "created_at",
     },
+    "project_budgets": {
+        "project_id", "daily_tokens", "monthly_tokens", "daily_cost_nanos", "monthly_cost_nanos",
+        "warn_fraction", "updated_at",
+    },
+    "project_usage": {"project_id", "period", "period_start", "tokens", "cost_nanos", "warned"},
 }  # fmt: skip
 
 EXPECTED_INDEXES = {
@@ -107,6 +112,8 @@ EXPECTED_INDEXES = {
     "task_graph_states": {"task_graph_states_pkey", "task_graph_states_page_idx"},
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},
     "product_install_requests": {"product_install_requests_pkey"},
+    "project_budgets": {"project_budgets_pkey"},
+    "project_usage": {"project_usage_pkey"},
     "schema_migrations": {"schema_migrations_pkey"},
     "model_quota_budgets": {"model_quota_budgets_pkey"},
 }  # fmt: skip
