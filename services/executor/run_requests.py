@@ -79,18 +79,19 @@ def start_fingerprint(params: StartRunParams) -> str:
     """What a StartRun/TriggerRun request asks, for its ``request_id``: the validated fields
     that shape the run. Not ``include_internal`` (what a stream shows) nor which of the two
     RPCs (TriggerRun, then StartRun to follow the same run, is one request), nor the trace."""
-    return request_fingerprint(
-        {
-            "agent_name": params.agent_name,
-            "input": params.input,
-            "max_steps": params.max_steps,
-            "timeout_s": params.timeout_s,
-            "labels": dict(params.labels),
-            "task_id": params.task_id,
-            "thread_id": params.thread_id,
-            "max_tree_cost_nanos": params.max_tree_cost_nanos,
-        }
-    )
+    asked: dict[str, object] = {
+        "agent_name": params.agent_name,
+        "input": params.input,
+        "max_steps": params.max_steps,
+        "timeout_s": params.timeout_s,
+        "labels": dict(params.labels),
+        "task_id": params.task_id,
+        "thread_id": params.thread_id,
+    }
+    # Only when set, so the fingerprints stored before the field keep matching their repeats.
+    if params.max_tree_cost_nanos is not None:
+        asked["max_tree_cost_nanos"] = params.max_tree_cost_nanos
+    return request_fingerprint(asked)
 
 
 def _budget(

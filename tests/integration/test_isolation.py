@@ -51,6 +51,8 @@ A, B = "alpha", "beta"
 SECRET_VALUE = "beta-s3cr3t-value"
 TEST_SERVER = str(Path(__file__).parents[2] / "examples" / "mcp" / "test_server" / "server.py")
 TABLES = (
+    "project_budgets",
+    "project_usage",
     "agent_runs",
     "agent_run_messages",
     "agent_run_tool_calls",
@@ -331,6 +333,14 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
         ),
         "DeleteAgentDefinition": lambda: a.registry.DeleteAgentDefinition(
             registry_pb2.DeleteAgentDefinitionRequest(project_id=B, name="beta-agent")
+        ),
+        "SetProjectBudget": lambda: a.registry.SetProjectBudget(
+            registry_pb2.SetProjectBudgetRequest(
+                project_id=B, budget=registry_pb2.ProjectBudget(daily_tokens=1)
+            )
+        ),
+        "GetProjectBudget": lambda: a.registry.GetProjectBudget(
+            registry_pb2.GetProjectBudgetRequest(project_id=B)
         ),
         "ListTools": lambda: a.toolpool.ListTools(toolpool_pb2.ListToolsRequest(project_id=B)),
         "ResolveTools": lambda: a.toolpool.ResolveTools(
