@@ -256,6 +256,7 @@ start_requests = message(
     labels=st.dictionaries(texts, texts, max_size=3),
     request_id=texts,
     task_id=texts,
+    max_tree_cost_nanos=int64,
 )
 
 
@@ -379,6 +380,18 @@ async def test_registry_rpcs(hostile: Hostile, data: st.DataObject) -> None:
             validate_only=st.booleans(),
         ),
         "DeleteAgentDefinition": message(registry_pb2.DeleteAgentDefinitionRequest, name=names),
+        "SetProjectBudget": message(
+            registry_pb2.SetProjectBudgetRequest,
+            budget=message(
+                registry_pb2.ProjectBudget,
+                daily_tokens=int64,
+                monthly_tokens=int64,
+                daily_cost_nanos=int64,
+                monthly_cost_nanos=int64,
+                warn_fraction=st.floats(allow_nan=True, allow_infinity=True),
+            ),
+        ),
+        "GetProjectBudget": message(registry_pb2.GetProjectBudgetRequest),
     }
     rpc = data.draw(st.sampled_from(sorted(requests)))
     request = data.draw(requests[rpc])
