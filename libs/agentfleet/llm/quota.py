@@ -48,6 +48,8 @@ HORIZON_S = 60.0
 processes at once on a slow quota): the process asks again when it is not."""
 DB_RETRY_S = 1.0
 """After a failed grant (database unreachable), how long before asking again."""
+WAIT_SHOWN_AFTER_S = 0.5
+"""A call's wait for a slot is told to its run (``on_wait``) once it lasts this long."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -306,15 +308,25 @@ class ModelQuotas:
         if waiter.future.done():
             return waiter.future.result()
         limit_at_start = budget.limit
-        if on_wait is not None:
-            expected = budget.expected_wait(now, project)
-            await on_wait(
-                QuotaWait(model=model, limit=limit_at_start, expected_wait_s=expected, waiting=True)
-            )
         deadline = deadline if deadline is not None else now + self.config.max_wait_s
-        handed = False
+        handed = reported = False
         try:
             async with asyncio.timeout_at(deadline):
+                if on_wait is not None:
+                    # A wait shorter than this (a grant's round trip) is not shown on the run:
+                    # its event would land between a streamed step's deltas and their text.
+                    done, _ = await asyncio.wait({waiter.future}, timeout=WAIT_SHOWN_AFTER_S)
+                    if not done:
+                        expected = budget.expected_wait(loop.time(), project)
+                        reported = True
+                        await on_wait(
+                            QuotaWait(
+                                model=model,
+                                limit=limit_at_start,
+                                expected_wait_s=expected,
+                                waiting=True,
+                            )
+                        )
                 slot = await asyncio.shield(waiter.future)
             handed = True
             return slot
@@ -330,7 +342,7 @@ class ModelQuotas:
             elif not handed and not waiter.future.cancelled() and not waiter.future.exception():
                 # Given a slot, then cancelled or timed out before using it: pass it on.
                 budget.give_back(waiter.future.result())
-            if on_wait is not None:
+            if on_wait is not None and reported:
                 with contextlib.suppress(Exception):
                     await on_wait(
                         QuotaWait(
