@@ -164,6 +164,8 @@ class Settings:
     """AGENTFLEET_<SERVICE>_METRICS_PORT: each service's Prometheus /metrics port; 0 = off."""
     metrics_sample_s: float = 15.0
     """AGENTFLEET_METRICS_SAMPLE_S: how often the queue-depth gauges query the database."""
+    loop_lag_warn_s: float = 0.5
+    """AGENTFLEET_LOOP_LAG_WARN_S: event-loop lag past which a warning names what held it."""
     mcp_stdio_allowlist: tuple[tuple[str, ...], ...] = ()
     """AGENTFLEET_MCP_STDIO_ALLOWLIST: command lines stdio MCP servers may run ('' = none)."""
     mcp_allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
@@ -343,6 +345,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             for name, port in DEFAULT_METRICS_PORTS.items()
         },
         metrics_sample_s=env.get("AGENTFLEET_METRICS_SAMPLE_S", 15.0, parsers.positive_float),
+        loop_lag_warn_s=env.get("AGENTFLEET_LOOP_LAG_WARN_S", 0.5, parsers.positive_float),
         mcp_stdio_allowlist=env.get("AGENTFLEET_MCP_STDIO_ALLOWLIST", (), parsers.command_lines),
         mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), parsers.networks),
         secrets_keys=env.get(

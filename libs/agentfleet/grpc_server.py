@@ -49,6 +49,7 @@ from agentfleet.grpc_streams import (
     closed_with_the_rpc,
     serving,
 )
+from agentfleet.loop_watch import doing, rpc_label
 from agentfleet.request_checks import request_violations
 from agentfleet.stream_reauth import END, StreamReauth
 from agentfleet.telemetry import current_trace_id
@@ -289,7 +290,10 @@ class RequestInterceptor(HandlerInterceptor):
         self, behavior: Callable[..., Awaitable[Any]], method: str, token: str | None
     ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
+            with (
+                structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()),
+                doing(rpc_label(method, request)),
+            ):
                 try:
                     async with self._admitted(method, token, request, self._slots.unary):
                         return await behavior(request, context)
@@ -303,7 +307,10 @@ class RequestInterceptor(HandlerInterceptor):
         async def serve(
             request: Any, context: grpc.aio.ServicerContext
         ) -> AsyncGenerator[Any, None]:
-            with structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()):
+            with (
+                structlog.contextvars.bound_contextvars(rpc=method, trace_id=current_trace_id()),
+                doing(rpc_label(method, request)),
+            ):
                 try:
                     async with (
                         self._admitted(method, token, request, self._slots.stream),

@@ -239,6 +239,13 @@ _RECORDED: dict[str, _Spec] = {
         "Admitted gRPC calls, streams until their last message",
         _SECONDS_BUCKETS,
     ),
+    "loop_lag": _Spec(
+        "histogram",
+        "agentfleet.event_loop.lag",
+        "s",
+        "How late the event loop ran a timer due every 100 ms: what every call waited",
+        _SECONDS_BUCKETS,
+    ),
     "watch_subscribers": _Spec(
         "up_down_counter", "agentfleet.watch.subscribers", "{stream}", "Open WatchRun streams"
     ),
@@ -329,6 +336,7 @@ class Instruments:
     tool_duration: metrics.Histogram
     dispatch_duration: metrics.Histogram
     rpc_duration: metrics.Histogram
+    loop_lag: metrics.Histogram
     watch_subscribers: metrics.UpDownCounter
     quota_waiting: metrics.UpDownCounter
     quota_wait_duration: metrics.Histogram
@@ -433,6 +441,11 @@ def record_dispatch(started: float) -> None:
 
 def record_rpc(duration_s: float, attributes: Mapping[str, str]) -> None:
     _instruments.rpc_duration.record(duration_s, attributes)
+
+
+def record_loop_lag(lag_s: float) -> None:
+    """One tick of :class:`agentfleet.loop_watch.LoopWatch`: how late it ran."""
+    _instruments.loop_lag.record(lag_s)
 
 
 @contextmanager

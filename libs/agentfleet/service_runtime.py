@@ -29,6 +29,7 @@ from agentfleet.grpc_limits import ServerLimits
 from agentfleet.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.hardening import make_non_dumpable
 from agentfleet.logging import configure_logging
+from agentfleet.loop_watch import LoopWatch
 from agentfleet.metrics_export import RpcMetricsInterceptor, start_metrics
 from agentfleet.readiness import (
     DependencyProbe,
@@ -220,10 +221,16 @@ async def _serve_on(name: str, build: BuildService, settings: Settings, database
             event_loop=type(asyncio.get_running_loop()).__module__.partition(".")[0],
         )
         exported = await start_metrics(name, settings, pool)  # /metrics, OTLP, queue gauges
-        stop = stop_event()
-        await stop.wait()
-        log.info("shutting down", grace_s=settings.shutdown_grace_s)
-        await service.stop()
+        watch_stopping = asyncio.Event()
+        # Watches through the drain too: a stop stalled by a handler is named as well.
+        watch = asyncio.create_task(LoopWatch(warn_s=settings.loop_lag_warn_s).run(watch_stopping))
+        try:
+            await stop_event().wait()
+            log.info("shutting down", grace_s=settings.shutdown_grace_s)
+            await service.stop()
+        finally:
+            watch_stopping.set()
+            await watch
         await exported.stop()
     finally:
         await pool.close()

@@ -34,6 +34,7 @@ from agentfleet import metrics
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.events import RunEventNotifier
 from agentfleet.llm import ModelClient
+from agentfleet.loop_watch import doing
 from agentfleet.run_limits import may_spawn
 from agentfleet.telemetry import current_trace_id
 from services.executor.budgets import BudgetStore, pause_if_over_budget
@@ -119,6 +120,7 @@ class AgentLoop:
             progress.position = Continuation()  # nothing persisted yet: no read
         with (
             structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
+            doing(f"run {run.id} project {run.project_id}"),
             _tracer.start_as_current_span(
                 f"invoke_agent {run.agent_name}",
                 context=run_span_context(run),

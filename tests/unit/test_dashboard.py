@@ -84,6 +84,7 @@ def _record_every_hook() -> None:
     metrics.quota_wait_started(model="m")
     metrics.quota_wait_ended(model="m", waited_s=1.5)
     metrics.record_rpc(0.1, {"rpc.method": "x/Y", "rpc.response.status_code": "OK"})
+    metrics.record_loop_lag(0.02)
     with metrics.watch_subscriber():
         pass
     metrics.observe_mcp_pool(_MCP)
