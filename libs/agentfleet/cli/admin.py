@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agentfleet import db, migrate
 from agentfleet.auth import TokenStore
+from agentfleet.cli.render import console, notes
 from agentfleet.config import Settings
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import EmbeddedPostgres, resolve_database_url
 from agentfleet.errors import FailedPrecondition, NotFound
 
-console = Console()
 # Notes go to stderr so `TOKEN=$(agentfleet token create ...)` captures the token alone.
-notes = Console(stderr=True)
 
 
 async def run_migrate(settings: Settings, action: str, target: int | None) -> int:
@@ -107,9 +106,10 @@ async def _token(database_url: str, args: argparse.Namespace) -> int:
             if created.service:
                 scope = f"the {created.service} service's methods, {scope}"
             notes.print(
-                f"[dim]token {created.token_id} ({created.role}, {scope}); "
-                "it is shown only once:[/dim]",
-                highlight=False,
+                Text(
+                    f"token {created.token_id} ({created.role}, {scope}); it is shown only once:",
+                    style="dim",
+                )
             )
             print(created.token)
             return 0

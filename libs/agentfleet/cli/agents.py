@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 from google.protobuf.struct_pb2 import Struct
+from rich.text import Text
 
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, enum_name, print_json, print_listing
@@ -31,9 +32,10 @@ async def list_agents(conn: Connection, args: argparse.Namespace) -> int:
     )
 
 
-def _agent_row(agent: common_pb2.AgentDefinition) -> tuple[str, ...]:
+def _agent_row(agent: common_pb2.AgentDefinition) -> tuple[str | Text, ...]:
+    default = (" (default)", "green") if agent.is_default else ""
     return (
-        agent.name + (" [green](default)[/green]" if agent.is_default else ""),
+        Text.assemble(agent.name, default),
         enum_name(common_pb2.FlowType, agent.flow_type, "FLOW_TYPE_"),
         enum_name(common_pb2.Visibility, agent.visibility, "VISIBILITY_"),
         agent.model.name,

@@ -17,10 +17,11 @@ from pathlib import Path
 from types import ModuleType
 
 from google.protobuf import json_format, struct_pb2
-from rich.console import Console
 from rich.panel import Panel
+from rich.text import Text
 
 from agentfleet.cli.client import Connection
+from agentfleet.cli.render import console
 from agentfleet.cli.run import follow
 from agentfleet.db import create_pool
 from agentfleet.gemini_stub import GeminiStub
@@ -32,8 +33,6 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PRODUCT = EXAMPLES / "products" / "research"
 # Children answer after this long, so the live tree shows them running side by side.
 CHILD_DELAY_S = 0.6
-
-console = Console(highlight=False)
 
 
 def _stub_scripts() -> ModuleType:
@@ -66,7 +65,7 @@ async def run_demo(
         await _install_product(conn)
         graph = GraphRepository(pool)
         await _seed_documents(graph)
-        console.rule(f"[bold]research-assistant[/bold]: {scripts.TOPIC}")
+        console.rule(Text.assemble(("research-assistant", "bold"), f": {scripts.TOPIC}"))
         stream = conn.executor().StartRun(
             executor_pb2.StartRunRequest(
                 project_id=DEMO_PROJECT, agent_name="research-assistant", input=scripts.TOPIC
@@ -89,8 +88,11 @@ async def _install_product(conn: Connection) -> None:
         registry_pb2.InstallProductRequest(project_id=DEMO_PROJECT, manifest=manifest)
     )
     console.print(
-        f"installed product [bold]{reply.product.name}[/bold] {reply.product.version} "
-        f"in project {DEMO_PROJECT}"
+        Text.assemble(
+            "installed product ",
+            (reply.product.name, "bold"),
+            f" {reply.product.version} in project {DEMO_PROJECT}",
+        )
     )
 
 
@@ -118,7 +120,7 @@ async def _show_report(graph: GraphRepository) -> None:
             break
         cursor = page.next_cursor
     if report is None:
-        console.print("[red]the run saved no ResearchReport to the graph[/red]")
+        console.print(Text("the run saved no ResearchReport to the graph", style="red"))
         return
     cited = await graph.get_related(DEMO_PROJECT, report.id, type="CITES", direction="out")
     sources = "\n".join(
@@ -126,9 +128,10 @@ async def _show_report(graph: GraphRepository) -> None:
         for r in cited
     )
     findings = "\n".join(f"  • {f}" for f in report.properties.get("key_findings", []))
-    body = (
-        f"{report.properties.get('methodology', '')}\n{findings}\n\n"
-        f"[bold]Sources[/bold] ({len(cited)} CITES relationships):\n{sources}"
+    body = Text.assemble(
+        f"{report.properties.get('methodology', '')}\n{findings}\n\n",
+        ("Sources", "bold"),
+        f" ({len(cited)} CITES relationships):\n{sources}",
     )
     console.print(
         Panel(
@@ -161,4 +164,4 @@ def _show_grpcurl(addresses: Mapping[str, str], token: str | None) -> None:
     console.rule("explore with grpcurl (ready to paste)")
     for line in lines:
         # No wrapping: each command must paste as one line.
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(line, soft_wrap=True)

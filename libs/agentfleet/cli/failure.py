@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import NoReturn
 
+from agentfleet.cli.render import inert
 from agentfleet.config import ConfigError
 from agentfleet.errors import AgentFleetError
 
@@ -42,7 +43,8 @@ def one_line(text: str) -> str:
 
 def report(code: str, message: str) -> int:
     """Prints ``agentfleet: <code>: <message>`` on one line; returns the exit status."""
-    print(f"agentfleet: {code}: {one_line(message)}", file=sys.stderr)
+    # The message may quote a tenant's or a model's text (a name, an error): made inert.
+    print(inert(f"agentfleet: {code}: {one_line(message)}"), file=sys.stderr)
     return exit_code_for(code)
 
 

@@ -99,12 +99,17 @@ async def cancel_run(conn: Connection, args: argparse.Namespace) -> int:
         # CancelRun leaves a run that had ended unchanged; saying "cancel requested" read
         # as if something had been stopped.
         console.print(
-            f"run {reply.run.id} had already ended ({styled_status(status)}); "
-            "nothing was cancelled",
+            Text.assemble(
+                f"run {reply.run.id} had already ended (",
+                styled_status(status),
+                "); nothing was cancelled",
+            ),
             soft_wrap=True,
         )
     else:
-        console.print(f"cancel requested for {reply.run.id}: {styled_status(status)}")
+        console.print(
+            Text.assemble(f"cancel requested for {reply.run.id}: ", styled_status(status))
+        )
     return 0
 
 
@@ -169,7 +174,6 @@ async def follow(
             console.print(
                 f"{node.agent_name} {node.run_id} paused{why}; "
                 f"continue it with `agentfleet resume {node.run_id}`",
-                markup=False,
                 soft_wrap=True,  # never folded inside the command to copy
             )
     return 0 if root.status in ("completed", "paused") else 1

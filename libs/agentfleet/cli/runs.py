@@ -52,7 +52,7 @@ async def list_runs(conn: Connection, args: argparse.Namespace) -> int:
     )
 
 
-def _run_row(run: history_pb2.RunSummary) -> tuple[str, ...]:
+def _run_row(run: history_pb2.RunSummary) -> tuple[str | Text, ...]:
     return (
         run.id,
         run.agent_name,
@@ -112,13 +112,13 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
         since = timestamp(waiting.since)
         rows.append(("waiting", terminal_text(f"{waiting.message} (since {since})")))
     if run.error_message:
-        rows.append(("error", f"[red]{run.error_message}[/red]"))
+        rows.append(("error", Text(run.error_message, style="red")))
     for key, value in rows:
-        table.add_row(f"[bold]{key}[/bold]", value)
+        table.add_row(Text(key, style="bold"), value)
     console.print(table)
     if run.summary:
-        console.print("[bold]summary[/bold]")
-        console.print(run.summary, markup=False)
+        console.print(Text("summary", style="bold"))
+        console.print(run.summary)
     return 0
 
 
@@ -193,11 +193,14 @@ def _grow(branch: Tree, run_id: str, by_parent: dict[str, list[history_pb2.RunTr
 
 
 def _label(node: history_pb2.RunTreeNode) -> Text:
-    label = Text.from_markup(
-        f"[bold]{node.agent_name}[/bold] [dim]{node.run_id}[/dim] "
-        f"{styled_status(run_status(node.status))} step {node.step_count} "
-        f"{node.tokens_in + node.tokens_out} tokens {usd(node.cost_nanos)} "
-        f"{seconds(node.duration)}"
+    label = Text.assemble(
+        (node.agent_name, "bold"),
+        " ",
+        (node.run_id, "dim"),
+        " ",
+        styled_status(run_status(node.status)),
+        f" step {node.step_count} {node.tokens_in + node.tokens_out} tokens "
+        f"{usd(node.cost_nanos)} {seconds(node.duration)}",
     )
     if node.HasField("waiting_for"):
         label.append(terminal_text(f" ({node.waiting_for.message})", style="yellow"))

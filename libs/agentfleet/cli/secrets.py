@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
-from rich.console import Console
+from rich.text import Text
 
 from agentfleet import db
+from agentfleet.cli.render import console
 from agentfleet.config import Settings
 from agentfleet.config_values import parse_secrets_keys
 from agentfleet.db import create_pool
@@ -30,8 +31,6 @@ from agentfleet.secrets_crypto import (
     SecretsKeyring,
     SecretUndecryptable,
 )
-
-console = Console(highlight=False)
 
 DEFAULT_BATCH_SIZE = 200
 
@@ -82,7 +81,7 @@ async def run_secrets(settings: Settings, args: argparse.Namespace) -> int:
         f"{len(report.failed)} failed"
     )
     for failure in report.failed:
-        console.print(f"[red]failed[/red]  {failure}")
+        console.print(Text.assemble(("failed", "red"), f"  {failure}"))
     return 1 if report.failed else 0
 
 

@@ -7,6 +7,8 @@ import getpass
 import sys
 from collections.abc import Awaitable
 
+from rich.text import Text
+
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, enum_name, print_json, print_listing, seconds
 from agentfleet.timestamps import duration_proto
@@ -70,13 +72,16 @@ async def mcp(conn: Connection, args: argparse.Namespace) -> int:
             print_json(reply)
         elif reply.ok:
             console.print(
-                f"[green]ok[/green] {args.name}: {reply.server_name} {reply.server_version}, "
-                f"{len(reply.tools)} tools in {seconds(reply.duration)}"
+                Text.assemble(
+                    ("ok", "green"),
+                    f" {args.name}: {reply.server_name} {reply.server_version}, "
+                    f"{len(reply.tools)} tools in {seconds(reply.duration)}",
+                )
             )
             for tool in reply.tools:
-                console.print(f"  {tool.name}  [dim]{tool.description[:70]}[/dim]")
+                console.print(Text.assemble(f"  {tool.name}  ", (tool.description[:70], "dim")))
         else:
-            console.print(f"[red]failed[/red] {args.name}: {reply.error}", markup=True)
+            console.print(Text.assemble(("failed", "red"), f" {args.name}: {reply.error}"))
         return 0 if reply.ok else 1
     reply = await toolpool.ListMcpServers(
         toolpool_pb2.ListMcpServersRequest(project_id=conn.project, page_size=100)

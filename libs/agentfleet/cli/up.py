@@ -18,11 +18,12 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
+from agentfleet.cli.render import console
 from agentfleet.cli.supervise import supervise
 from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
@@ -34,8 +35,6 @@ from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
 from agentfleet.stop_signals import stop_event
 from agentfleet.tls import ClientTls, client_tls
-
-console = Console(stderr=False, highlight=False)
 
 LOCAL_STDIO_COMMANDS = (
     ("python", "examples/mcp/offline_web/server.py"),  # the research product's web server
@@ -73,7 +72,7 @@ async def run_up(
     make_non_dumpable()  # holds the database URL and tokens: hide them from same-user processes
     database_url, embedded = await resolve_database_url(settings)
     where = "embedded PostgreSQL" if embedded is not None else "DATABASE_URL"
-    console.print(f"[bold]database[/bold]  {where}")
+    console.print(Text.assemble(("database", "bold"), f"  {where}"))
     await migrate.migrate_up(database_url, directory=settings.migrations_dir)
 
     overrides = {"DATABASE_URL": database_url}
@@ -84,7 +83,11 @@ async def run_up(
     if not settings.secrets_keys:
         # Secrets are only ever stored encrypted: the local stack keeps its own key.
         overrides[KEYS_SETTING] = local_key_file(settings.data_dir)
-        console.print(f"[bold]secrets[/bold]   key kept in {settings.data_dir / KEY_FILE_NAME}")
+        console.print(
+            Text.assemble(
+                ("secrets", "bold"), f"   key kept in {settings.data_dir / KEY_FILE_NAME}"
+            )
+        )
     stub = None
     if not settings.uses_real_gemini and settings.gemini_base_url is None:
         from agentfleet.gemini_stub import GeminiStub, offline_script
@@ -98,11 +101,18 @@ async def run_up(
         stub = GeminiStub(fallback=offline_script(), quota=quota)
         overrides["AGENTFLEET_GEMINI_BASE_URL"] = await stub.start(host="127.0.0.1", port=0)
         console.print(
-            f"[bold]model[/bold]     [yellow]offline stub Gemini server at {stub.base_url} "
-            "(scripted replies, not a real model)[/yellow]: an agent without a script gets "
-            "a placeholder answer; script one with POST "
-            f'{stub.base_url}/_stub/scripts (README: "The offline model"); set '
-            "GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI to use Gemini"
+            Text.assemble(
+                ("model", "bold"),
+                "     ",
+                (
+                    f"offline stub Gemini server at {stub.base_url} "
+                    "(scripted replies, not a real model)",
+                    "yellow",
+                ),
+                ": an agent without a script gets a placeholder answer; script one with POST "
+                f'{stub.base_url}/_stub/scripts (README: "The offline model"); set '
+                "GEMINI_API_KEY or GOOGLE_GENAI_USE_VERTEXAI to use Gemini",
+            )
         )
         if quota is not None:
             console.print(
@@ -115,7 +125,11 @@ async def run_up(
     if settings.auth_enabled:
         service_tokens = await _create_service_tokens(database_url)
     elif not settings.auth_enabled:
-        console.print("[bold]auth[/bold]      [red]OFF[/red] (AGENTFLEET_AUTH=off): local use only")
+        console.print(
+            Text.assemble(
+                ("auth", "bold"), "      ", ("OFF", "red"), " (AGENTFLEET_AUTH=off): local use only"
+            )
+        )
 
     log_dir = settings.data_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
