@@ -50,7 +50,7 @@ from agentfleet.grpc_streams import (
     serving,
 )
 from agentfleet.loop_watch import doing, rpc_label
-from agentfleet.request_checks import request_violations
+from agentfleet.request_checks import checked_request
 from agentfleet.stream_reauth import END, StreamReauth
 from agentfleet.telemetry import current_trace_id
 from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
@@ -262,7 +262,7 @@ class RequestInterceptor(HandlerInterceptor):
         if isinstance(request, _Undecodable):
             raise InvalidArgument(f"the request cannot be parsed: {request.error}")
         _scope_request_to_project(request, principal)
-        violations = request_violations(request)
+        violations = await checked_request(request)
         if violations:
             raise InvalidArgument.for_fields(violations)
         return principal
