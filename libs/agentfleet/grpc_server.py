@@ -54,6 +54,7 @@ from agentfleet.request_checks import checked_request
 from agentfleet.stream_reauth import END, StreamReauth
 from agentfleet.telemetry import current_trace_id
 from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
+from agentfleet.wire_budget import TooManyEntries, check_entries
 
 log = structlog.get_logger(__name__)
 
@@ -350,11 +351,14 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     answer a raising deserializer with UNKNOWN; the interceptor answers INVALID_ARGUMENT."""
     if deserializer is None:
         return None
+    descriptor = getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None)
 
     def deserialize(data: bytes) -> Any:
         try:
+            if descriptor is not None:
+                check_entries(data, descriptor)  # before upb's parse of big maps
             return deserializer(data)
-        except DecodeError as exc:
+        except (DecodeError, TooManyEntries) as exc:
             return _Undecodable(str(exc))
 
     return deserialize
