@@ -9,9 +9,10 @@ from anyone who can connect stood every project's calls still that long. Nothing
 inside the parse, so the bytes of a request bigger than :data:`SCAN_FROM_BYTES` are walked
 first in their wire format (no values decoded: the tags and lengths only, following the
 request's descriptor into the messages that can hold a map) and a request holding more than
-:data:`agentfleet.request_checks.MAX_REQUEST_VALUES` map entries and messages is refused
-unparsed; what it holds would be refused after parsing anyway. The walk reads at most that
-many entries, ~0.3 s in the worst case; smaller requests cannot hold enough to matter.
+:data:`agentfleet.request_checks.MAX_REQUEST_VALUES` fields (in the messages it enters: map
+entries, list items, their fields) is refused unparsed; what it holds would be refused after
+parsing anyway (that walk counts at least as many). The count reads at most that many fields,
+0.3-0.75 s in the worst case; smaller requests cannot hold enough to matter.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ parses in ~0.15 ms per thousand)."""
 
 
 class TooManyEntries(ValueError):
-    """The request holds more map entries and messages than a request may."""
+    """The request holds more values than a request may."""
 
 
 def check_entries(data: bytes, descriptor: Any) -> None:
     """Raises :class:`TooManyEntries` when ``data``, a serialized ``descriptor`` message,
-    holds more than MAX_REQUEST_VALUES map entries and nested messages; reads nothing more
-    once it has counted that many. Bytes that are not valid wire format are left to the
-    parser to refuse."""
+    holds more than MAX_REQUEST_VALUES fields in the messages that can hold a map (a message
+    that cannot is one field); reads nothing more once it has counted that many. Bytes that
+    are not valid wire format are left to the parser to refuse."""
     if len(data) < SCAN_FROM_BYTES or not _holds_maps(descriptor):
         return
     budget = [MAX_REQUEST_VALUES]
@@ -44,26 +45,26 @@ def check_entries(data: bytes, descriptor: Any) -> None:
 def _count(data: bytes, pos: int, end: int, descriptor: Any, budget: list[int]) -> None:
     inner = _message_fields(descriptor)
     while pos < end:
+        budget[0] -= 1  # every field read counts, so no kind of field is read unbounded
+        if budget[0] < 0:
+            raise TooManyEntries(_TOO_MANY)
         tag = data[pos]  # one byte: the fields of these messages are numbered below 16
         pos += 1
         if tag >= 0x80:
             tag, pos = _varint(data, pos - 1)
+            if tag < 0:
+                return  # not wire format: the parser refuses it
         wire_type = tag & 7
         if wire_type == 2:
             length = data[pos] if pos < end else 0
             pos += 1
             if length >= 0x80:
                 length, pos = _varint(data, pos - 1)
+                if length < 0:
+                    return
             message = inner.get(tag >> 3)
-            if message is not None:
-                budget[0] -= 1
-                if budget[0] < 0:
-                    raise TooManyEntries(
-                        f"the request holds more than {MAX_REQUEST_VALUES:,} map entries and "
-                        "messages; send fewer per call"
-                    )
-                if message is not _LEAF:
-                    _count(data, pos, min(pos + length, end), message, budget)
+            if message is not None and message is not _LEAF:
+                _count(data, pos, min(pos + length, end), message, budget)
             pos += length
         elif wire_type == 0:
             _, pos = _varint(data, pos)
@@ -75,6 +76,10 @@ def _count(data: bytes, pos: int, end: int, descriptor: Any, budget: list[int]) 
             return  # groups or garbage: the parser decides
 
 
+_TOO_MANY = (
+    f"the request holds more than {MAX_REQUEST_VALUES:,} values (fields, list items, map "
+    "entries); send fewer per call"
+)
 _LEAF = object()
 """A message field counted but not entered: nothing in it can hold a map."""
 
@@ -96,15 +101,16 @@ def _message_fields(descriptor: Any) -> dict[int, Any]:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it; -1 for one longer than the 10 bytes
+    a varint may take (or cut off), so garbage costs no more than a varint."""
     value = shift = 0
-    while pos < len(data):
-        byte = data[pos]
-        pos += 1
+    for index in range(pos, min(pos + 10, len(data))):
+        byte = data[index]
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return value, pos
+            return value, index + 1
         shift += 7
-    return value, pos
+    return -1, len(data)
 
 
 @cache

@@ -4,7 +4,7 @@ calls share, each as big as the caller chose (up to the 16 MiB message limit):
 - gRPC parses a request as it arrives, before authentication, and upb parses big maps in far
   more than linear time: a StartRun with 1.2 million labels (15 MB) took 40 s. Requests of
   1 MiB or more are now counted in their wire format first (``agentfleet.wire_budget``) and
-  refused unparsed past MAX_REQUEST_VALUES map entries and messages.
+  refused unparsed past MAX_REQUEST_VALUES values.
 - The interceptor's check of every field (NUL characters, NaN, Durations:
   ``agentfleet.request_checks``) visited each value: 4 million packed statuses in a ListRuns
   (4 MB, parsed in 80 ms) took 4.6 s, a manifest list of 1.5 million numbers 4.8 s. The walk
@@ -42,7 +42,7 @@ ATTACKS = 1
 """Concurrent attacking calls."""
 UNPARSED = (
     "the request cannot be parsed: the request holds more than "
-    f"{MAX_REQUEST_VALUES:,} map entries and messages; send fewer per call"
+    f"{MAX_REQUEST_VALUES:,} values (fields, list items, map entries); send fewer per call"
 )
 
 
