@@ -8,6 +8,7 @@ the only escapes are Rich's own styling and cursor moves."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import uuid
@@ -149,3 +150,23 @@ async def _newest_run(cli: Cli) -> str:
 async def _last_message(cli: Cli, run_id: str) -> str:
     messages = (await cli.json_lines("show", run_id, "--messages"))[0]["messages"]
     return str(messages[-1]["id"])
+
+
+async def test_an_agents_description_is_inert_in_the_listing(cli: Cli, tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.json"
+    agent = {
+        "name": "hostile",
+        "description": ATTACK.replace("\n", " "),
+        "system_prompt": f"You answer. {MARKER}",
+        "model": {"provider": "google", "name": "gemini-2.5-flash"},
+        "tools": [],
+        "visibility": "external",
+    }
+    manifest.write_text(
+        json.dumps({"name": "hostile", "version": "1.0.0", "description": "x", "agents": [agent]})
+    )
+    code, out, err = await cli("install", str(manifest))
+    assert (code, err) == (0, ""), out
+    code, out, err = await cli("agents")
+    assert code == 0, err
+    assert_inert(out, whole=False)
