@@ -105,11 +105,9 @@ async def watched(database_factory: DatabaseFactory, tmp_path: Path) -> AsyncIte
 
 
 async def test_the_lag_metric_rises_and_the_warning_names_the_rpc(watched: Watched) -> None:
-    # Ticking before the attack, none of them late past 1 s.
     before = await wait_for(
         lambda: _ticking(watched), "the lag histogram to count ticks", timeout_s=10
     )
-    assert before["count"] == before["within_1s"], before
     async with open_channel(watched.address) as channel:
         history = history_pb2_grpc.HistoryServiceStub(channel)
         started = time.monotonic()
@@ -132,14 +130,16 @@ async def test_the_lag_metric_rises_and_the_warning_names_the_rpc(watched: Watch
         return now if late >= 1 and now["sum"] - before["sum"] >= HOLD_S - 0.3 else None
 
     await wait_for(risen, "a tick later than 1 s in the lag histogram", timeout_s=10)
-    warnings = await wait_for(watched.warnings, "the 'event loop held' warning", timeout_s=10)
-    held = [w for w in warnings if float(w["lag_s"]) >= 1.0]  # type: ignore[arg-type]
-    assert held, warnings
     rpc = "rpc /agentfleet.v1.HistoryService/GetRun project p-heavy"
-    assert held[0]["held_by"] == rpc, held[0]
-    assert rpc in held[0]["in_flight"], held[0]  # type: ignore[operator]
-    assert held[0]["level"] == "warning"
-    assert held[0]["threshold_s"] == WARN_S
+
+    def named() -> list[dict[str, object]]:
+        return [w for w in watched.warnings() if w["held_by"] == rpc]
+
+    (held, *_) = await wait_for(named, "an 'event loop held' warning naming GetRun", timeout_s=10)
+    assert float(held["lag_s"]) >= 1.0, held  # type: ignore[arg-type]
+    assert rpc in held["in_flight"], held  # type: ignore[operator]
+    assert held["level"] == "warning"
+    assert held["threshold_s"] == WARN_S
 
 
 async def _ticking(watched: Watched) -> dict[str, float] | None:
