@@ -27,9 +27,23 @@ from agentfleet.quota_settings import (
 
 T = TypeVar("T")
 
-SERVICE_NAMES = ("executor", "toolpool", "dispatcher", "history")
-DEFAULT_PORTS = {"executor": 50051, "toolpool": 50052, "dispatcher": 50053, "history": 50054}
-DEFAULT_METRICS_PORTS = {"executor": 9464, "toolpool": 9465, "dispatcher": 9466, "history": 9467}
+SERVICE_NAMES = ("executor", "toolpool", "dispatcher", "history", "a2a")
+DEFAULT_PORTS = {
+    "executor": 50051,
+    "toolpool": 50052,
+    "dispatcher": 50053,
+    "history": 50054,
+    # The a2a service's gRPC port serves health only; its A2A HTTP port is 50055
+    # (AGENTFLEET_A2A_HTTP_PORT, services/a2a/settings.py).
+    "a2a": 50056,
+}
+DEFAULT_METRICS_PORTS = {
+    "executor": 9464,
+    "toolpool": 9465,
+    "dispatcher": 9466,
+    "history": 9467,
+    "a2a": 9468,
+}
 
 
 class ConfigError(ValueError):

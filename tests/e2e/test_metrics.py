@@ -105,6 +105,7 @@ async def metered(
         database_url=database_url,
         log_dir=tmp_path_factory.mktemp("metrics"),
         environ=env,
+        names=START_ORDER,
         service_tokens=await create_service_tokens(pool, label="e2e"),
     )
     try:

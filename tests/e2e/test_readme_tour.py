@@ -16,7 +16,13 @@ from agentfleet.testing.cli_process import OutputLines
 from agentfleet.testing.services import create_service_tokens, free_port, start_process_stack
 
 ROOT = Path(__file__).parents[2]
-DEFAULT_PORTS = {"executor": 50051, "toolpool": 50052, "dispatcher": 50053, "history": 50054}
+DEFAULT_PORTS = {
+    "executor": 50051,
+    "toolpool": 50052,
+    "dispatcher": 50053,
+    "history": 50054,
+    "a2a": 50056,
+}
 
 
 def tour_script() -> str:
@@ -33,6 +39,7 @@ async def test_the_readme_tour_works_as_written(database_url: str, tmp_path: Pat
     env["DATABASE_URL"] = database_url
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path)
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
+    env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
     stack = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -44,12 +44,14 @@ SECRET_ENV = {
     "toolpool": {"DATABASE_URL"},
     "dispatcher": {"DATABASE_URL"},
     "history": {"DATABASE_URL"},
+    "a2a": {"DATABASE_URL"},
 }
 TOKEN_FILES = {
     "executor": ["executor"],
     "dispatcher": ["dispatcher"],
     "toolpool": [],
     "history": [],
+    "a2a": [],
 }
 NAMESPACES = {"dev": "agentfleet-dev", "prod": "agentfleet"}
 # What the overlay fixture renders: an overlay, with the components added to it. dev needs no
@@ -61,11 +63,14 @@ RENDERED = {
 }
 # Who may call each service, besides labelled clients (agentfleet.io/client=true).
 CALLERS = {
-    "executor": ({"dispatcher"}, True),
+    "executor": ({"dispatcher", "a2a"}, True),
     "toolpool": ({"executor"}, False),
     "dispatcher": (set(), True),
-    "history": ({"dispatcher"}, True),
+    "history": ({"dispatcher", "a2a"}, True),
+    "a2a": (set(), True),
 }
+# Services with an HTTP port besides gRPC and metrics; their callers reach that port only.
+HTTP_PORTS = {"a2a": 50055}
 
 Object = dict[str, Any]
 
@@ -190,9 +195,11 @@ def test_each_service_has_a_deployment_with_probes_resources_and_an_account(
         assert container["args"] == [service]
         port = DEFAULT_PORTS[service]
         metrics_port = DEFAULT_METRICS_PORTS[service]
+        http = [("http", HTTP_PORTS[service])] if service in HTTP_PORTS else []
         assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
             ("grpc", port),
             ("metrics", metrics_port),
+            *http,
         ]
         annotations = deployment["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/port"] == str(metrics_port)
@@ -259,7 +266,8 @@ def test_network_policies_let_in_only_each_services_callers(
         assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == service
         assert policy["policyTypes"] == ["Ingress"]
         rule, monitoring = policy["ingress"]
-        assert rule["ports"] == [{"protocol": "TCP", "port": DEFAULT_PORTS[service]}]
+        called_on = HTTP_PORTS.get(service, DEFAULT_PORTS[service])
+        assert rule["ports"] == [{"protocol": "TCP", "port": called_on}]
         # Prometheus reaches the metrics port only, from a labelled monitoring namespace.
         assert monitoring == {
             "from": [{"namespaceSelector": {"matchLabels": {"agentfleet.io/monitoring": "true"}}}],
@@ -380,7 +388,8 @@ def test_each_pod_holds_only_the_secret_keys_it_needs(overlay: tuple[str, list[O
         assert all("secretRef" not in source for source in env_from), service
         assert set(refs) == SECRET_ENV[service], service
         assert container["env"][0]["name"] == "DATABASE_URL"
-        # Each service's own token only; the toolpool and the history call nobody.
+        # Each service's own token only; the toolpool and the history call nobody, and the
+        # a2a service calls with its callers' tokens.
         assert token_files(pod) == TOKEN_FILES[service], service
     job = of_kind(objects, "Job")["agentfleet-migrate"]["spec"]["template"]["spec"]
     refs, env_from = secret_sources(job["containers"][0])

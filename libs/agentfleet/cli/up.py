@@ -43,7 +43,7 @@ LOCAL_STDIO_COMMANDS = (
 """Stdio MCP command lines ``up`` allows when AGENTFLEET_MCP_STDIO_ALLOWLIST is unset."""
 
 # Dependencies first: the executor calls toolpool; the dispatcher calls the executor.
-START_ORDER = ("toolpool", "history", "executor", "dispatcher")
+START_ORDER = ("toolpool", "history", "executor", "dispatcher", "a2a")
 assert sorted(START_ORDER) == sorted(SERVICE_NAMES)
 
 

@@ -33,7 +33,9 @@ from agentfleet.testing.waiting import wait_for
 from agentfleet.tls import ClientTls, client_tls
 from agentfleet.v1 import toolpool_pb2_grpc
 
-START_ORDER = ("toolpool", "history", "executor", "dispatcher")
+CORE_SERVICES = ("toolpool", "history", "executor", "dispatcher")
+"""What a test stack starts unless it names services: the a2a service only when asked."""
+START_ORDER = (*CORE_SERVICES, "a2a")
 # Test MCP servers listen on 127.0.0.1; secrets need a key (one per test session).
 TEST_EGRESS_AND_SECRETS = {
     "AGENTFLEET_MCP_ALLOWED_NETWORKS": "127.0.0.1/32",
@@ -120,7 +122,7 @@ async def start_stack(
     database_url: str,
     pool: asyncpg.Pool,
     environ: Mapping[str, str] | None = None,
-    names: tuple[str, ...] = START_ORDER,
+    names: tuple[str, ...] = CORE_SERVICES,
     service_environ: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Stack:
     """Starts the named services in-process, in dependency order, on free ports.
@@ -212,6 +214,8 @@ class ProcessStack:
     addresses: dict[str, str]
     processes: dict[str, asyncio.subprocess.Process]
     log_dir: Path
+    a2a_url: str = ""
+    """The a2a service's HTTP base URL, when it runs."""
 
     def log(self, name: str) -> str:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")
@@ -298,7 +302,7 @@ async def start_process_stack(
     database_url: str,
     log_dir: Path,
     environ: Mapping[str, str] | None = None,
-    names: tuple[str, ...] = START_ORDER,
+    names: tuple[str, ...] = CORE_SERVICES,
     timeout_s: float = 30.0,
     service_tokens: Mapping[str, str] | None = None,
     tls: ClientTls | None = None,
@@ -321,11 +325,17 @@ async def start_process_stack(
     for name, port in ports.items():
         env[f"AGENTFLEET_{name.upper()}_PORT"] = str(port)
         env[f"AGENTFLEET_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+    a2a_url = ""
+    if "a2a" in names:
+        http_port = free_port()
+        env.setdefault("AGENTFLEET_A2A_HTTP_PORT", str(http_port))
+        a2a_url = f"http://127.0.0.1:{env['AGENTFLEET_A2A_HTTP_PORT']}"
     processes: dict[str, asyncio.subprocess.Process] = {}
     stack = ProcessStack(
         addresses={n: f"127.0.0.1:{p}" for n, p in ports.items()},
         processes=processes,
         log_dir=log_dir,
+        a2a_url=a2a_url,
     )
     try:
         for name in names:

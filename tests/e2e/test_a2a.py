@@ -1,0 +1,265 @@
+"""External agents over A2A (issue 33, Serve): the official a2a-sdk client against the a2a
+service on real processes (toolpool, history, executor, a2a), auth on, on the stub model."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import pytest_asyncio
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import a2a_pb2 as a2a
+from a2a.utils.errors import TaskNotFoundError
+
+from agentfleet import db
+from agentfleet.auth import TokenStore
+from agentfleet.clients import open_channel
+from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.testing.database import DatabaseFactory
+from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack
+from agentfleet.testing.waiting import wait_for
+from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
+
+NAMES = ("toolpool", "history", "executor", "a2a")
+
+
+@dataclass(kw_only=True, slots=True)
+class A2AFleet:
+    stack: ProcessStack
+    stub: GeminiStub
+    pool: object
+
+    async def project(self, prefix: str) -> tuple[str, str]:
+        project_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        created = await TokenStore(self.pool).create(  # type: ignore[arg-type]
+            project_id=project_id, role="admin", name="e2e"
+        )
+        return project_id, created.token
+
+    async def define(
+        self,
+        project_id: str,
+        token: str,
+        name: str,
+        *,
+        system_prompt: str,
+        visibility: int = common_pb2.VISIBILITY_EXTERNAL,
+        description: str = "",
+    ) -> None:
+        async with open_channel(self.stack.addresses["executor"], token=token) as channel:
+            await registry_pb2_grpc.AgentRegistryServiceStub(channel).UpsertAgentDefinition(
+                registry_pb2.UpsertAgentDefinitionRequest(
+                    project_id=project_id,
+                    agent_definition=common_pb2.AgentDefinition(
+                        name=name,
+                        description=description,
+                        system_prompt=system_prompt,
+                        model=common_pb2.ModelConfig(name="gemini-e2e"),
+                        visibility=visibility,  # type: ignore[arg-type]
+                    ),
+                )
+            )
+
+    def agent_url(self, project_id: str, agent: str) -> str:
+        return f"{self.stack.a2a_url}/{project_id}/agents/{agent}/"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fleet(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[A2AFleet]:
+    database_url = await database_factory.create_database()
+    pool = await db.create_pool(database_url, min_size=1, max_size=4)
+    stub = GeminiStub()
+    await stub.start()
+    stack = await start_process_stack(
+        database_url=database_url,
+        log_dir=tmp_path_factory.mktemp("a2a"),
+        environ={"AGENTFLEET_GEMINI_BASE_URL": stub.base_url or ""},
+        names=NAMES,
+        service_tokens=await create_service_tokens(pool, label="e2e"),
+    )
+    try:
+        async with httpx.AsyncClient() as http:
+
+            async def http_up() -> bool:
+                reply = await http.get(f"{stack.a2a_url}/p/agents")
+                return reply.status_code == 401
+
+            await wait_for(http_up, "the A2A HTTP port", transient=(httpx.TransportError,))
+        yield A2AFleet(stack=stack, stub=stub, pool=pool)
+    finally:
+        codes = await stack.stop(grace_s=5.0)
+        await stub.stop()
+        await pool.close()
+        await database_factory.drop_database(database_url)
+        assert all(code == 0 for code in codes.values()), codes
+
+
+def user_message(text: str, **fields: str) -> a2a.SendMessageRequest:
+    return a2a.SendMessageRequest(
+        message=a2a.Message(
+            message_id=uuid.uuid4().hex, role=a2a.ROLE_USER, parts=[a2a.Part(text=text)], **fields
+        )
+    )
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        yield client
+
+
+async def client_for(fleet: A2AFleet, project_id: str, agent: str, token: str, *, streaming: bool):  # type: ignore[no-untyped-def]
+    """The SDK's card discovery, then the SDK client the card describes."""
+    http = httpx.AsyncClient(timeout=30, headers={"authorization": f"Bearer {token}"})
+    card = await A2ACardResolver(http, fleet.agent_url(project_id, agent)).get_agent_card()
+    return card, ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+
+
+async def answering_agent(fleet: A2AFleet, answer: str, **reply: float) -> tuple[str, str, str]:
+    project_id, token = await fleet.project("a2a")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(name=marker, match_system=marker, replies=[Reply(text=answer, **reply)])
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "helper",
+        system_prompt=f"You help. SECRET-PROMPT {marker}",
+        description="Answers questions briefly.",
+    )
+    return project_id, token, "helper"
+
+
+async def last_task(responses: AsyncIterator[a2a.StreamResponse]) -> tuple[a2a.Task, list]:
+    seen = []
+    task = None
+    async with asyncio.timeout(30):
+        async for response in responses:
+            seen.append(response)
+            if response.HasField("task"):
+                task = response.task
+    assert task is not None, seen
+    return task, seen
+
+
+async def test_card_send_and_get(fleet: A2AFleet) -> None:
+    project_id, token, agent = await answering_agent(fleet, "Forty-two.")
+    card, client = await client_for(fleet, project_id, agent, token, streaming=False)
+    assert card.name == "helper"
+    assert card.description == "Answers questions briefly."
+    assert card.capabilities.streaming
+    assert "bearer" in card.security_schemes
+    assert card.supported_interfaces[0].url == fleet.agent_url(project_id, agent)
+
+    task, _ = await last_task(client.send_message(user_message("What is it?")))
+    assert task.status.state == a2a.TASK_STATE_COMPLETED
+    assert [p.text for a in task.artifacts for p in a.parts if a.name == "answer"] == ["Forty-two."]
+    fetched = await client.get_task(a2a.GetTaskRequest(id=task.id))
+    assert fetched.status.state == a2a.TASK_STATE_COMPLETED
+    assert fetched.context_id == task.context_id
+    assert fetched.context_id
+    await client.close()
+
+
+async def test_stream_to_the_end_then_resubscribe(fleet: A2AFleet) -> None:
+    project_id, token, agent = await answering_agent(fleet, "Streamed answer.", delay_s=0.2)
+    _, client = await client_for(fleet, project_id, agent, token, streaming=True)
+    updates = []
+    task_id = ""
+    async with asyncio.timeout(30):
+        async for response in client.send_message(user_message("Go")):
+            updates.append(response)
+            if response.HasField("task"):
+                task_id = response.task.id
+    states = [u.status_update.status.state for u in updates if u.HasField("status_update")]
+    assert states[-1] == a2a.TASK_STATE_COMPLETED, updates
+    assert a2a.TASK_STATE_WORKING in states
+    answers = [
+        p.text
+        for u in updates
+        if u.HasField("artifact_update")
+        for p in u.artifact_update.artifact.parts
+    ]
+    assert answers == ["Streamed answer."]
+
+    replay = []
+    async with asyncio.timeout(30):
+        async for response in client.subscribe(a2a.SubscribeToTaskRequest(id=task_id)):
+            replay.append(response)
+    assert replay[0].task.status.state == a2a.TASK_STATE_COMPLETED
+    assert [p.text for a in replay[0].task.artifacts for p in a.parts] == ["Streamed answer."]
+    await client.close()
+
+
+async def test_cancel_a_running_task(fleet: A2AFleet) -> None:
+    project_id, token, agent = await answering_agent(fleet, "never", hang=True)
+    _, client = await client_for(fleet, project_id, agent, token, streaming=False)
+    request = user_message("Take your time")
+    request.configuration.return_immediately = True
+    task, _ = await last_task(client.send_message(request))
+    assert task.status.state in (a2a.TASK_STATE_SUBMITTED, a2a.TASK_STATE_WORKING)
+
+    await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+
+    async def cancelled() -> bool:
+        got = await client.get_task(a2a.GetTaskRequest(id=task.id))
+        return got.status.state == a2a.TASK_STATE_CANCELED
+
+    await wait_for(cancelled, "the task cancelled", timeout_s=30)
+    await client.close()
+
+
+async def test_refusals(fleet: A2AFleet, http: httpx.AsyncClient) -> None:
+    project_id, token, agent = await answering_agent(fleet, "Hidden.")
+    other_project, other_token = await fleet.project("other")
+    card_url = fleet.agent_url(project_id, agent) + ".well-known/agent-card.json"
+    assert (await http.get(card_url)).status_code == 401
+    assert (await http.get(card_url, headers={"authorization": "Bearer nope"})).status_code == 401
+    refused = await http.get(card_url, headers={"authorization": f"Bearer {other_token}"})
+    assert refused.status_code == 403
+    no_token = await http.post(
+        fleet.agent_url(project_id, agent),
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}},
+    )
+    assert no_token.status_code == 401
+
+    # A project agent that is not external is not reachable at all.
+    await fleet.define(
+        project_id,
+        token,
+        "inner",
+        system_prompt="internal only",
+        visibility=common_pb2.VISIBILITY_PROJECT,
+    )
+    headers = {"authorization": f"Bearer {token}"}
+    inner_url = fleet.agent_url(project_id, "inner")
+    assert (
+        await http.get(inner_url + ".well-known/agent-card.json", headers=headers)
+    ).status_code == 404
+    sent = await http.post(
+        inner_url,
+        headers=headers,
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}},
+    )
+    assert sent.status_code == 404
+    index = (await http.get(f"{fleet.stack.a2a_url}/{project_id}/agents", headers=headers)).json()
+    assert [a["name"] for a in index["agents"]] == ["helper"]
+
+    # Another project's task is not found, even through an external agent of the same name.
+    _, client = await client_for(fleet, project_id, agent, token, streaming=False)
+    task, _ = await last_task(client.send_message(user_message("hi")))
+    await fleet.define(other_project, other_token, "helper", system_prompt="other")
+    _, other_client = await client_for(fleet, other_project, "helper", other_token, streaming=False)
+    with pytest.raises(TaskNotFoundError):
+        await other_client.get_task(a2a.GetTaskRequest(id=task.id))
+    with pytest.raises(TaskNotFoundError):
+        await other_client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+    await client.close()
+    await other_client.close()
