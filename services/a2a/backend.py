@@ -143,6 +143,10 @@ class Backend:
 
     async def run(self, caller: Caller, task_id: str) -> common_pb2.AgentRun:
         """The task's run: a top-level run of this agent in this project, else TaskUnknown."""
+        return (await self.snapshot(caller, task_id))[0]
+
+    async def snapshot(self, caller: Caller, task_id: str) -> tuple[common_pb2.AgentRun, int]:
+        """The task's run and the seq of its last stored event."""
         if not _looks_like_uuid(task_id):
             raise TaskUnknown(task_id)
         try:
@@ -157,7 +161,7 @@ class Backend:
         run = reply.run
         if run.agent_name != caller.agent_name or run.parent_run_id:
             raise TaskUnknown(task_id)
-        return run
+        return run, reply.last_event_seq
 
     async def cancel(self, caller: Caller, task_id: str) -> common_pb2.AgentRun:
         await self.run(caller, task_id)
@@ -241,9 +245,9 @@ class Backend:
         finally:
             call.cancel()
 
-    async def wait(self, caller: Caller, run_id: str) -> common_pb2.AgentRun:
-        """The run once it has ended or needs input."""
-        async for _event in self.events(caller, run_id):
+    async def wait(self, caller: Caller, run_id: str, after_seq: int = 0) -> common_pb2.AgentRun:
+        """The run once it has ended or needs input (after the event ``after_seq``)."""
+        async for _event in self.events(caller, run_id, after_seq):
             pass
         return await self.run(caller, run_id)
 

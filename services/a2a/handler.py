@@ -49,18 +49,18 @@ class AgentRequestHandler(RequestHandler):
     ) -> a2a.Task:
         caller = _caller(context)
         with _errors():
-            run = await self._begin(caller, params.message)
+            run, after_seq = await self._begin(caller, params.message)
             if params.configuration.return_immediately:
                 return task_of(run)
-            return task_of(await self._backend.wait(caller, run.id))
+            return task_of(await self._backend.wait(caller, run.id, after_seq))
 
     async def on_message_send_stream(
         self, params: a2a.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[object]:
         caller = _caller(context)
         with _errors():
-            run = await self._begin(caller, params.message)
-        async for item in self._follow(caller, run):
+            run, after_seq = await self._begin(caller, params.message)
+        async for item in self._follow(caller, run, after_seq):
             yield item
 
     async def on_subscribe_to_task(
@@ -68,8 +68,10 @@ class AgentRequestHandler(RequestHandler):
     ) -> AsyncGenerator[object]:
         caller = _caller(context)
         with _errors():
-            run = await self._backend.run(caller, params.id)
-        async for item in self._follow(caller, run):
+            run, after_seq = await self._backend.snapshot(caller, params.id)
+        # The task as it is now, then what happens next: an older input-required turn in
+        # the stored events must not end a subscription to a task that has moved on.
+        async for item in self._follow(caller, run, after_seq):
             yield item
 
     async def on_get_task(
@@ -104,26 +106,28 @@ class AgentRequestHandler(RequestHandler):
     async def on_get_extended_agent_card(self, params, context):  # type: ignore[no-untyped-def]
         raise UnsupportedOperationError(message="no extended agent card")
 
-    async def _begin(self, caller: Caller, message: a2a.Message) -> common_pb2.AgentRun:
+    async def _begin(self, caller: Caller, message: a2a.Message) -> tuple[common_pb2.AgentRun, int]:
         """A new run for a message without a task id; for one naming an input-required
-        task, that task continued (resumed, or its pending approval decided)."""
+        task, that task continued (resumed, or its pending approval decided). With the seq
+        of the run's last event before this message: what follows is this message's turn."""
         parts = _parts(message)
         if message.task_id:
             return await self._continue(caller, message.task_id, parts)
         text = message_input(parts)
         if not text:
             raise BadRequest("message.parts: a text or data part with content is required")
-        return await self._backend.start(
+        run = await self._backend.start(
             caller,
             text=text,
             context_id=message.context_id or new_context_id(),
             message_id=message.message_id,
         )
+        return run, 0
 
     async def _continue(
         self, caller: Caller, task_id: str, parts: list[tuple[str, object]]
-    ) -> common_pb2.AgentRun:
-        run = await self._backend.run(caller, task_id)
+    ) -> tuple[common_pb2.AgentRun, int]:
+        run, after_seq = await self._backend.snapshot(caller, task_id)
         if run.status == S.RUN_STATUS_WAITING:
             decision = decision_of([value for kind, value in parts if kind == "data"])
             if decision is None:
@@ -138,14 +142,16 @@ class AgentRequestHandler(RequestHandler):
             raise BadRequest(f"task {task_id} has ended; send a new message without task_id")
         else:
             raise BadRequest(f"task {task_id} is not waiting for input")
-        return await self._backend.run(caller, task_id)
+        return await self._backend.run(caller, task_id), after_seq
 
-    async def _follow(self, caller: Caller, run: common_pb2.AgentRun) -> AsyncGenerator[object]:
+    async def _follow(
+        self, caller: Caller, run: common_pb2.AgentRun, after_seq: int
+    ) -> AsyncGenerator[object]:
         yield task_of(run)
         if run.status in ENDED:
             return
         with _errors():
-            async for event in self._backend.events(caller, run.id):
+            async for event in self._backend.events(caller, run.id, after_seq):
                 for update in update_of(event, run.thread_id):
                     yield update
 

@@ -13,12 +13,14 @@ import pytest
 import pytest_asyncio
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as a2a
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Value
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.clients import open_channel
-from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack
 from agentfleet.testing.waiting import wait_for
@@ -49,18 +51,23 @@ class A2AFleet:
         system_prompt: str,
         visibility: int = common_pb2.VISIBILITY_EXTERNAL,
         description: str = "",
+        tools: tuple[str, ...] = (),
+        config: dict | None = None,
     ) -> None:
+        definition = common_pb2.AgentDefinition(
+            name=name,
+            description=description,
+            system_prompt=system_prompt,
+            model=common_pb2.ModelConfig(name="gemini-e2e"),
+            visibility=visibility,  # type: ignore[arg-type]
+            tools=list(tools),
+        )
+        if config:
+            definition.config.update(config)
         async with open_channel(self.stack.addresses["executor"], token=token) as channel:
             await registry_pb2_grpc.AgentRegistryServiceStub(channel).UpsertAgentDefinition(
                 registry_pb2.UpsertAgentDefinitionRequest(
-                    project_id=project_id,
-                    agent_definition=common_pb2.AgentDefinition(
-                        name=name,
-                        description=description,
-                        system_prompt=system_prompt,
-                        model=common_pb2.ModelConfig(name="gemini-e2e"),
-                        visibility=visibility,  # type: ignore[arg-type]
-                    ),
+                    project_id=project_id, agent_definition=definition
                 )
             )
 
@@ -263,3 +270,48 @@ async def test_refusals(fleet: A2AFleet, http: httpx.AsyncClient) -> None:
         await other_client.cancel_task(a2a.CancelTaskRequest(id=task.id))
     await client.close()
     await other_client.close()
+
+
+async def test_input_required_then_resumed_through_an_approval(fleet: A2AFleet) -> None:
+    project_id, token = await fleet.project("a2a-approve")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})]),
+                Reply(text="Noted."),
+            ],
+        )
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "noter",
+        system_prompt=f"You take notes. {marker}",
+        tools=("create_entity",),
+        config={"approvals": {"rules": [{"tools": ["create_entity"], "deadline_s": 3600}]}},
+    )
+    _, client = await client_for(fleet, project_id, "noter", token, streaming=False)
+    task, _ = await last_task(client.send_message(user_message("Note this")))
+    assert task.status.state == a2a.TASK_STATE_INPUT_REQUIRED, task
+    assert "approve" in task.status.message.parts[0].text
+
+    # A plain text reply is refused: the task waits for a decision, not for text.
+    with pytest.raises(InvalidParamsError, match="approval"):
+        await last_task(client.send_message(user_message("please", task_id=task.id)))
+
+    decision = a2a.SendMessageRequest(
+        message=a2a.Message(
+            message_id=uuid.uuid4().hex,
+            task_id=task.id,
+            role=a2a.ROLE_USER,
+            parts=[a2a.Part(data=json_format.ParseDict({"decision": "approve"}, Value()))],
+        )
+    )
+    resumed, _ = await last_task(client.send_message(decision))
+    assert resumed.id == task.id
+    assert resumed.status.state == a2a.TASK_STATE_COMPLETED, resumed
+    assert [p.text for a in resumed.artifacts for p in a.parts] == ["Noted."]
+    await client.close()
