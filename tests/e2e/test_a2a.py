@@ -4,9 +4,11 @@ service on real processes (toolpool, history, executor, a2a), auth on, on the st
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -315,3 +317,27 @@ async def test_input_required_then_resumed_through_an_approval(fleet: A2AFleet) 
     assert resumed.status.state == a2a.TASK_STATE_COMPLETED, resumed
     assert [p.text for a in resumed.artifacts for p in a.parts] == ["Noted."]
     await client.close()
+
+
+async def test_the_readme_a2a_example_works_as_written(fleet: A2AFleet) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Agents for other systems (A2A)", 1)[1]
+    script = section.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    project_id, token, agent = await answering_agent(fleet, "Use PostgreSQL.")
+    demo_url = "http://127.0.0.1:50055/demo/agents/research-assistant/"
+    assert demo_url in script
+    script = script.replace(demo_url, fleet.agent_url(project_id, agent))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        token,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == "helper - Answers questions briefly."
+    assert "status: TASK_STATE_WORKING" in lines
+    assert lines[-2:] == ["Use PostgreSQL.", "status: TASK_STATE_COMPLETED"]
