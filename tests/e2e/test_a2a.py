@@ -25,7 +25,7 @@ from agentfleet.clients import open_channel
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack
-from agentfleet.testing.waiting import wait_for
+from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 
 NAMES = ("toolpool", "history", "executor", "a2a")
@@ -55,6 +55,7 @@ class A2AFleet:
         description: str = "",
         tools: tuple[str, ...] = (),
         config: dict | None = None,
+        max_steps: int | None = None,
     ) -> None:
         definition = common_pb2.AgentDefinition(
             name=name,
@@ -63,6 +64,7 @@ class A2AFleet:
             model=common_pb2.ModelConfig(name="gemini-e2e"),
             visibility=visibility,  # type: ignore[arg-type]
             tools=list(tools),
+            max_steps=max_steps,
         )
         if config:
             definition.config.update(config)
@@ -341,3 +343,137 @@ async def test_the_readme_a2a_example_works_as_written(fleet: A2AFleet) -> None:
     assert lines[0] == "helper - Answers questions briefly."
     assert "status: TASK_STATE_WORKING" in lines
     assert lines[-2:] == ["Use PostgreSQL.", "status: TASK_STATE_COMPLETED"]
+
+
+async def test_cancel_reaches_the_whole_tree_and_a_child_is_no_task(fleet: A2AFleet) -> None:
+    project_id, token = await fleet.project("a2a-tree")
+    marker = f"[{project_id}]"
+    tasks = [{"agent_name": "sleeper", "prompt": f"wait {i}"} for i in range(2)]
+    fleet.stub.add_script(
+        Script(
+            name=f"boss{marker}",
+            match_system=f"boss {marker}",
+            replies=[Reply(calls=[Call("spawn_agents", {"tasks": tasks})])],
+        )
+    )
+    fleet.stub.add_script(
+        Script(
+            name=f"sleeper{marker}", match_system=f"sleeper {marker}", replies=[Reply(hang=True)]
+        )
+    )
+    await fleet.define(
+        project_id, token, "boss", system_prompt=f"boss {marker}", tools=("spawn_agents",)
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "sleeper",
+        system_prompt=f"sleeper {marker}",
+        visibility=common_pb2.VISIBILITY_PROJECT,
+    )
+    _, client = await client_for(fleet, project_id, "boss", token, streaming=False)
+    request = user_message("Delegate")
+    request.configuration.return_immediately = True
+    task, _ = await last_task(client.send_message(request))
+    await wait_for_query(
+        fleet.pool,
+        "SELECT count(*) = 2 FROM kb.agent_runs WHERE parent_run_id = $1 AND status = 'running'",
+        task.id,
+    )
+    child = await fleet.pool.fetchval(  # type: ignore[attr-defined]
+        "SELECT id::text FROM kb.agent_runs WHERE parent_run_id = $1 LIMIT 1", task.id
+    )
+    # A child run is not a task of the agent: only top-level runs are.
+    with pytest.raises(TaskNotFoundError):
+        await client.get_task(a2a.GetTaskRequest(id=child))
+
+    cancelled = await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+    assert cancelled.id == task.id
+    await wait_for_query(
+        fleet.pool,
+        "SELECT bool_and(status = 'cancelled') AND count(*) = 3 FROM kb.agent_runs"
+        " WHERE root_run_id = $1",
+        task.id,
+    )
+    got = await client.get_task(a2a.GetTaskRequest(id=task.id))
+    assert got.status.state == a2a.TASK_STATE_CANCELED
+    await client.close()
+
+
+async def test_a_paused_task_is_input_required_and_a_message_resumes_it(fleet: A2AFleet) -> None:
+    project_id, token = await fleet.project("a2a-pause")
+    member = (
+        await TokenStore(fleet.pool).create(  # type: ignore[arg-type]
+            project_id=project_id, role="member", name="e2e"
+        )
+    ).token
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "p1"})]),
+                Reply(text="Partial summary."),
+                Reply(text="Finished after resume."),
+            ],
+        )
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "stepper",
+        system_prompt=f"You step. {marker}",
+        tools=("create_entity",),
+        max_steps=1,
+    )
+    # A member token may send, as it may start runs.
+    _, client = await client_for(fleet, project_id, "stepper", member, streaming=True)
+    first = None
+    states = []
+    async with asyncio.timeout(30):
+        async for response in client.send_message(user_message("Start")):
+            if response.HasField("status_update"):
+                states.append(response.status_update.status.state)
+            if response.HasField("task"):
+                first = response.task
+    assert states[-1] == a2a.TASK_STATE_INPUT_REQUIRED, states
+    assert first is not None
+
+    resumed_states = []
+    answers = []
+    async with asyncio.timeout(30):
+        async for response in client.send_message(
+            user_message("Carry on", task_id=first.id, context_id=first.context_id)
+        ):
+            if response.HasField("status_update"):
+                resumed_states.append(response.status_update.status.state)
+            if response.HasField("artifact_update"):
+                answers += [p.text for p in response.artifact_update.artifact.parts]
+    assert resumed_states[-1] == a2a.TASK_STATE_COMPLETED, resumed_states
+    assert answers == ["Finished after resume."]
+    await client.close()
+
+
+async def test_the_v0_3_method_names_are_served(fleet: A2AFleet, http: httpx.AsyncClient) -> None:
+    project_id, token, agent = await answering_agent(fleet, "Old clients welcome.")
+    reply = await http.post(
+        fleet.agent_url(project_id, agent),
+        headers={"authorization": f"Bearer {token}"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "messageId": uuid.uuid4().hex,
+                    "role": "user",
+                    "parts": [{"kind": "text", "text": "hello"}],
+                }
+            },
+        },
+    )
+    result = reply.json()["result"]
+    assert result["status"]["state"] == "completed", result
+    assert result["artifacts"][0]["parts"][0]["text"] == "Old clients welcome."
