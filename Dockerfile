@@ -33,6 +33,6 @@ ENV PATH=/opt/venv/bin:$PATH \
     AGENTFLEET_MIGRATIONS_DIR=/app/migrations
 WORKDIR /app
 USER 10001:10001
-EXPOSE 50051 50052 50053 50054
+EXPOSE 50051 50052 50053 50054 50055 50056
 ENTRYPOINT ["python", "-m", "agentfleet.cli.entry"]
 CMD ["--help"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Iterator
 
 import structlog
 import uvicorn
 
+from agentfleet.grpc_server import PortInUse
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
@@ -29,30 +31,54 @@ class _Server(uvicorn.Server):
 
 async def build(context: ServiceContext) -> ServiceParts:
     a2a_settings = load_a2a_settings()
+    # Bound here, before anything starts: a port in use stops the service with one line, and
+    # port 0 gets its real number logged.
+    sock = bind_http(context.settings.listen_host, a2a_settings.http_port)
+    port = sock.getsockname()[1]
     backend = Backend(context.settings)
     server = _Server(
         uvicorn.Config(
             build_app(backend, a2a_settings),
-            host=context.settings.listen_host,
-            port=a2a_settings.http_port,
             lifespan="off",
             log_config=None,
             access_log=False,
-            # Bounded like the gRPC side: no request may hold the loop or a connection long.
+            # As many requests at once as a gRPC server of this process takes (past it: 503),
+            # and idle keep-alive connections closed, so idle clients hold no sockets.
             timeout_keep_alive=30,
-            limit_concurrency=1000,
+            limit_concurrency=context.settings.grpc_limits.max_concurrent_rpcs,
         )
     )
 
     async def serve_http(stopping: asyncio.Event) -> None:
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
         stop = asyncio.create_task(stopping.wait())
         await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
         server.should_exit = True
         stop.cancel()
         await serving
         if not stopping.is_set():
-            raise RuntimeError(f"the A2A HTTP server stopped (port {a2a_settings.http_port})")
+            raise RuntimeError(f"the A2A HTTP server stopped (port {port})")
 
-    log.info("a2a_http", port=a2a_settings.http_port, host=context.settings.listen_host)
-    return ServiceParts(registrations=(), background=(serve_http,), on_stop=(backend.close,))
+    async def close() -> None:
+        await backend.close()
+        sock.close()
+
+    log.info("a2a_http", port=port, host=context.settings.listen_host)
+    return ServiceParts(registrations=(), background=(serve_http,), on_stop=(close,))
+
+
+def bind_http(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # As uvicorn binds: a restarted service may reuse its port at once.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortInUse(
+            f"cannot listen on {host}:{port} ({exc.strerror}); set AGENTFLEET_A2A_HTTP_PORT"
+            " to use another port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
