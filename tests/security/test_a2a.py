@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import httpx
 import pytest
+from a2a.utils.constants import VERSION_HEADER
 
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
@@ -51,7 +52,7 @@ async def a2a_http(stack: Stack) -> AsyncIterator[tuple[httpx.AsyncClient, str]]
     async with httpx.AsyncClient(
         transport=transport,
         base_url="http://a2a.test",
-        headers={"authorization": f"Bearer {token}"},
+        headers={"authorization": f"Bearer {token}", VERSION_HEADER: "1.0"},
     ) as client:
         yield client, token
     await backend.close()
@@ -127,3 +128,35 @@ async def test_a_member_token_of_another_project_is_refused(
     assert index.status_code == 403
     sent = await client.post(f"/{P}/agents/outside/", json=send_body("hi"), headers=headers)
     assert sent.status_code == 403
+
+
+def rpc(method: str, params: dict[str, object]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 3, "method": method, "params": params}
+
+
+@pytest.mark.parametrize(
+    "part",
+    [{"url": "http://169.254.169.254/latest/meta-data"}, {"raw": "aGVsbG8="}],
+)
+async def test_file_parts_are_refused_naming_the_field_and_run_nothing(
+    a2a_http: tuple[httpx.AsyncClient, str], db_pool: asyncpg.Pool, part: dict[str, str]
+) -> None:
+    client, _ = a2a_http
+    message = {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "see"}, part]}
+    reply = await client.post(
+        f"/{P}/agents/outside/", json=rpc("SendMessage", {"message": message})
+    )
+    error = reply.json()["error"]
+    assert error["code"] == -32602  # invalid params
+    assert "message.parts" in error["message"]
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.agent_runs") == 0
+
+
+@pytest.mark.parametrize("task_id", ["not-a-uuid", "00000000-0000-0000-0000-000000000000", "'; --"])
+async def test_unknown_task_ids_are_task_not_found(
+    a2a_http: tuple[httpx.AsyncClient, str], task_id: str
+) -> None:
+    client, _ = a2a_http
+    for method in ("GetTask", "CancelTask"):
+        reply = await client.post(f"/{P}/agents/outside/", json=rpc(method, {"id": task_id}))
+        assert reply.json()["error"]["code"] == -32001, (method, reply.text)  # task not found
