@@ -48,6 +48,10 @@ class BadRequest(Exception):
     """The message cannot start or continue a task; the text says why."""
 
 
+class Exhausted(Exception):
+    """A limit of the caller's token or project was reached; the text names its setting."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Caller:
     """Who calls which agent: the project and agent of the URL, and the bearer token."""
@@ -321,10 +325,11 @@ def _call_error(exc: grpc.aio.AioRpcError) -> Exception:
     code = exc.code()
     if code == grpc.StatusCode.UNAUTHENTICATED or code == grpc.StatusCode.PERMISSION_DENIED:
         return _access_error(exc)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return Exhausted(exc.details() or code.name)
     if code in (
         grpc.StatusCode.INVALID_ARGUMENT,
         grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.ALREADY_EXISTS,
     ):
         return BadRequest(exc.details() or code.name)

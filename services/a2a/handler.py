@@ -29,6 +29,7 @@ from services.a2a.backend import (
     Backend,
     BadRequest,
     Caller,
+    Exhausted,
     TaskUnknown,
     Unavailable,
     decision_of,
@@ -187,6 +188,8 @@ class _errors:
             return
         if isinstance(exc, TaskUnknown):
             raise TaskNotFoundError() from None
+        if isinstance(exc, Exhausted):
+            raise InvalidRequestError(message=str(exc)) from None
         if isinstance(exc, BadRequest):
             raise InvalidParamsError(message=str(exc)) from None
         if isinstance(exc, AccessDenied):

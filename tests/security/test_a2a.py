@@ -13,7 +13,8 @@ import httpx
 import pytest
 from a2a.utils.constants import VERSION_HEADER
 
-from agentfleet.testing.services import Stack
+from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.testing.services import Stack, free_port, start_stack
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
@@ -160,3 +161,69 @@ async def test_unknown_task_ids_are_task_not_found(
     for method in ("GetTask", "CancelTask"):
         reply = await client.post(f"/{P}/agents/outside/", json=rpc(method, {"id": task_id}))
         assert reply.json()["error"]["code"] == -32001, (method, reply.text)  # task not found
+
+
+async def test_the_streams_per_token_cap_applies_to_a2a_streams(
+    database_url: str,
+    db_pool: asyncpg.Pool,
+    gemini_stub: GeminiStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each A2A stream (and each blocking send) holds a WatchRun on the caller's token, so
+    AGENTFLEET_MAX_STREAMS_PER_TOKEN bounds what one token holds open through this service."""
+    http_port = free_port()
+    monkeypatch.setenv("AGENTFLEET_A2A_HTTP_PORT", str(http_port))
+    stack = await start_stack(
+        database_url=database_url,
+        pool=db_pool,
+        names=("toolpool", "history", "executor", "a2a"),
+        environ={
+            "AGENTFLEET_GEMINI_BASE_URL": gemini_stub.base_url or "",
+            "AGENTFLEET_MAX_STREAMS_PER_TOKEN": "1",
+        },
+    )
+    try:
+        token = await stack.create_token(P, "admin")
+        registry = registry_pb2_grpc.AgentRegistryServiceStub(
+            stack.channel("executor", token=token)
+        )
+        await registry.UpsertAgentDefinition(
+            registry_pb2.UpsertAgentDefinitionRequest(
+                project_id=P,
+                agent_definition=common_pb2.AgentDefinition(
+                    name="slow",
+                    system_prompt="slow [cap]",
+                    model=common_pb2.ModelConfig(name="gemini-2.5-flash"),
+                    visibility=common_pb2.VISIBILITY_EXTERNAL,
+                ),
+            )
+        )
+        gemini_stub.add_script(Script(name="cap", match_system="[cap]", replies=[Reply(hang=True)]))
+        headers = {"authorization": f"Bearer {token}", VERSION_HEADER: "1.0"}
+        url = f"http://127.0.0.1:{http_port}/{P}/agents/slow/"
+        async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+            started = await client.post(
+                url,
+                json=rpc(
+                    "SendMessage",
+                    {
+                        "message": {
+                            "messageId": "c1",
+                            "role": "ROLE_USER",
+                            "parts": [{"text": "go"}],
+                        },
+                        "configuration": {"returnImmediately": True},
+                    },
+                ),
+            )
+            task_id = started.json()["result"]["task"]["id"]
+            subscribe = rpc("SubscribeToTask", {"id": task_id})
+            async with client.stream("POST", url, json=subscribe) as first:
+                lines = first.aiter_lines()
+                async for line in lines:
+                    if line.startswith("data:"):
+                        break  # the task; its WatchRun is open now
+                second = await client.post(url, json=subscribe)
+                assert "MAX_STREAMS_PER_TOKEN" in second.text, second.text
+    finally:
+        await stack.close()
