@@ -25,6 +25,7 @@ async def test_the_research_demo_reports_and_writes_the_graph(
             "AGENTFLEET_DATA_DIR": str(tmp_path),
             **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("EXECUTOR", "TOOLPOOL")},
             **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("DISPATCHER", "HISTORY")},
+            **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("A2A", "A2A_HTTP")},
         }
     )
     process = await start_agentfleet("up", "--demo", "--exit-when-ready", env=env)

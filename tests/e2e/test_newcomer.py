@@ -20,7 +20,7 @@ from agentfleet.gemini_stub.offline_model import NOTICE
 from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up
 from agentfleet.testing.services import free_port
 
-SERVICES = ("executor", "toolpool", "dispatcher", "history")
+SERVICES = ("executor", "toolpool", "dispatcher", "history", "a2a")
 MANIFEST = """
 name: my-first-product
 version: "0.1.0"
@@ -57,6 +57,7 @@ async def test_an_agent_without_a_stub_script_completes_on_up(
     env.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env.update({"DATABASE_URL": database_url, "AGENTFLEET_DATA_DIR": str(tmp_path)})
+    env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
     up = await start_agentfleet("up", env=env)
     try:
         output = OutputLines(up.stdout)  # type: ignore[arg-type]

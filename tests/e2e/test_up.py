@@ -19,6 +19,7 @@ SERVICES = {
     "toolpool": ["agentfleet.v1.ToolPoolService"],
     "dispatcher": ["agentfleet.v1.DispatcherService"],
     "history": ["agentfleet.v1.HistoryService"],
+    "a2a": [],  # its gRPC port serves health only; A2A itself is HTTP
 }
 
 
@@ -33,6 +34,7 @@ def _up_environment(tmp_path: Path, ports: dict[str, int], **extra: str) -> dict
     }
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
+    env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
     return {**env, **extra}
 
 

@@ -20,8 +20,8 @@ from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_u
 from agentfleet.testing.services import free_port
 from agentfleet.testing.waiting import wait_for
 
-SERVICES = ("toolpool", "history", "executor", "dispatcher")
-ROW = re.compile(r"(toolpool|history|executor|dispatcher)\W+127\.0\.0\.1:(\d+)\W+(\d+)")
+SERVICES = ("toolpool", "history", "executor", "dispatcher", "a2a")
+ROW = re.compile(r"(toolpool|history|executor|dispatcher|a2a)\W+127\.0\.0\.1:(\d+)\W+(\d+)")
 
 
 async def health(port: int) -> int:
@@ -52,6 +52,7 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
     }
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
+    env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
     env.pop("GOOGLE_API_KEY", None)
     env["COLUMNS"] = "200"  # the ready table on one line per service
     process = await start_agentfleet("up", env=env, merge_stderr=True)
