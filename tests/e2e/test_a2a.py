@@ -56,6 +56,7 @@ class A2AFleet:
         tools: tuple[str, ...] = (),
         config: dict | None = None,
         max_steps: int | None = None,
+        output_schema: dict | None = None,
     ) -> None:
         definition = common_pb2.AgentDefinition(
             name=name,
@@ -68,6 +69,8 @@ class A2AFleet:
         )
         if config:
             definition.config.update(config)
+        if output_schema:
+            definition.output_schema.update(output_schema)
         async with open_channel(self.stack.addresses["executor"], token=token) as channel:
             await registry_pb2_grpc.AgentRegistryServiceStub(channel).UpsertAgentDefinition(
                 registry_pb2.UpsertAgentDefinitionRequest(
@@ -477,3 +480,32 @@ async def test_the_v0_3_method_names_are_served(fleet: A2AFleet, http: httpx.Asy
     result = reply.json()["result"]
     assert result["status"]["state"] == "completed", result
     assert result["artifacts"][0]["parts"][0]["text"] == "Old clients welcome."
+
+
+async def test_a_structured_output_is_the_output_artifact(fleet: A2AFleet) -> None:
+    project_id, token = await fleet.project("a2a-typed")
+    marker = f"[{project_id}]"
+    answer = '{"title": "Use PostgreSQL", "score": 9}'
+    fleet.stub.add_script(
+        Script(name=marker, match_system=marker, replies=[Reply(text=answer), Reply(text=answer)])
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "typed",
+        system_prompt=f"You are typed. {marker}",
+        output_schema={
+            "type": "object",
+            "properties": {"title": {"type": "string"}, "score": {"type": "integer"}},
+            "required": ["title", "score"],
+        },
+    )
+    _, client = await client_for(fleet, project_id, "typed", token, streaming=False)
+    task, _ = await last_task(client.send_message(user_message("Decide")))
+    assert task.status.state == a2a.TASK_STATE_COMPLETED, task
+    artifacts = {a.name: a for a in task.artifacts}
+    assert set(artifacts) == {"answer", "output"}
+    (part,) = artifacts["output"].parts
+    assert part.media_type == "application/json"
+    assert json_format.MessageToDict(part.data) == {"title": "Use PostgreSQL", "score": 9}
+    await client.close()
