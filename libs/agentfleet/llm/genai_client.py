@@ -233,7 +233,7 @@ class GenaiModelClient:
         attempt: Callable[[], Awaitable[types.GenerateContentResponse]],
     ) -> tuple[
         Callable[[], Awaitable[types.GenerateContentResponse]],
-        Callable[[float | None], Awaitable[None]] | None,
+        Callable[[float | None, str | None], Awaitable[None]] | None,
     ]:
         """``attempt`` behind the shared limiter (each attempt takes a slot), and what a 429
         tells it; ``attempt`` as it is without a limiter."""
@@ -246,8 +246,8 @@ class GenaiModelClient:
         async def limited() -> types.GenerateContentResponse:
             return await quotas.guarded(model, scope, on_wait, deadline, attempt, _tokens_of)
 
-        async def on_throttled(retry_after_s: float | None) -> None:
-            await quotas.throttled(model, retry_after_s)
+        async def on_throttled(retry_after_s: float | None, limit: str | None) -> None:
+            await quotas.throttled(model, retry_after_s, limit)
 
         return limited, on_throttled
 

@@ -72,7 +72,7 @@ async def with_retries(
     model: str,
     call: str = "model call",
     on_wait: QuotaWaitSink | None = None,
-    on_throttled: Callable[[float | None], Awaitable[None]] | None = None,
+    on_throttled: Callable[[float | None, str | None], Awaitable[None]] | None = None,
 ) -> ModelReply:
     """The reply of the first attempt that answers, retried per ``policy``; an attempt whose
     error carries a true ``delta_sent`` (a streamed call that already handed pieces on) is
@@ -95,7 +95,7 @@ async def with_retries(
             if on_throttled is not None and retryable and is_throttled(exc):
                 # The quota is the reason: the limiter decides when to go again (bounded by
                 # its maximum wait), and the attempt does not count.
-                await on_throttled(retry_hint_s(exc))
+                await on_throttled(retry_hint_s(exc), limit)
                 attempt -= 1
                 continue
             delay = retry_delay(

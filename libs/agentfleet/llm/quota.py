@@ -368,9 +368,12 @@ class ModelQuotas:
         ):
             budget.pump()
 
-    async def throttled(self, model: str, retry_after_s: float | None) -> None:
+    async def throttled(
+        self, model: str, retry_after_s: float | None, limit: str | None = None
+    ) -> None:
         """A 429 answered a call of ``model``: the shared budget is blocked for every
-        process, and this one's unused slots are dropped."""
+        process, and this one's unused slots are dropped. ``limit``: the quota the 429 named
+        (:func:`~agentfleet.llm.genai_translate.quota_limit`), shown to the calls that wait."""
         budget = self.budget(model)
         budget.stock.clear()
         loop = asyncio.get_running_loop()
@@ -387,7 +390,7 @@ class ModelQuotas:
             return
         budget.rps, _ = rates(budget.limits, state, headroom=self.config.headroom)
         budget.retry_at = state.blocked_until + loop.time() - db_now
-        budget.limit = "retry_delay"
+        budget.limit = limit or "retry_delay"
         _log.info(
             "model quota: 429, every process backs off",
             model=model,
