@@ -384,5 +384,7 @@ async def test_quota_waits_and_429s_are_counted_by_model(metered: Metered) -> No
     after = await metered.scrape("executor")
     assert value(after, "agentfleet_model_quota_waiting", **by_model) == 0
     assert value(after, "agentfleet_model_quota_wait_duration_seconds_count", **by_model) == 1
-    assert value(after, "agentfleet_model_quota_wait_duration_seconds_sum", **by_model) >= 3
+    assert (
+        value(after, "agentfleet_model_quota_wait_duration_seconds_sum", **by_model) >= 2
+    )  # shown after 0.5 s of it
     assert value(after, "agentfleet_model_rate_limited_total", **by_model) == 1
