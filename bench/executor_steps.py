@@ -68,11 +68,11 @@ from _step_measures import MS, ProcessCpu, StepClock, TimedModel, pct
 from _stub_child import serve, stub_child
 
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, RetryPolicy
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
 from services.executor.loop import AgentLoop, RunControl

@@ -29,9 +29,9 @@ from _common import bench_database
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
 from agentfleet.pagination import encode_page_token
+from agentfleet.rpc.clients import open_channel
 from agentfleet.service_runtime import start_service
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 from services.history.models import RunFilters

@@ -63,8 +63,8 @@ from _servers import postgres_facts, stub_process
 from _stubctl import install_scripts, stepper
 
 from agentfleet import db
-from agentfleet.clients import open_channel
 from agentfleet.config import load_settings
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import executor_pb2_grpc
 

@@ -43,8 +43,8 @@ from _stubctl import answer, install_scripts, stepper, stub_url
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.migrate import migrate_up
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from bench._common import scratch_folder

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 from agentfleet import config_values as parsers
 from agentfleet import model_prices
 from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
-from agentfleet.grpc_limits import ServerLimits
 from agentfleet.model_prices import PriceTable
 from agentfleet.quota_settings import (
     TIERS,
@@ -24,6 +23,7 @@ from agentfleet.quota_settings import (
     parse_model_quotas,
     parse_project_weights,
 )
+from agentfleet.rpc.grpc_limits import ServerLimits
 
 T = TypeVar("T")
 
@@ -74,11 +74,11 @@ class Settings:
     """AGENTFLEET_SERVICE_TOKEN_FILE: file holding that token, re-read when it changes."""
     token_cache_ttl_s: float = 10.0
     """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay);
-    open streams re-check their token every half of it (:mod:`agentfleet.stream_reauth`)."""
+    open streams re-check their token every half of it (:mod:`agentfleet.rpc.stream_reauth`)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
     """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN / _PER_PROJECT and
     AGENTFLEET_MAX_UNARY_PER_TOKEN / _PER_PROJECT: the limits every gRPC server applies, one
-    field each (:class:`~agentfleet.grpc_limits.ServerLimits`)."""
+    field each (:class:`~agentfleet.rpc.grpc_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float

@@ -16,7 +16,7 @@ Hierarchy::
     └── Unimplemented                    UNIMPLEMENTED
 
 Repositories translate driver errors into these (``raise ... from exc``); the server
-interceptor in :mod:`agentfleet.grpc_server` turns them into statuses with ``google.rpc``
+interceptor in :mod:`agentfleet.rpc.grpc_server` turns them into statuses with ``google.rpc``
 details. Services subclass them for their own cases.
 """
 

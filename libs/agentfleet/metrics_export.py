@@ -29,8 +29,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agentfleet import metrics
 from agentfleet.config import Settings
-from agentfleet.grpc_streams import HandlerInterceptor, Stream, closed_with_the_rpc, serving
 from agentfleet.queue_depth import ACTIVE_RUNS_BY_PROJECT_SQL, TASKS_BY_STATE_SQL
+from agentfleet.rpc.grpc_streams import HandlerInterceptor, Stream, closed_with_the_rpc, serving
 
 log = structlog.get_logger(__name__)
 
@@ -202,7 +202,7 @@ def _timed_unary(
 
 
 def _timed_stream(behavior: Stream, attributes: dict[str, str]) -> Stream:
-    @closed_with_the_rpc  # closed in the RPC's task (agentfleet.grpc_streams)
+    @closed_with_the_rpc  # closed in the RPC's task (agentfleet.rpc.grpc_streams)
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncGenerator[Any, None]:
         with _timed(attributes):
             async with contextlib.aclosing(behavior(request, context)) as responses:

@@ -11,7 +11,8 @@ request holds at most :data:`MAX_REQUEST_VALUES` values (fields, list items, map
 counted as the walk goes, which stops there), and a request bigger than
 :data:`OFF_LOOP_BYTES` is walked in a thread: the loop keeps running (the interpreter hands
 it the GIL every few milliseconds) and the walk is bounded, so no process pool is needed.
-Requests with many map entries are refused before they are parsed (:mod:`agentfleet.wire_budget`).
+Requests with many map entries are refused before they are parsed
+(:mod:`agentfleet.rpc.wire_budget`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ order (health NOT_SERVING, stop taking work, drain, release, close the pool).
 
 While it runs, a :class:`agentfleet.readiness.ReadinessMonitor` keeps its readiness health
 truthful (PostgreSQL reachable; for the executor, the toolpool too); the server serves TLS
-when AGENTFLEET_TLS_CERT_FILE is set (:mod:`agentfleet.tls`).
+when AGENTFLEET_TLS_CERT_FILE is set (:mod:`agentfleet.rpc.tls`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ import structlog
 import uvloop
 
 from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.config import ConfigError, Settings, load_settings
 from agentfleet.errors import AgentFleetError
-from agentfleet.grpc_limits import ServerLimits
-from agentfleet.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.hardening import make_non_dumpable
 from agentfleet.logging import configure_logging
 from agentfleet.loop_watch import LoopWatch
@@ -37,9 +34,12 @@ from agentfleet.readiness import (
     ReadinessMonitor,
     ServiceHealthProbe,
 )
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.grpc_limits import ServerLimits
+from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
+from agentfleet.rpc.tls import client_tls, server_tls
 from agentfleet.stop_signals import stop_event
 from agentfleet.telemetry import configure_tracing, shutdown_tracing
-from agentfleet.tls import client_tls, server_tls
 
 log = structlog.get_logger(__name__)
 

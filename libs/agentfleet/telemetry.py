@@ -7,7 +7,7 @@ Trace ids are made and propagated either way, so runs still store them and a lat
 still joins the trace; OTEL_TRACES_SAMPLER, when set, decides instead.
 
 Trace context crosses gRPC hops through the OpenTelemetry gRPC interceptors installed by
-:mod:`agentfleet.grpc_server` (server side) and :mod:`agentfleet.clients` (client side).
+:mod:`agentfleet.rpc.grpc_server` (server side) and :mod:`agentfleet.rpc.clients` (client side).
 """
 
 from __future__ import annotations

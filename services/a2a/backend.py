@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import json_format
 
-from agentfleet.clients import open_channel
 from agentfleet.config import Settings
-from agentfleet.tls import client_tls
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.tls import client_tls
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import structlog
 import uvicorn
 
-from agentfleet.grpc_server import PortInUse
+from agentfleet.rpc.grpc_server import PortInUse
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from services.a2a.app import build_app
 from services.a2a.backend import Backend

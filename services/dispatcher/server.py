@@ -9,14 +9,14 @@ import asyncpg
 import grpc
 from google.protobuf import json_format
 
-from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import canonical_id
-from agentfleet.grpc_server import Registration
 from agentfleet.llm import GenaiModelClient
 from agentfleet.llm.quota import ModelQuotas
 from agentfleet.request_ids import checked_request_id
+from agentfleet.rpc.clients import service_channel
+from agentfleet.rpc.grpc_server import Registration
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2 as pb

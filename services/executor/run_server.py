@@ -16,11 +16,11 @@ import asyncpg
 import grpc
 
 from agentfleet.auth import current_principal
-from agentfleet.clients import service_channel
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
 from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
+from agentfleet.rpc.clients import service_channel
 from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc

@@ -25,8 +25,8 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.gemini_stub import GeminiStub
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (
     NO_METRICS_PORTS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentfleet.auth import AllowAll
 from agentfleet.gemini_stub import GeminiStub
-from agentfleet.grpc_server import Registration, start_server
+from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 

@@ -21,8 +21,8 @@ from google.protobuf.struct_pb2 import Value
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack
 from agentfleet.testing.waiting import wait_for, wait_for_query

@@ -14,8 +14,8 @@ import pytest
 from google.protobuf import json_format
 
 from agentfleet import events
-from agentfleet.clients import open_channel
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack
 from agentfleet.testing.waiting import wait_for_query

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from agentfleet.auth import hash_token
-from agentfleet.clients import open_channel
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import history_pb2, history_pb2_grpc

@@ -21,9 +21,9 @@ import pytest_asyncio
 
 from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (
     ProcessStack,

@@ -24,10 +24,10 @@ import pytest_asyncio
 from google.protobuf import duration_pb2
 
 from agentfleet import db
-from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.migrate import migrate_up
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack, start_process_stack

@@ -20,8 +20,8 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentfleet.clients import open_channel
 from agentfleet.config import child_environment
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import NO_METRICS_PORTS, free_port, wait_serving
 from agentfleet.testing.waiting import wait_for

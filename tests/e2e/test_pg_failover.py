@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from agentfleet import db
-from agentfleet.clients import open_channel
 from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.migrate import migrate_up
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST

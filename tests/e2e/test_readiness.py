@@ -18,8 +18,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.grpc_server import LIVENESS, READINESS
 from agentfleet.migrate import migrate_up
+from agentfleet.rpc.grpc_server import LIVENESS, READINESS
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.waiting import wait_for
 

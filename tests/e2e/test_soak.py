@@ -22,9 +22,9 @@ import asyncpg
 import pytest
 
 from agentfleet import db
-from agentfleet.clients import open_channel
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import (

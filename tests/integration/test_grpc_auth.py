@@ -11,9 +11,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from agentfleet.auth import TokenAuthenticator, TokenStore, current_principal
-from agentfleet.clients import open_channel
 from agentfleet.errors import FailedPrecondition, InvalidArgument
-from agentfleet.grpc_server import Registration, RunningServer, start_server
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.grpc_server import Registration, RunningServer, start_server
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import (
     common_pb2,

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentfleet.auth import AllowAll
-from agentfleet.clients import open_channel
 from agentfleet.errors import PermissionDenied
-from agentfleet.grpc_server import Registration, RunningServer, start_server
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.grpc_server import Registration, RunningServer, start_server
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 
 METHOD = "/agentfleet.v1.HistoryService/GetRun"

@@ -14,7 +14,7 @@ from google.protobuf import duration_pb2
 
 from agentfleet import events as ev
 from agentfleet import run_watch as watch_module
-from agentfleet.clients import open_channel
+from agentfleet.rpc.clients import open_channel
 from agentfleet.service_runtime import start_service
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack

@@ -13,8 +13,14 @@ import structlog
 from grpc_health.v1 import health_pb2
 
 from agentfleet.auth import AllowAll
-from agentfleet.grpc_server import LIVENESS, READINESS, Registration, RunningServer, start_server
 from agentfleet.readiness import PostgresProbe, ReadinessMonitor
+from agentfleet.rpc.grpc_server import (
+    LIVENESS,
+    READINESS,
+    Registration,
+    RunningServer,
+    start_server,
+)
 from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 

@@ -15,12 +15,12 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import TokenAuthenticator, TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
-from agentfleet.grpc_server import Registration, start_server
 from agentfleet.mcp_config import HIDDEN_VALUE
 from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violations, rpc_error
 from agentfleet.testing.snapshots import table_rows
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS

@@ -21,13 +21,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentfleet.auth import AllowAll
 from agentfleet.cli.client import connection_from
 from agentfleet.cli.main import build_parser
-from agentfleet.clients import open_channel
 from agentfleet.config import ConfigError, load_settings
 from agentfleet.errors import InvalidArgument
-from agentfleet.grpc_server import READINESS, RunningServer, start_server
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.grpc_server import READINESS, RunningServer, start_server
+from agentfleet.rpc.tls import ClientTls, ServerCertificateFiles, ServerTls, is_loopback
 from agentfleet.testing.certificates import CertificateAuthority, IssuedCertificate
 from agentfleet.testing.services import start_stack
-from agentfleet.tls import ClientTls, ServerCertificateFiles, ServerTls, is_loopback
 from agentfleet.v1 import registry_pb2, registry_pb2_grpc
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -22,9 +22,9 @@ import asyncpg
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import TokenStore
-from agentfleet.clients import open_channel
 from agentfleet.mcp_jail import launcher_argv
 from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import create_service_tokens, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from tests.integration.test_toolpool_service import make_run

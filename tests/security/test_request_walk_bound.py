@@ -3,7 +3,7 @@ calls share, each as big as the caller chose (up to the 16 MiB message limit):
 
 - gRPC parses a request as it arrives, before authentication, and upb parses big maps in far
   more than linear time: a StartRun with 1.2 million labels (15 MB) took 40 s. Requests of
-  1 MiB or more are now counted in their wire format first (``agentfleet.wire_budget``) and
+  1 MiB or more are now counted in their wire format first (``agentfleet.rpc.wire_budget``) and
   refused unparsed past MAX_REQUEST_VALUES values.
 - The interceptor's check of every field (NUL characters, NaN, Durations:
   ``agentfleet.request_checks``) visited each value: 4 million packed statuses in a ListRuns

@@ -21,9 +21,9 @@ import pytest
 from google.protobuf import struct_pb2
 
 from agentfleet.auth import TokenStore
-from agentfleet.clients import TOKEN_FILE_CHECK_INTERVAL_S, TokenFile
 from agentfleet.errors import InvalidArgument
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.rpc.clients import TOKEN_FILE_CHECK_INTERVAL_S, TokenFile
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.waiting import wait_for

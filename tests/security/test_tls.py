@@ -13,10 +13,10 @@ import asyncpg
 import grpc
 import pytest
 
-from agentfleet.clients import open_channel
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.tls import ClientTls
 from agentfleet.testing.certificates import CertificateAuthority
 from agentfleet.testing.services import Stack, start_stack
-from agentfleet.tls import ClientTls
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
 P = "alpha"

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from agentfleet.config import ConfigError
-from agentfleet.grpc_server import PortInUse
+from agentfleet.rpc.grpc_server import PortInUse
 from services.a2a.server import bind_http
 from services.a2a.settings import A2ASettings, load_a2a_settings
 

@@ -9,7 +9,7 @@ from agentfleet.auth import (
     hash_token,
 )
 from agentfleet.errors import InvalidArgument, PermissionDenied
-from agentfleet.grpc_server import to_status
+from agentfleet.rpc.grpc_server import to_status
 
 
 def test_tokens_are_random_and_stored_as_sha256() -> None:

@@ -10,7 +10,7 @@ import pytest
 from agentfleet.auth import UNRESTRICTED, Principal
 from agentfleet.config import _SERVER_LIMITS
 from agentfleet.errors import ResourceExhausted
-from agentfleet.grpc_limits import CallSlots, ServerLimits
+from agentfleet.rpc.grpc_limits import CallSlots, ServerLimits
 
 P = "alpha"
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentfleet.auth import AllowAll, Principal, TokenAuthenticator
 from agentfleet.errors import Unauthenticated
-from agentfleet.stream_reauth import END, StreamReauth
+from agentfleet.rpc.stream_reauth import END, StreamReauth
 
 TTL_S = 0.2
 SLACK_S = 1.0

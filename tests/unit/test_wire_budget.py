@@ -1,4 +1,4 @@
-"""Counting a request's map entries in its wire format (agentfleet.wire_budget): refused
+"""Counting a request's map entries in its wire format (agentfleet.rpc.wire_budget): refused
 past the cap wherever the maps are (top level, Structs inside lists inside Structs), never
 below it, every field counted (so no garbage is read unbounded), and nothing read in
 messages that hold no map or under the size it starts at."""
@@ -9,8 +9,8 @@ import pytest
 from google.protobuf import struct_pb2
 
 from agentfleet.request_checks import MAX_REQUEST_VALUES, request_violations
+from agentfleet.rpc.wire_budget import SCAN_FROM_BYTES, TooManyEntries, check_entries
 from agentfleet.v1 import executor_pb2, history_pb2, registry_pb2
-from agentfleet.wire_budget import SCAN_FROM_BYTES, TooManyEntries, check_entries
 
 
 def _labels(count: int, value: str = "") -> bytes:

@@ -21,10 +21,10 @@ from typing import Any
 
 import grpc
 
-from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, Settings
 from agentfleet.errors import InvalidArgument
-from agentfleet.tls import ClientTls, client_tls
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.v1 import (
     dispatcher_pb2_grpc,
     executor_pb2_grpc,

@@ -25,16 +25,16 @@ from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
 from agentfleet.cli.supervise import supervise
-from agentfleet.clients import open_channel
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import Unavailable
 from agentfleet.hardening import make_non_dumpable
 from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
+from agentfleet.rpc.clients import open_channel
+from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
 from agentfleet.stop_signals import stop_event
-from agentfleet.tls import ClientTls, client_tls
 
 LOCAL_STDIO_COMMANDS = (
     ("python", "examples/mcp/offline_web/server.py"),  # the research product's web server

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from agentfleet.tls import ClientTls
+from agentfleet.rpc.tls import ClientTls
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 

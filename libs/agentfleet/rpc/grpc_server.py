@@ -1,7 +1,7 @@
 """The one bootstrap every service uses to serve gRPC.
 
 It builds a ``grpc.aio`` server with health, reflection, the limits of
-:mod:`agentfleet.grpc_limits`, and the request interceptor that authenticates the caller,
+:mod:`agentfleet.rpc.grpc_limits`, and the request interceptor that authenticates the caller,
 checks the method against the token (service tokens: their service's methods only; admin
 methods: admin tokens only) and the request's project, binds request scope for logs, and
 turns domain errors into canonical status codes with ``google.rpc`` details. Nothing
@@ -41,20 +41,20 @@ from agentfleet.errors import (
     InvalidArgument,
     Unavailable,
 )
-from agentfleet.grpc_limits import CallSlots, ServerLimits, server_options
-from agentfleet.grpc_streams import (
+from agentfleet.loop_watch import doing, rpc_label
+from agentfleet.request_checks import checked_request
+from agentfleet.rpc.grpc_limits import CallSlots, ServerLimits, server_options
+from agentfleet.rpc.grpc_streams import (
     HandlerInterceptor,
     Stream,
     StreamsClosedInTheirTask,
     closed_with_the_rpc,
     serving,
 )
-from agentfleet.loop_watch import doing, rpc_label
-from agentfleet.request_checks import checked_request
-from agentfleet.stream_reauth import END, StreamReauth
+from agentfleet.rpc.stream_reauth import END, StreamReauth
+from agentfleet.rpc.tls import ServerCertificateFiles, ServerTls, is_loopback
+from agentfleet.rpc.wire_budget import TooManyEntries, check_entries
 from agentfleet.telemetry import current_trace_id
-from agentfleet.tls import ServerCertificateFiles, ServerTls, is_loopback
-from agentfleet.wire_budget import TooManyEntries, check_entries
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +145,7 @@ async def start_server(
     is given (mTLS when it names a client CA), else plain text.
 
     Raises :class:`PortInUse` when the address cannot be bound, and
-    :class:`agentfleet.tls.CertificateError` when the TLS files cannot serve.
+    :class:`agentfleet.rpc.tls.CertificateError` when the TLS files cannot serve.
     """
     limits = limits or ServerLimits()
     admin = {f"/{r.service_name}/{method}" for r in registrations for method in r.admin_methods}

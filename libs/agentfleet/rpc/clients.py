@@ -4,8 +4,8 @@ One channel per (process, address) is kept and reused; gRPC multiplexes calls ov
 there is no per-call connection setup. A service's own token comes from
 AGENTFLEET_SERVICE_TOKEN or, to rotate it without a restart, from the file named by
 AGENTFLEET_SERVICE_TOKEN_FILE (:class:`TokenFile`, re-read when the file changes).
-Channels are TLS when given :class:`agentfleet.tls.ClientTls` (see
-:func:`agentfleet.tls.client_tls`), else plain text.
+Channels are TLS when given :class:`agentfleet.rpc.tls.ClientTls` (see
+:func:`agentfleet.rpc.tls.client_tls`), else plain text.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import grpc
 
-from agentfleet.client_tracing import tracing_interceptors
 from agentfleet.config import Settings
-from agentfleet.grpc_server import MAX_MESSAGE_BYTES
-from agentfleet.tls import ClientTls, channel_credentials, client_tls
+from agentfleet.rpc.client_tracing import tracing_interceptors
+from agentfleet.rpc.grpc_server import MAX_MESSAGE_BYTES
+from agentfleet.rpc.tls import ClientTls, channel_credentials, client_tls
 
 TOKEN_FILE_CHECK_INTERVAL_S = 1.0
 """A changed token file is used by calls starting at most this long after the change."""
