@@ -23,7 +23,7 @@ from agentfleet.quota_settings import (
     parse_model_quotas,
     parse_project_weights,
 )
-from agentfleet.rpc.grpc_limits import ServerLimits
+from agentfleet.server_limits import ServerLimits
 
 T = TypeVar("T")
 
@@ -78,7 +78,7 @@ class Settings:
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
     """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN / _PER_PROJECT and
     AGENTFLEET_MAX_UNARY_PER_TOKEN / _PER_PROJECT: the limits every gRPC server applies, one
-    field each (:class:`~agentfleet.rpc.grpc_limits.ServerLimits`)."""
+    field each (:class:`~agentfleet.server_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float

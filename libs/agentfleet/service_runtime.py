@@ -35,9 +35,9 @@ from agentfleet.readiness import (
     ServiceHealthProbe,
 )
 from agentfleet.rpc.clients import open_channel
-from agentfleet.rpc.grpc_limits import ServerLimits
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.rpc.tls import client_tls, server_tls
+from agentfleet.server_limits import ServerLimits
 from agentfleet.stop_signals import stop_event
 from agentfleet.telemetry import configure_tracing, shutdown_tracing
 

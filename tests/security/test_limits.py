@@ -28,7 +28,8 @@ from agentfleet.auth import Principal, TokenAuthenticator, TokenStore, hash_toke
 from agentfleet.config import load_settings
 from agentfleet.errors import Unauthenticated
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
-from agentfleet.rpc.grpc_limits import ServerLimits, server_options
+from agentfleet.rpc.grpc_limits import server_options
+from agentfleet.server_limits import ServerLimits
 from agentfleet.service_runtime import server_limits
 from agentfleet.testing import factories as f
 from agentfleet.testing.database import DatabaseFactory

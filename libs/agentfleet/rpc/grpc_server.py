@@ -43,7 +43,7 @@ from agentfleet.errors import (
 )
 from agentfleet.loop_watch import doing, rpc_label
 from agentfleet.request_checks import checked_request
-from agentfleet.rpc.grpc_limits import CallSlots, ServerLimits, server_options
+from agentfleet.rpc.grpc_limits import CallSlots, server_options
 from agentfleet.rpc.grpc_streams import (
     HandlerInterceptor,
     Stream,
@@ -54,6 +54,7 @@ from agentfleet.rpc.grpc_streams import (
 from agentfleet.rpc.stream_reauth import END, StreamReauth
 from agentfleet.rpc.tls import ServerCertificateFiles, ServerTls, is_loopback
 from agentfleet.rpc.wire_budget import TooManyEntries, check_entries
+from agentfleet.server_limits import ServerLimits
 from agentfleet.telemetry import current_trace_id
 
 log = structlog.get_logger(__name__)
