@@ -6,7 +6,7 @@
   ``CAP_SYS_PTRACE``. ``/proc/<pid>/cmdline`` stays readable by everyone, so no secret may
   ever travel on a command line.
 - :func:`set_no_new_privs` and :func:`drop_all_capabilities`: the stdio MCP launcher
-  (:mod:`agentfleet.mcp_jail`) calls them before it runs the server, so even a child of a
+  (:mod:`agentfleet.mcp.jail`) calls them before it runs the server, so even a child of a
   root toolpool has no capability (no ``CAP_SYS_PTRACE`` to read the non-dumpable platform
   processes, no ``CAP_DAC_OVERRIDE`` to bypass file permissions) and cannot regain one by
   executing a set-uid or file-capability program.

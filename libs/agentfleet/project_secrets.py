@@ -7,7 +7,7 @@ sealing and opening values is :mod:`agentfleet.secrets_crypto`, done by each cal
 
 Values leave this module only as :class:`StoredSecret` (sealed, or plain for a row written
 before encryption); listings carry names and times, never values. The toolpool's writes
-NOTIFY :data:`agentfleet.mcp_servers.CHANGES_CHANNEL` with the project id in the write's
+NOTIFY :data:`agentfleet.mcp.servers.CHANGES_CHANNEL` with the project id in the write's
 transaction, so every replica reconnects the sessions opened with the old value; a rotation
 changes no value, so it notifies nobody.
 
@@ -24,7 +24,7 @@ import asyncpg
 
 from agentfleet import db
 from agentfleet.errors import NotFound, ResourceExhausted
-from agentfleet.mcp_servers import CHANGES_CHANNEL
+from agentfleet.mcp.servers import CHANGES_CHANNEL
 from agentfleet.project_rows import Rows, delete_named, project_name_page
 from agentfleet.rows import from_row
 from agentfleet.secrets_crypto import SealedSecret

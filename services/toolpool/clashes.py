@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from agentfleet.errors import AgentFleetError, InvalidArgument
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from services.toolpool.toolpool import STATIC_TOOL_NAMES, ToolPool
 
 # Gemini's rule for function names.

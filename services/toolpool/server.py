@@ -14,8 +14,8 @@ from agentfleet import metrics
 from agentfleet.auth import current_principal
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument
-from agentfleet.mcp_config import member_view
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.config import member_view
+from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.schema_pool import configure_schema_pool, schema_pool

@@ -26,7 +26,7 @@ from agentfleet.errors import (
     PermissionDenied,
     Unavailable,
 )
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.rpc.grpc_limits import Slots
 from services.toolpool.builtin import BUILTIN_TOOLS, ToolContext, ToolError, call_builtin
 from services.toolpool.catalog import COORDINATION_TOOLS, ToolSpec, allows, is_glob, resolve

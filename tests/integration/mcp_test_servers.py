@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx2
 
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_SERVER = str(ROOT / "examples" / "mcp" / "test_server" / "server.py")

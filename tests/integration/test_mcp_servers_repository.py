@@ -1,4 +1,4 @@
-"""agentfleet.mcp_servers: the one repository of kb.mcp_servers, as both services use it."""
+"""agentfleet.mcp.servers: the one repository of kb.mcp_servers, as both services use it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from agentfleet.errors import AlreadyExists
-from agentfleet.mcp_servers import McpServerConfig, McpServerRepository
+from agentfleet.mcp.servers import McpServerConfig, McpServerRepository
 from agentfleet.project_rows import delete_named
 from services.executor.registry.products import ProductRegistry
 from services.toolpool.mcp import McpServerStore

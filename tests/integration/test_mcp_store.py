@@ -10,7 +10,7 @@ import pytest
 
 from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.project_secrets import ProjectSecretRepository
 from agentfleet.secrets_crypto import SecretsKeyring
 from services.toolpool.mcp import CHANGES_CHANNEL, McpServerStore, SecretStore

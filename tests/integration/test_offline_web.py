@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from services.toolpool.mcp import McpClientPool
 
 SERVER = Path(__file__).parents[2] / "examples" / "mcp" / "offline_web" / "server.py"

@@ -17,8 +17,8 @@ from google.protobuf import json_format, struct_pb2
 from agentfleet.auth import TokenAuthenticator, TokenStore
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
-from agentfleet.mcp_config import HIDDEN_VALUE
-from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
+from agentfleet.mcp.config import HIDDEN_VALUE
+from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violations, rpc_error

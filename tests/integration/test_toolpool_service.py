@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentfleet.mcp_config import HIDDEN_VALUE
+from agentfleet.mcp.config import HIDDEN_VALUE
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 

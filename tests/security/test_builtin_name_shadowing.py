@@ -10,7 +10,7 @@ from pathlib import Path
 
 import asyncpg
 
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from services.toolpool.mcp import McpClientPool, McpServerStore, SecretStore
 from services.toolpool.toolpool import ToolPool, resolve_static
 

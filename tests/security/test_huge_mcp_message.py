@@ -22,7 +22,7 @@ from pathlib import Path
 import asyncpg
 from google.protobuf import struct_pb2
 
-from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.mcp.stdio import format_allowlist
 from agentfleet.testing.loop_stall import longest_stall_during
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS

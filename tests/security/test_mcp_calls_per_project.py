@@ -22,7 +22,7 @@ import asyncpg
 import grpc
 from google.protobuf import duration_pb2, json_format
 
-from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.mcp.stdio import format_allowlist
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_SERVER, TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for

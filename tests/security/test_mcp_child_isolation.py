@@ -22,8 +22,8 @@ import asyncpg
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import TokenStore
-from agentfleet.mcp_jail import launcher_argv
-from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.mcp.jail import launcher_argv
+from agentfleet.mcp.stdio import format_allowlist
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import create_service_tokens, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
@@ -141,7 +141,7 @@ _PLATFORM = textwrap.dedent(
     """
     import subprocess, sys
     from agentfleet.hardening import make_non_dumpable
-    from agentfleet.mcp_jail import launcher_argv
+    from agentfleet.mcp.jail import launcher_argv
     if sys.argv[1] == "hidden":
         make_non_dumpable()
     reader = (

@@ -20,8 +20,8 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.config import ConfigError, load_settings
 from agentfleet.errors import PermissionDenied
-from agentfleet.mcp_servers import McpServerConfig
-from agentfleet.mcp_stdio import is_allowed_stdio, is_loader_variable, require_allowed_stdio
+from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.mcp.stdio import is_allowed_stdio, is_loader_variable, require_allowed_stdio
 from agentfleet.testing.services import Stack
 from agentfleet.testing.stdio_allowlist import TEST_SERVER
 from agentfleet.v1 import registry_pb2, registry_pb2_grpc, toolpool_pb2, toolpool_pb2_grpc

@@ -17,7 +17,7 @@ import httpcore2
 import httpx2
 import pytest
 
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc

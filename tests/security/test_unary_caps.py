@@ -17,7 +17,7 @@ import asyncpg
 import grpc
 from google.protobuf import duration_pb2
 
-from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.mcp.stdio import format_allowlist
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc

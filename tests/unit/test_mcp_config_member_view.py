@@ -1,7 +1,7 @@
 """What a member reads of an MCP server's settings: values naming a secret as they are,
 every literal hidden (an admin may have typed a credential there)."""
 
-from agentfleet.mcp_config import HIDDEN_VALUE, member_view
+from agentfleet.mcp.config import HIDDEN_VALUE, member_view
 
 
 def test_env_and_header_values_naming_no_secret_are_hidden() -> None:

@@ -11,7 +11,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from agentfleet.errors import InvalidArgument
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from services.toolpool.mcp import MissingSecretError, interpolate, resolve_server
 from services.toolpool.mcp.interpolate import ProjectSecrets, references
 from services.toolpool.mcp.redaction import redact_structure, redactor

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agentfleet.errors import InvalidArgument
-from agentfleet.mcp_servers import McpServerConfig
+from agentfleet.mcp.servers import McpServerConfig
 from services.toolpool.mcp import server_violations, validate_server
 
 STDIO = McpServerConfig(project_id="p", name="files", transport="stdio", command="mcp-files")

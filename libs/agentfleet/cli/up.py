@@ -30,7 +30,7 @@ from agentfleet.db import create_pool
 from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import Unavailable
 from agentfleet.hardening import make_non_dumpable
-from agentfleet.mcp_stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
+from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agentfleet.mcp_stdio import format_allowlist
+from agentfleet.mcp.stdio import format_allowlist
 
 ROOT = Path(__file__).parents[3]
 TEST_SERVER = str(ROOT / "examples" / "mcp" / "test_server" / "server.py")

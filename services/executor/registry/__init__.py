@@ -9,6 +9,6 @@ transaction), and the AgentRegistryService that exposes both.
 - ``product_store``: locks and request_id replays of an install, inside its transaction
 - ``server``: the gRPC servicer
 
-The MCP server rows a product brings are written through ``agentfleet.mcp_servers``, the
+The MCP server rows a product brings are written through ``agentfleet.mcp.servers``, the
 one repository of ``kb.mcp_servers`` (shared with the toolpool).
 """

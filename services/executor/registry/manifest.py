@@ -19,11 +19,11 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.mcp_config import LiteralRefusal
-from agentfleet.mcp_servers import McpServerConfig
-from agentfleet.mcp_stdio import StdioAllowlist, require_allowed_stdio
+from agentfleet.mcp import config as mcp_config
+from agentfleet.mcp.config import LiteralRefusal
+from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.mcp.stdio import StdioAllowlist, require_allowed_stdio
 from agentfleet.rows import from_row
 from services.executor.output_schema import output_schema_violations
 from services.executor.registry.definitions import AgentDefinition
@@ -120,7 +120,7 @@ def semantic_violations(
 
 def check_stdio_servers(manifest: Manifest, allowlist: StdioAllowlist) -> None:
     """:class:`PermissionDenied` naming the first stdio server of ``manifest`` whose command
-    line is not on the operator's allowlist (see :mod:`agentfleet.mcp_stdio`).
+    line is not on the operator's allowlist (see :mod:`agentfleet.mcp.stdio`).
 
     The allowlist applies to products as to every stdio server: a product the operator
     installs may carry stdio servers once the operator has allowed their command lines.

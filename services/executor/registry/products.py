@@ -7,7 +7,7 @@ match the new manifest; unchanged ones keep their version. Whenever a product's 
 change, the repository sends ``NOTIFY agentfleet_mcp_servers`` (payload: the project id) in
 the same transaction, so toolpools drop their caches exactly when the change is visible.
 
-The MCP server rows are written through :class:`agentfleet.mcp_servers.McpServerRepository`
+The MCP server rows are written through :class:`agentfleet.mcp.servers.McpServerRepository`
 (the toolpool's repository of the same table) on the install's connection.
 
 A product never takes over a definition or MCP server it does not own: a name already
@@ -25,9 +25,9 @@ from typing import Any
 import asyncpg
 
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
-from agentfleet.mcp_config import LiteralRefusal
-from agentfleet.mcp_servers import McpServerConfig, McpServerRepository
-from agentfleet.mcp_stdio import StdioAllowlist
+from agentfleet.mcp.config import LiteralRefusal
+from agentfleet.mcp.servers import McpServerConfig, McpServerRepository
+from agentfleet.mcp.stdio import StdioAllowlist
 from agentfleet.project_rows import project_name_page
 from agentfleet.request_ids import check_same_request, checked_request_id, request_fingerprint
 from agentfleet.rows import from_row

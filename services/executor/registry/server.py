@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2, json_format, struct_pb2
 
 from agentfleet.auth import current_principal
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.mcp_config import member_view
+from agentfleet.mcp.config import member_view
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.budgets import (

@@ -34,7 +34,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate
 
-from agentfleet.mcp_jail import launcher_argv
+from agentfleet.mcp.jail import launcher_argv
 
 from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError

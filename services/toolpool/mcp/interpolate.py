@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # The reference syntax is shared with the save-time checks of both writers of kb.mcp_servers.
-from agentfleet.mcp_config import REFERENCE_TOKEN, references
-from agentfleet.mcp_servers import McpServerConfig, Transport
+from agentfleet.mcp.config import REFERENCE_TOKEN, references
+from agentfleet.mcp.servers import McpServerConfig, Transport
 
 from .errors import MissingSecretError
 

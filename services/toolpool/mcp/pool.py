@@ -24,8 +24,8 @@ import structlog
 
 from agentfleet.db import Listener, Notification
 from agentfleet.errors import InvalidArgument, PermissionDenied
-from agentfleet.mcp_servers import McpServerConfig
-from agentfleet.mcp_stdio import StdioAllowlist
+from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.mcp.stdio import StdioAllowlist
 
 from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools, why_lost

@@ -1,6 +1,6 @@
 """The toolpool's stores of a project's MCP servers and secrets.
 
-The rows are read and written by :class:`agentfleet.mcp_servers.McpServerRepository` (shared
+The rows are read and written by :class:`agentfleet.mcp.servers.McpServerRepository` (shared
 with the executor's product installs) and :class:`agentfleet.project_secrets.
 ProjectSecretRepository` (shared with ``agentfleet secrets rotate-key``); these stores
 validate what they are given first, and seal and open secret values. A change NOTIFYs
@@ -16,8 +16,8 @@ import asyncpg
 import structlog
 
 from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument
-from agentfleet.mcp_config import SECRET_NAME
-from agentfleet.mcp_servers import CHANGES_CHANNEL, McpServerRepository
+from agentfleet.mcp.config import SECRET_NAME
+from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerRepository
 from agentfleet.project_secrets import ProjectSecretRepository
 from agentfleet.rows import from_row
 from agentfleet.secrets_crypto import SecretsKeyMissing, SecretsKeyring

@@ -1,6 +1,6 @@
 """Checks of an MCP server configuration before the toolpool stores it; pure, no I/O.
 
-The rules themselves are :mod:`agentfleet.mcp_config`, shared with the executor's product
+The rules themselves are :mod:`agentfleet.mcp.config`, shared with the executor's product
 installation (the other writer of ``kb.mcp_servers``); here they are applied to a
 :class:`McpServerConfig` under the request's field names (``mcp_server.url``, ...). Whether a
 stdio server may run at all is the operator's allowlist (:func:`check_stdio_allowed`,
@@ -9,10 +9,10 @@ PERMISSION_DENIED), checked after.
 
 from __future__ import annotations
 
-from agentfleet import mcp_config
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.mcp_servers import McpServerConfig
-from agentfleet.mcp_stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
+from agentfleet.mcp import config as mcp_config
+from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.mcp.stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
 
 from .egress import EgressPolicy
 
@@ -27,7 +27,7 @@ def validate_server(config: McpServerConfig) -> None:
 def check_stdio_allowed(config: McpServerConfig, allowlist: StdioAllowlist) -> None:
     """Whether ``config`` may be started now: :class:`PermissionDenied` when it is a stdio
     server whose command line is not on the operator's allowlist (see
-    :mod:`agentfleet.mcp_stdio`), :class:`InvalidArgument` when its ``env`` sets a loader or
+    :mod:`agentfleet.mcp.stdio`), :class:`InvalidArgument` when its ``env`` sets a loader or
     interpreter variable. Run on save, on test, and each time the toolpool starts one (the
     allowlist may have shrunk, or the row predate the checks, since it was saved).
     """

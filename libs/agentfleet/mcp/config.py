@@ -5,7 +5,7 @@ Two paths write ``kb.mcp_servers``: the toolpool's ``UpsertMcpServer`` and the e
 valid by the same rules whoever wrote it. Pure, no I/O: every violation is collected, each
 naming its field under the caller's ``prefix`` (``mcp_server.url``,
 ``manifest.mcp.servers[0].env[KEY]``). Whether a stdio command line may run at all is the
-operator's allowlist (:mod:`agentfleet.mcp_stdio`, PERMISSION_DENIED), checked after.
+operator's allowlist (:mod:`agentfleet.mcp.stdio`, PERMISSION_DENIED), checked after.
 
 Also here: the ``${NAME}`` secret-reference syntax, which the toolpool fills at connect time.
 """
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.mcp_stdio import loader_env_violations
+from agentfleet.mcp.stdio import loader_env_violations
 
 TRANSPORTS = ("stdio", "sse", "streamable_http")
 SERVER_NAME = re.compile(r"^[a-z0-9_-]{1,63}$")

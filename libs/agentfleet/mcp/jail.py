@@ -1,4 +1,4 @@
-"""Launcher of stdio MCP servers: ``python -I -m agentfleet.mcp_jail -- COMMAND [ARGS...]``.
+"""Launcher of stdio MCP servers: ``python -I -m agentfleet.mcp.jail -- COMMAND [ARGS...]``.
 
 The toolpool starts every stdio server through this module, which, in the child process
 and before anything of the server runs:
@@ -29,7 +29,7 @@ import sys
 
 from agentfleet.hardening import HardeningError, drop_all_capabilities, set_no_new_privs
 
-LAUNCHER_MODULE = "agentfleet.mcp_jail"
+LAUNCHER_MODULE = "agentfleet.mcp.jail"
 
 
 def launcher_argv(command: str, args: list[str] | tuple[str, ...]) -> list[str]:

@@ -3,7 +3,7 @@
 Two services write the table: the toolpool (``UpsertMcpServer``, ``DeleteMcpServer``) and
 the executor (``InstallProduct`` / ``UninstallProduct``, on the connection of the install's
 transaction). Both go through :class:`McpServerRepository`, so a row is read and written one
-way whoever touches it; what makes a configuration valid is :mod:`agentfleet.mcp_config`,
+way whoever touches it; what makes a configuration valid is :mod:`agentfleet.mcp.config`,
 checked by each caller before it writes.
 
 Every statement is scoped by ``project_id``. Every write NOTIFYs :data:`CHANGES_CHANNEL` with
