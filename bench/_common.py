@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
-from agentfleet import db
-from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.migrate import migrate_up
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     # Started from a shell's background job (`make bench &`), a process inherits Ctrl-C

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent / "peers"))
 from _common import percentile
 from _stubctl import answer, install_scripts
 
-from agentfleet import db
+from agentfleet.postgres import db
 from agentfleet.testing.services import free_port
 
 ECHO_METHOD = "/bench.Echo/Echo"

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
+from agentfleet.postgres import db
 from agentfleet.v1 import executor_pb2
 from services.executor.registry.definitions import (
     AgentDefinition,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentfleet import db
+from agentfleet.postgres import db
 
 STUB_START_TIMEOUT_S = 30.0
 DURABILITY_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")

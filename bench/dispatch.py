@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from agentfleet import db
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.postgres import db
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.services import start_stack
 from agentfleet.testing.statements import StatementCounter

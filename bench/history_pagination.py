@@ -27,10 +27,10 @@ from datetime import UTC, datetime, timedelta
 
 from _common import bench_database
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.config import load_settings
-from agentfleet.pagination import encode_page_token
+from agentfleet.postgres import db
+from agentfleet.postgres.pagination import encode_page_token
 from agentfleet.rpc.clients import open_channel
 from agentfleet.service_runtime import start_service
 from agentfleet.v1 import history_pb2, history_pb2_grpc

@@ -62,8 +62,8 @@ from _procstat import CpuMeter, rss_kib
 from _servers import postgres_facts, stub_process
 from _stubctl import install_scripts, stepper
 
-from agentfleet import db
 from agentfleet.config import load_settings
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import executor_pb2_grpc

@@ -35,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import bench_database, machine
 from google.genai import types
 
-from agentfleet import db
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.llm import GenaiModelClient, QuotaScope, RetryPolicy
 from agentfleet.llm import quota as quota_module
 from agentfleet.llm.quota import ModelQuotas, QuotaConfig
 from agentfleet.llm.quota_store import BudgetStore
+from agentfleet.postgres import db
 from agentfleet.quota_settings import ModelLimits, parse_model_quotas
 from agentfleet.testing.gemini import stub_settings
 

@@ -60,8 +60,8 @@ from _targets import (  # noqa: E402
     step_cpu_checks,
 )
 
-from agentfleet import db  # noqa: E402
-from agentfleet.embedded_pg import EmbeddedPostgres  # noqa: E402
+from agentfleet.postgres import db  # noqa: E402
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres  # noqa: E402
 
 OWN = {"run_all.py", "watch_fanout.py"}
 DURABLE = {"scale_out.py"}

@@ -54,8 +54,9 @@ from _scale import busy_shares, estimate_lines, notify_share
 from _servers import describe, postgres_facts, stub_process
 from _stubctl import install_scripts, stepper
 
-from agentfleet import db, events
+from agentfleet import events
 from agentfleet.config import load_settings
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.v1 import executor_pb2_grpc

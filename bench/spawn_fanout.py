@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from agentfleet import db
-from agentfleet.db import Listener
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.postgres import db
+from agentfleet.postgres.db import Listener
 from agentfleet.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from bench._common import bench_database, machine, report

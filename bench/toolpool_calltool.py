@@ -27,8 +27,8 @@ from google.protobuf import struct_pb2
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import bench_database, machine, report, scratch_folder
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import free_port, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc

@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from agentfleet import db
 from agentfleet import events as ev
 from agentfleet.auth import TokenStore
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.server_limits import ServerLimits
 from agentfleet.testing.factories import insert_run

@@ -41,9 +41,9 @@ from _peerdb import fresh_database
 from _procstat import CpuMeter
 from _stubctl import answer, install_scripts, stepper, stub_url
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet.errors import NotFound, ResourceExhausted
 from agentfleet.mcp.servers import CHANGES_CHANNEL
-from agentfleet.project_rows import Rows, delete_named, project_name_page
-from agentfleet.rows import from_row
+from agentfleet.postgres import db
+from agentfleet.postgres.project_rows import Rows, delete_named, project_name_page
+from agentfleet.postgres.rows import from_row
 from agentfleet.secrets_crypto import SealedSecret
 
 __all__ = ["MAX_SECRETS_SETTING", "ProjectSecretRepository", "StoredSecret"]

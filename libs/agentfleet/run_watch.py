@@ -1,6 +1,6 @@
 """The one watcher of runs' events in a process: StartRun/ResumeRun, WatchRun, child runs.
 
-One :class:`agentfleet.db.Listener` per process LISTENs on ``agentfleet_run_events`` for
+One :class:`agentfleet.postgres.db.Listener` per process LISTENs on ``agentfleet_run_events`` for
 every follower. A notification only says "run X has events up to seq N"; the run's
 :class:`~agentfleet.run_feed.RunFeed` then reads the rows after the last seq it has from
 the database, once for all of the run's streams in this process, and each stream takes
@@ -28,9 +28,9 @@ from typing import TypeAlias, TypeVar
 import asyncpg
 
 from agentfleet import events as ev
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.events import delta as events_delta
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.run_feed import BATCH, STOPPED, RunFeed, RunTarget, RunTargets, Step
 from agentfleet.shared_reads import NO_READ, joined_feed
 from agentfleet.v1 import common_pb2

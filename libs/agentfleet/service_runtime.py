@@ -185,7 +185,7 @@ async def _run_loops(parts: ServiceParts, stopping: asyncio.Event) -> None:
 
 
 async def _serve(name: str, build: BuildService, settings: Settings) -> None:
-    from agentfleet.embedded_pg import resolve_database_url
+    from agentfleet.postgres.embedded_pg import resolve_database_url
 
     # Without DATABASE_URL: the embedded server under the data folder, started here or
     # attached to (another process's); one started here stops when this service does.
@@ -205,7 +205,7 @@ async def _serve(name: str, build: BuildService, settings: Settings) -> None:
 
 
 async def _serve_on(name: str, build: BuildService, settings: Settings, database_url: str) -> None:
-    from agentfleet.db import create_pool
+    from agentfleet.postgres.db import create_pool
 
     pool = await create_pool(
         database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max

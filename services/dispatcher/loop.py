@@ -29,8 +29,8 @@ import structlog
 from opentelemetry import trace
 
 from agentfleet import metrics
-from agentfleet.db import Listener, Notification
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.run_watch import RunWatch
 from agentfleet.telemetry import current_trace_id
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause

@@ -13,7 +13,7 @@ import asyncpg
 from agentfleet.errors import FailedPrecondition, NotFound
 from agentfleet.graph import GraphObject, canonical_id, parse_id
 from agentfleet.graph.task_properties import whole_number
-from agentfleet.pagination import (
+from agentfleet.postgres.pagination import (
     clamp_page_size,
     decode_page_token,
     encode_page_token,

@@ -9,11 +9,11 @@ import asyncpg
 import grpc
 from google.protobuf import json_format
 
-from agentfleet.db import Listener
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import canonical_id
 from agentfleet.llm import GenaiModelClient
 from agentfleet.llm.quota import ModelQuotas
+from agentfleet.postgres.db import Listener
 from agentfleet.request_ids import checked_request_id
 from agentfleet.rpc.clients import service_channel
 from agentfleet.rpc.grpc_server import Registration

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from agentfleet.db import Listener, Notification
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.shared_reads import joined_feed
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_feed import GraphFeed, task_event

@@ -23,8 +23,8 @@ from typing import Any
 import asyncpg
 
 from agentfleet import events
-from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
+from agentfleet.postgres.db import notify
 from agentfleet.request_ids import check_same_request, request_fingerprint
 from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
 from services.executor.runs import RunRecord, append_run_events

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from agentfleet import events
-from agentfleet.db import lock_key, notify
 from agentfleet.errors import ResourceExhausted
+from agentfleet.postgres.db import lock_key, notify
 from agentfleet.request_ids import check_same_request
 from services.executor.approval_store import (
     SWEEP_BATCH,

@@ -23,9 +23,9 @@ import asyncpg
 from google.genai import types
 
 from agentfleet import events
-from agentfleet.db import notify
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import content_to_json
+from agentfleet.postgres.db import notify
 from agentfleet.request_ids import check_same_request
 from services.executor.queue import RESUME_LEASE_OWNER
 from services.executor.runs import RunRecord, append_run_events

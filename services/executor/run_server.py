@@ -16,10 +16,10 @@ import asyncpg
 import grpc
 
 from agentfleet.auth import current_principal
-from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
 from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
+from agentfleet.postgres.db import Listener
 from agentfleet.rpc.clients import service_channel
 from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext

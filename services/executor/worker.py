@@ -34,7 +34,7 @@ from typing import Protocol
 
 import structlog
 
-from agentfleet.db import Listener, Notification
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.reconnect import (
     DISCONNECT_RETRY_S,
     database_outage,

@@ -20,9 +20,14 @@ import grpc
 
 from agentfleet import events as ev
 from agentfleet import metrics
-from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound, Unimplemented
-from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.postgres.db import Listener
+from agentfleet.postgres.pagination import (
+    clamp_page_size,
+    decode_page_token,
+    encode_page_token,
+    page_of,
+)
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext, ServiceParts

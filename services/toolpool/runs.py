@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,11 +12,16 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet import metrics
 from agentfleet.auth import current_principal
-from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.mcp.servers import McpServerConfig
-from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.postgres.db import Listener
+from agentfleet.postgres.pagination import (
+    clamp_page_size,
+    decode_page_token,
+    encode_page_token,
+    page_of,
+)
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.secrets_crypto import keyring_from

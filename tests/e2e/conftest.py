@@ -23,9 +23,9 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import GeminiStub
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (

@@ -19,9 +19,9 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack

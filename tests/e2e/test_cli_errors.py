@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from agentfleet.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.database import DatabaseFactory
 
 

@@ -19,10 +19,10 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (

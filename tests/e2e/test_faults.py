@@ -23,10 +23,10 @@ import pytest
 import pytest_asyncio
 from google.protobuf import duration_pb2
 
-from agentfleet import db
-from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants

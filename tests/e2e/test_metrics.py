@@ -18,10 +18,10 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.config import load_settings
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (

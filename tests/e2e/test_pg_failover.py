@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from agentfleet import db
-from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import start_process_stack

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
+from agentfleet.postgres import db
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2

@@ -17,8 +17,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.grpc_server import LIVENESS, READINESS
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.waiting import wait_for

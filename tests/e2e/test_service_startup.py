@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfleet import embedded_pg_root
-from agentfleet.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres import embedded_pg_root
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 from agentfleet.testing.services import free_port, wait_serving
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from agentfleet import db
 from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.invariants import assert_invariants

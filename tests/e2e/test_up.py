@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentfleet import embedded_pg_root
+from agentfleet.postgres import embedded_pg_root
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.certificates import mutual_tls
 from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up

@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 
 from agentfleet import events
-from agentfleet.db import Listener
 from agentfleet.gemini_stub import GeminiStub
+from agentfleet.postgres.db import Listener
 from agentfleet.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.waiting import wait_for, wait_for_query

@@ -13,9 +13,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agentfleet import db, events
+from agentfleet import events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.llm import RetryPolicy, content_to_json
+from agentfleet.postgres import db
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for

@@ -1,4 +1,4 @@
-"""agentfleet.db and agentfleet.embedded_pg against a real PostgreSQL."""
+"""agentfleet.postgres.db and agentfleet.postgres.embedded_pg against a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from agentfleet import db
-from agentfleet.db import Listener, Notification
-from agentfleet.embedded_pg import EmbeddedPostgres
 from agentfleet.errors import Unavailable
+from agentfleet.postgres import db
+from agentfleet.postgres.db import Listener, Notification
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 
 DEADLINE_S = 10.0
 

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 import pytest_asyncio
 
-from agentfleet import db
+from agentfleet.postgres import db
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.statements import StatementCounter
 from services.dispatcher.dag import NewTask

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest_asyncio
 
-from agentfleet import db
+from agentfleet.postgres import db
 from agentfleet.testing.dispatch import InstantRuns
 from services.dispatcher.dag import NewTask
 from services.dispatcher.graph_writes import GraphStore

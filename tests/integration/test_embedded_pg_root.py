@@ -19,8 +19,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agentfleet import db, embedded_pg_root
-from agentfleet.embedded_pg import SYSTEM_USER, EmbeddedPostgres, _package_pginstall
+from agentfleet.postgres import db, embedded_pg_root
+from agentfleet.postgres.embedded_pg import SYSTEM_USER, EmbeddedPostgres, _package_pginstall
 from agentfleet.testing.database import TEST_DATABASE_URL_ENV
 
 pytestmark = pytest.mark.skipif(

@@ -8,8 +8,8 @@ import asyncpg
 import pytest
 
 from agentfleet import events as ev
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.testing import factories as f
 
 PROJECT = "events-proj"

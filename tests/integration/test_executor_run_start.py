@@ -9,8 +9,8 @@ import asyncio
 
 import asyncpg
 
-from agentfleet.db import Listener
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.postgres.db import Listener
 from agentfleet.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.statements import StatementCounter

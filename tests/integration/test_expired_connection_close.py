@@ -12,7 +12,7 @@ import logging
 import asyncpg
 import pytest
 
-from agentfleet import db
+from agentfleet.postgres import db
 from agentfleet.reconnect import quiet_expired_closes
 
 NEVER_RETRIEVED = "Task exception was never retrieved"

@@ -19,8 +19,8 @@ import pytest_asyncio
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentfleet.db import Listener
 from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.postgres.db import Listener
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for
 from services.toolpool.mcp import (

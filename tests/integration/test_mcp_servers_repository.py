@@ -9,7 +9,7 @@ import pytest
 
 from agentfleet.errors import AlreadyExists
 from agentfleet.mcp.servers import McpServerConfig, McpServerRepository
-from agentfleet.project_rows import delete_named
+from agentfleet.postgres.project_rows import delete_named
 from services.executor.registry.products import ProductRegistry
 from services.toolpool.mcp import McpServerStore
 

@@ -8,9 +8,9 @@ import dataclasses
 import asyncpg
 import pytest
 
-from agentfleet.db import Listener
 from agentfleet.errors import InvalidArgument, NotFound
 from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.postgres.db import Listener
 from agentfleet.project_secrets import ProjectSecretRepository
 from agentfleet.secrets_crypto import SecretsKeyring
 from services.toolpool.mcp import CHANGES_CHANNEL, McpServerStore, SecretStore

@@ -10,8 +10,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from agentfleet import db
-from agentfleet.migrate import (
+from agentfleet.postgres import db
+from agentfleet.postgres.migrate import (
     ADVISORY_LOCK_KEY,
     MigrationError,
     discover_migrations,

@@ -15,10 +15,10 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import TokenAuthenticator, TokenStore
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import AlreadyExists
 from agentfleet.mcp.config import HIDDEN_VALUE
 from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
+from agentfleet.postgres.db import Listener, Notification
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violations, rpc_error

@@ -21,9 +21,9 @@ import grpc
 import pytest
 
 from agentfleet import events
-from agentfleet.db import Listener
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
+from agentfleet.postgres.db import Listener
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.service_runtime import RunningService, ServiceContext, ServiceParts, start_service
 from agentfleet.testing.gemini import model_client_for

@@ -8,7 +8,7 @@ import pytest
 
 from agentfleet import events
 from agentfleet.errors import FailedPrecondition
-from agentfleet.migrate import migrate_down, migrate_up
+from agentfleet.postgres.migrate import migrate_down, migrate_up
 from services.executor.queue import RunQueue
 from services.executor.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams

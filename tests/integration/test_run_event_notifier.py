@@ -7,9 +7,9 @@ import uuid
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet import events as ev
-from agentfleet.db import Listener, Notification
+from agentfleet.postgres import db
+from agentfleet.postgres.db import Listener, Notification
 
 DEADLINE_S = 5
 

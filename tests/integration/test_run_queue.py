@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 
 from agentfleet import events
-from agentfleet.db import Listener, transaction
 from agentfleet.errors import NotFound, ResourceExhausted
+from agentfleet.postgres.db import Listener, transaction
 from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository

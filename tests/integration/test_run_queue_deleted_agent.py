@@ -16,9 +16,9 @@ import grpc
 import pytest
 
 from agentfleet.auth import AllowAll
-from agentfleet.db import Listener
 from agentfleet.errors import NotFound
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from agentfleet.postgres.db import Listener
 from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.run_watch import RunWatch
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from agentfleet.db import Listener
+from agentfleet.postgres.db import Listener
 from agentfleet.run_watch import RunWatch
 from agentfleet.testing import factories as f
 from agentfleet.v1 import common_pb2

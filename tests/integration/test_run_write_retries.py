@@ -18,10 +18,10 @@ from typing import Any
 import asyncpg
 from google.genai import types
 
-from agentfleet import db
 from agentfleet import events as ev
-from agentfleet.db import Listener
 from agentfleet.llm import ModelReply, TokenUsage
+from agentfleet.postgres import db
+from agentfleet.postgres.db import Listener
 from agentfleet.reconnect import is_disconnect
 from agentfleet.testing import factories as f
 from agentfleet.testing.invariants import assert_invariants

@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 from google.genai import types
 
-from agentfleet import db
 from agentfleet import events as ev
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import NotFound
 from agentfleet.llm import ModelReply, TokenUsage
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.db import Listener, Notification
+from agentfleet.postgres.migrate import migrate_up
 from agentfleet.testing import factories as f
 from agentfleet.testing.database import DatabaseFactory
 from services.executor.calls import CallResult, PlannedCall

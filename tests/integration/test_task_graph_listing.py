@@ -16,8 +16,8 @@ import asyncpg
 import grpc
 import pytest
 
-from agentfleet import db
-from agentfleet.pagination import encode_page_token
+from agentfleet.postgres import db
+from agentfleet.postgres.pagination import encode_page_token
 from agentfleet.testing.services import start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc

@@ -23,11 +23,11 @@ import asyncpg
 import grpc
 import pytest
 
-from agentfleet import db
 from agentfleet.auth import Principal, TokenAuthenticator, TokenStore, hash_token
 from agentfleet.config import load_settings
 from agentfleet.errors import Unauthenticated
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
+from agentfleet.postgres import db
 from agentfleet.rpc.grpc_limits import server_options
 from agentfleet.server_limits import ServerLimits
 from agentfleet.service_runtime import server_limits

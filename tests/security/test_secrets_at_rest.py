@@ -25,7 +25,7 @@ import pytest
 from agentfleet.cli.secrets import rotate_key, run_secrets
 from agentfleet.config import ConfigError
 from agentfleet.mcp.servers import McpServerConfig
-from agentfleet.migrate import MigrationError, migrate_down
+from agentfleet.postgres.migrate import MigrationError, migrate_down
 from agentfleet.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
 from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, toolpool_only

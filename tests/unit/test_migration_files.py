@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfleet.migrate import (
+from agentfleet.postgres.migrate import (
     DEFAULT_MIGRATIONS_DIR,
     Migration,
     MigrationError,

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from agentfleet.errors import InvalidArgument
-from agentfleet.pagination import (
+from agentfleet.postgres.pagination import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     clamp_page_size,

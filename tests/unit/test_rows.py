@@ -1,4 +1,4 @@
-"""agentfleet.rows.from_row: the one row-to-dataclass rule of the repositories."""
+"""agentfleet.postgres.rows.from_row: the one row-to-dataclass rule of the repositories."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""agentfleet.sql_blocks: named statements of a .sql file, named parameters, fragments."""
+"""agentfleet.postgres.sql_blocks: named statements of a .sql file, named parameters, fragments."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentfleet.events import STATEMENTS
-from agentfleet.sql_blocks import SqlFileError, load_statements
+from agentfleet.postgres.sql_blocks import SqlFileError, load_statements
 
 QUERIES = """\
 -- Header comments before the first block are the file's documentation.

@@ -8,13 +8,13 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from agentfleet import db, migrate
 from agentfleet.auth import TokenStore
 from agentfleet.cli.render import console, notes
 from agentfleet.config import Settings
-from agentfleet.db import create_pool
-from agentfleet.embedded_pg import EmbeddedPostgres, resolve_database_url
 from agentfleet.errors import FailedPrecondition, NotFound
+from agentfleet.postgres import db, migrate
+from agentfleet.postgres.db import create_pool
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres, resolve_database_url
 
 # Notes go to stderr so `TOKEN=$(agentfleet token create ...)` captures the token alone.
 

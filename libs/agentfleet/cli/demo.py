@@ -23,9 +23,9 @@ from rich.text import Text
 from agentfleet.cli.client import Connection
 from agentfleet.cli.render import console
 from agentfleet.cli.run import follow
-from agentfleet.db import create_pool
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.graph import GraphRepository
+from agentfleet.postgres.db import create_pool
 from agentfleet.v1 import executor_pb2, registry_pb2
 
 DEMO_PROJECT = "demo"

@@ -17,13 +17,13 @@ from pathlib import Path
 import asyncpg
 from rich.text import Text
 
-from agentfleet import db
 from agentfleet.cli.render import console
 from agentfleet.config import Settings
 from agentfleet.config_values import parse_secrets_keys
-from agentfleet.db import create_pool
-from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import FailedPrecondition
+from agentfleet.postgres import db
+from agentfleet.postgres.db import create_pool
+from agentfleet.postgres.embedded_pg import resolve_database_url
 from agentfleet.project_secrets import ProjectSecretRepository, StoredSecret
 from agentfleet.secrets_crypto import (
     KEY_FILE_NAME,

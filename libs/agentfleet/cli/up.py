@@ -21,16 +21,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.table import Table
 from rich.text import Text
 
-from agentfleet import migrate
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
 from agentfleet.cli.supervise import supervise
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
-from agentfleet.db import create_pool
-from agentfleet.embedded_pg import resolve_database_url
 from agentfleet.errors import Unavailable
 from agentfleet.hardening import make_non_dumpable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
+from agentfleet.postgres import migrate
+from agentfleet.postgres.db import create_pool
+from agentfleet.postgres.embedded_pg import resolve_database_url
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from agentfleet.db import Notification, notify
+from agentfleet.postgres.db import Notification, notify
 from agentfleet.v1 import common_pb2
 
 DELTA_CHANNEL = "agentfleet_run_deltas"

@@ -19,7 +19,7 @@ import asyncpg
 
 from agentfleet.errors import NotFound
 from agentfleet.events.domain import PersistedEvent, RunEvent, event_from_payload, event_payload
-from agentfleet.sql_blocks import Statement, load_statements
+from agentfleet.postgres.sql_blocks import Statement, load_statements
 
 CHANNEL = "agentfleet_run_events"
 """NOTIFY channel; payload ``"<run_id>:<last seq>"``."""

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 
 Direction = Literal["out", "in", "both"]
 """Edges to follow from a node: outgoing (src is the node), incoming, or both."""

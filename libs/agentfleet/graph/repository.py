@@ -31,7 +31,7 @@ from agentfleet.graph._common import (
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
-from agentfleet.pagination import decode_page_token, encode_page_token
+from agentfleet.postgres.pagination import decode_page_token, encode_page_token
 
 __all__ = ["GraphRepository", "NewObject", "parse_id"]
 

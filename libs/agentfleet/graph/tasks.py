@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet.errors import InvalidArgument
 from agentfleet.graph._common import parse_id
 from agentfleet.graph.dag import find_cycle
 from agentfleet.graph.reserved import BLOCKS, SPEC_TASK
+from agentfleet.postgres import db
 
 TASKS_ADDED_CHANNEL = "agentfleet_tasks_added"
 """NOTIFY channel (payload: project id) sent at commit when tasks were added (dispatchers)."""

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.db import transaction
 from agentfleet.llm.quota_math import BudgetState, Grant, Refused, take_grant, throttled
+from agentfleet.postgres.db import transaction
 from agentfleet.quota_settings import ModelLimits
 
 _COLUMNS = [f.name for f in fields(BudgetState)]

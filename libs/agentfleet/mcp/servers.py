@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet.errors import AlreadyExists, NotFound
-from agentfleet.project_rows import delete_named, delete_product_rows, project_name_page
-from agentfleet.rows import from_row
+from agentfleet.postgres import db
+from agentfleet.postgres.project_rows import delete_named, delete_product_rows, project_name_page
+from agentfleet.postgres.rows import from_row
 
 __all__ = [
     "CHANGES_CHANNEL",

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentfleet.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 
 
 async def start_agentfleet(

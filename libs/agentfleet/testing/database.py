@@ -12,7 +12,7 @@ Fixtures:
 - ``admin_database_url`` (session): the server-level URL, for tests that create databases.
 - ``database_factory`` (session): :class:`DatabaseFactory`, to make more databases.
 - ``database_url``: a migrated database of the test's own.
-- ``db_pool``: an :func:`agentfleet.db.create_pool` pool on ``database_url``.
+- ``db_pool``: an :func:`agentfleet.postgres.db.create_pool` pool on ``database_url``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from agentfleet import db
-from agentfleet.embedded_pg import EmbeddedPostgres
-from agentfleet.migrate import migrate_up
+from agentfleet.postgres import db
+from agentfleet.postgres.embedded_pg import EmbeddedPostgres
+from agentfleet.postgres.migrate import migrate_up
 
 TEST_DATABASE_URL_ENV = "AGENTFLEET_TEST_DATABASE_URL"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from agentfleet import db
+from agentfleet.postgres import db
 
 __all__ = ["StatementCounter"]
 
@@ -27,7 +27,8 @@ class StatementCounter:
         conn.add_query_logger(self._log)
 
     async def pool(self, url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-        """A pool set up as :func:`agentfleet.db.create_pool` sets one up, plus the count."""
+        """A pool set up as :func:`agentfleet.postgres.db.create_pool` sets one up, plus the
+        count."""
         pool = await asyncpg.create_pool(
             url, min_size=min_size, max_size=max_size, init=self._init, reset=db._keep_session
         )

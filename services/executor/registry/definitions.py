@@ -18,8 +18,8 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import Aborted, AlreadyExists, NotFound
-from agentfleet.project_rows import delete_named, delete_product_rows, name_page
-from agentfleet.rows import from_row
+from agentfleet.postgres.project_rows import delete_named, delete_product_rows, name_page
+from agentfleet.postgres.rows import from_row
 from services.executor.approvals import check_definition_config
 from services.executor.registry.model_config import ModelConfig
 

@@ -24,7 +24,7 @@ from agentfleet.mcp import config as mcp_config
 from agentfleet.mcp.config import LiteralRefusal
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.mcp.stdio import StdioAllowlist, require_allowed_stdio
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 from services.executor.output_schema import output_schema_violations
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest_schema import schema_violations

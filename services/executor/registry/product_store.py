@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet.errors import Unimplemented
+from agentfleet.postgres import db
 
 PRODUCT_COLUMNS = "p.id, p.project_id, p.name, p.version, p.manifest, p.installed_at, p.updated_at"
 

@@ -28,9 +28,9 @@ from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
 from agentfleet.mcp.config import LiteralRefusal
 from agentfleet.mcp.servers import McpServerConfig, McpServerRepository
 from agentfleet.mcp.stdio import StdioAllowlist
-from agentfleet.project_rows import project_name_page
+from agentfleet.postgres.project_rows import project_name_page
+from agentfleet.postgres.rows import from_row
 from agentfleet.request_ids import check_same_request, checked_request_id, request_fingerprint
-from agentfleet.rows import from_row
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.manifest import (
     Manifest,

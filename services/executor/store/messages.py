@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 
 Db = asyncpg.Pool | asyncpg.Connection
 

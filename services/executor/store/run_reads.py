@@ -12,7 +12,7 @@ import asyncpg
 
 from agentfleet.graph import SPEC_TASK
 from agentfleet.graph.task_properties import sql_uuid
-from agentfleet.rows import from_row
+from agentfleet.postgres.rows import from_row
 from services.executor.runs import RunRecord
 
 Db = asyncpg.Pool | asyncpg.Connection

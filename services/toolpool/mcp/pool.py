@@ -22,10 +22,10 @@ from typing import Any, TextIO, TypeVar
 
 import structlog
 
-from agentfleet.db import Listener, Notification
 from agentfleet.errors import InvalidArgument, PermissionDenied
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.mcp.stdio import StdioAllowlist
+from agentfleet.postgres.db import Listener, Notification
 
 from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools, why_lost

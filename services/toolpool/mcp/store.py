@@ -18,8 +18,8 @@ import structlog
 from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from agentfleet.mcp.config import SECRET_NAME
 from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerRepository
+from agentfleet.postgres.rows import from_row
 from agentfleet.project_secrets import ProjectSecretRepository
-from agentfleet.rows import from_row
 from agentfleet.secrets_crypto import SecretsKeyMissing, SecretsKeyring
 
 from .interpolate import ProjectSecrets

@@ -14,7 +14,12 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.pagination import clamp_page_size, decode_page_token, encode_page_token, page_of
+from agentfleet.postgres.pagination import (
+    clamp_page_size,
+    decode_page_token,
+    encode_page_token,
+    page_of,
+)
 
 __all__ = ["Db", "delete_named", "delete_product_rows", "name_page", "project_name_page"]
 

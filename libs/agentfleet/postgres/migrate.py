@@ -18,10 +18,10 @@ from pathlib import Path
 
 import asyncpg
 
-from agentfleet import db
 from agentfleet.errors import FailedPrecondition
+from agentfleet.postgres import db
 
-DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
+DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
 """``migrations/`` of the repository (libs/agentfleet/../../migrations)."""
 
 # Any fixed bigint shared by every agentfleet process; this one spells "agentflt".

@@ -8,7 +8,7 @@ directory when that path is too long for a socket) and trusts local connections 
 ``postgres`` superuser. Run as root, it runs as the unprivileged system user
 ``embedded_postgres`` (created if missing), as PostgreSQL refuses to run as root; when that
 user cannot reach the data folder or the binaries, the cluster or a copy of the binaries
-lives in a folder made for it (:mod:`agentfleet.embedded_pg_root`): no permission of an
+lives in a folder made for it (:mod:`agentfleet.postgres.embedded_pg_root`): no permission of an
 existing folder is ever changed.
 
 Starting runs ``pg_ctl`` in a worker thread, so it never blocks the event loop; ``stop()`` is
@@ -34,9 +34,9 @@ from urllib.parse import quote
 
 import asyncpg
 
-from agentfleet import db, embedded_pg_root
 from agentfleet.config import Settings, load_settings, plain_environment
 from agentfleet.errors import Unavailable
+from agentfleet.postgres import db, embedded_pg_root
 
 DEFAULT_DATABASE = "agentfleet"
 SUPERUSER = "postgres"
