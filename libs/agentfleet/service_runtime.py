@@ -4,7 +4,8 @@
 into one readable line and an exit code, serves until SIGTERM or SIGINT, then shuts down in
 order (health NOT_SERVING, stop taking work, drain, release, close the pool).
 
-While it runs, a :class:`agentfleet.readiness.ReadinessMonitor` keeps its readiness health
+While it runs, a :class:`agentfleet.observability.readiness.ReadinessMonitor` keeps its readiness
+health
 truthful (PostgreSQL reachable; for the executor, the toolpool too); the server serves TLS
 when AGENTFLEET_TLS_CERT_FILE is set (:mod:`agentfleet.rpc.tls`).
 """
@@ -25,21 +26,21 @@ from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenSt
 from agentfleet.config import ConfigError, Settings, load_settings
 from agentfleet.errors import AgentFleetError
 from agentfleet.hardening import make_non_dumpable
-from agentfleet.logging import configure_logging
-from agentfleet.loop_watch import LoopWatch
-from agentfleet.metrics_export import RpcMetricsInterceptor, start_metrics
-from agentfleet.readiness import (
+from agentfleet.observability.logging import configure_logging
+from agentfleet.observability.loop_watch import LoopWatch
+from agentfleet.observability.metrics_export import RpcMetricsInterceptor, start_metrics
+from agentfleet.observability.readiness import (
     DependencyProbe,
     PostgresProbe,
     ReadinessMonitor,
     ServiceHealthProbe,
 )
+from agentfleet.observability.telemetry import configure_tracing, shutdown_tracing
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.rpc.tls import client_tls, server_tls
 from agentfleet.server_limits import ServerLimits
 from agentfleet.stop_signals import stop_event
-from agentfleet.telemetry import configure_tracing, shutdown_tracing
 
 log = structlog.get_logger(__name__)
 

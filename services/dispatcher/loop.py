@@ -28,11 +28,11 @@ import asyncpg
 import structlog
 from opentelemetry import trace
 
-from agentfleet import metrics
 from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
+from agentfleet.observability import metrics
+from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.postgres.db import Listener, Notification
 from agentfleet.run_watch import RunWatch
-from agentfleet.telemetry import current_trace_id
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.outcomes import AttemptOutcomes

@@ -23,9 +23,10 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet import events, metrics
+from agentfleet import events
 from agentfleet.errors import InvalidArgument
 from agentfleet.model_prices import NANOS_PER_USD, usd
+from agentfleet.observability import metrics
 from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.runs import RunRecord
 

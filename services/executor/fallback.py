@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from agentfleet import metrics
 from agentfleet.llm import ModelReply
 from agentfleet.llm.errors import ModelError, QuotaWaitTooLong, TransientModelError
+from agentfleet.observability import metrics
 
 
 def falls_back_on(error: ModelError) -> bool:

@@ -30,13 +30,13 @@ import structlog
 from google.genai import types
 from opentelemetry import trace
 
-from agentfleet import metrics
 from agentfleet.errors import AgentFleetError, FailedPrecondition
 from agentfleet.events import RunEventNotifier
 from agentfleet.llm import ModelClient
-from agentfleet.loop_watch import doing
+from agentfleet.observability import metrics
+from agentfleet.observability.loop_watch import doing
+from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.run_limits import may_spawn
-from agentfleet.telemetry import current_trace_id
 from services.executor.budgets import BudgetStore, pause_if_over_budget
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Unpack
 
-from agentfleet import metrics
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import DeltaSink, GenaiModelClient, ModelReply, ModelRequest, RetryPolicy
 from agentfleet.llm.quota import ModelQuotas
+from agentfleet.observability import metrics
 from agentfleet.service_runtime import ServiceContext
 
 

@@ -30,9 +30,10 @@ from typing import Any, ParamSpec, TypeVar
 import asyncpg
 from google.genai import types
 
-from agentfleet import events, metrics
+from agentfleet import events
 from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply
+from agentfleet.observability import metrics
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
 from services.executor.run_writes import RunWriter
 from services.executor.runs import RunRecord, RunStatus

@@ -21,9 +21,10 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from agentfleet import events, metrics
+from agentfleet import events
 from agentfleet.llm import QuotaWait
 from agentfleet.llm.genai_translate import RATE_LIMIT
+from agentfleet.observability import metrics
 from services.executor.model_request import NAME_SCHEMA
 from services.executor.persistence import RunRecorder
 from services.executor.registry.manifest_schema import schema_violations

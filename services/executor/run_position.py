@@ -12,7 +12,7 @@ import asyncpg
 from google.genai import types
 
 from agentfleet import events
-from agentfleet.telemetry import current_trace_id
+from agentfleet.observability.telemetry import current_trace_id
 from services.executor.approval_resume import begin_held_continuation, settle_held_step
 from services.executor.continuation import Reattach, continue_run
 from services.executor.loop_state import Progress, Turn

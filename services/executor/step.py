@@ -12,8 +12,8 @@ import asyncpg
 from google.genai import types
 from opentelemetry import trace
 
-from agentfleet import metrics
 from agentfleet.llm import ModelClient
+from agentfleet.observability import metrics
 from services.executor.approval_resume import held_calls, hold_step, not_held
 from services.executor.approvals import parse_approval_policy
 from services.executor.calls import CallResult, PlannedCall

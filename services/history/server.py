@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import grpc
 
 from agentfleet import events as ev
-from agentfleet import metrics
 from agentfleet.errors import InvalidArgument, NotFound, Unimplemented
+from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener
 from agentfleet.postgres.pagination import (
     clamp_page_size,

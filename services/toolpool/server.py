@@ -10,11 +10,11 @@ from typing import Any, Protocol
 
 from google.protobuf import json_format, struct_pb2
 
-from agentfleet import metrics
 from agentfleet.auth import current_principal
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener
 from agentfleet.postgres.pagination import (
     clamp_page_size,

@@ -17,7 +17,6 @@ from typing import Any
 import asyncpg
 from opentelemetry import trace
 
-from agentfleet import metrics
 from agentfleet.errors import (
     AgentFleetError,
     FailedPrecondition,
@@ -27,6 +26,7 @@ from agentfleet.errors import (
     Unavailable,
 )
 from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.observability import metrics
 from agentfleet.rpc.grpc_limits import Slots
 from services.toolpool.builtin import BUILTIN_TOOLS, ToolContext, ToolError, call_builtin
 from services.toolpool.catalog import COORDINATION_TOOLS, ToolSpec, allows, is_glob, resolve

@@ -12,9 +12,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentfleet.auth import AllowAll
+from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import Registration, RunningServer, start_server
-from agentfleet.telemetry import current_trace_id
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 
 NEVER = "never-answered"

@@ -13,7 +13,7 @@ import structlog
 from grpc_health.v1 import health_pb2
 
 from agentfleet.auth import AllowAll
-from agentfleet.readiness import PostgresProbe, ReadinessMonitor
+from agentfleet.observability.readiness import PostgresProbe, ReadinessMonitor
 from agentfleet.rpc.grpc_server import (
     LIVENESS,
     READINESS,

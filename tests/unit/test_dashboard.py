@@ -1,5 +1,6 @@
 """The Grafana dashboard is valid JSON whose every query names metrics and labels that the
-services really export: each hook of :mod:`agentfleet.metrics` records once into a provider
+services really export: each hook of :mod:`agentfleet.observability.metrics` records once into a
+provider
 with a Prometheus reader, and the names and labels come from what that reader exposes."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry
 
-from agentfleet import metrics
+from agentfleet.observability import metrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "agentfleet.json"
 PROMQL_WORDS = {

@@ -9,7 +9,7 @@ import time
 
 from structlog.testing import capture_logs
 
-from agentfleet.loop_watch import LoopWatch, doing
+from agentfleet.observability.loop_watch import LoopWatch, doing
 
 
 async def _watched(work: asyncio.Future[None] | asyncio.Task[None]) -> list[dict[str, object]]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from agentfleet.metrics import TASK_STATES, TOP_PROJECTS, ObservedState
+from agentfleet.observability.metrics import TASK_STATES, TOP_PROJECTS, ObservedState
 
 
 def test_projects_past_the_top_add_up_as_other() -> None:

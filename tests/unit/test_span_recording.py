@@ -7,7 +7,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from agentfleet.telemetry import RecordWhileExported
+from agentfleet.observability.telemetry import RecordWhileExported
 
 
 def test_nothing_is_recorded_until_something_exports() -> None:

@@ -21,7 +21,6 @@ import structlog
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from agentfleet import metrics
 from agentfleet.llm.client import ModelReply, RetryPolicy, TokenUsage
 from agentfleet.llm.errors import (
     MalformedModelReply,
@@ -30,6 +29,7 @@ from agentfleet.llm.errors import (
     TransientModelError,
 )
 from agentfleet.llm.quota_wait import QuotaWait, QuotaWaitSink
+from agentfleet.observability import metrics
 
 _log = structlog.get_logger(__name__)
 

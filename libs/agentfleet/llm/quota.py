@@ -27,13 +27,13 @@ from typing import TypeVar
 import asyncpg
 import structlog
 
-from agentfleet import metrics
 from agentfleet.config import Settings
 from agentfleet.llm.errors import QuotaWaitExceeded
 from agentfleet.llm.quota_math import Grant, grant_size, rates
 from agentfleet.llm.quota_queue import FairQueue
 from agentfleet.llm.quota_store import BudgetStore
 from agentfleet.llm.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
+from agentfleet.observability import metrics
 from agentfleet.quota_settings import ModelLimits, limits_for
 
 _log = structlog.get_logger(__name__)

@@ -10,7 +10,8 @@ reaches a caller as UNKNOWN or with a stack trace.
 Health answers for :data:`LIVENESS` (and ``""``): SERVING from start until graceful
 shutdown, so an orchestrator never kills a process that is only waiting for a dependency;
 and for :data:`READINESS` and each served service's name: SERVING only while the service
-can do its work (:meth:`RunningServer.set_ready`, driven by :mod:`agentfleet.readiness`).
+can do its work (:meth:`RunningServer.set_ready`, driven by
+:mod:`agentfleet.observability.readiness`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from agentfleet.errors import (
     InvalidArgument,
     Unavailable,
 )
-from agentfleet.loop_watch import doing, rpc_label
+from agentfleet.observability.loop_watch import doing, rpc_label
+from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.request_checks import checked_request
 from agentfleet.rpc.grpc_limits import CallSlots, server_options
 from agentfleet.rpc.grpc_streams import (
@@ -55,7 +57,6 @@ from agentfleet.rpc.stream_reauth import END, StreamReauth
 from agentfleet.rpc.tls import ServerCertificateFiles, ServerTls, is_loopback
 from agentfleet.rpc.wire_budget import TooManyEntries, check_entries
 from agentfleet.server_limits import ServerLimits
-from agentfleet.telemetry import current_trace_id
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentfleet.config import load_settings
-from agentfleet.telemetry import configure_tracing
+from agentfleet.observability.telemetry import configure_tracing
 
 _exporter = InMemorySpanExporter()
 _installed = False

@@ -4,7 +4,8 @@ Names and attributes follow the OpenTelemetry semantic conventions where they ex
 ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``; RPC:
 ``rpc.server.call.duration``; database: ``db.client.connection.count``/``.max``); the rest
 are ``agentfleet.*``. The instruments live on the global meter: until
-:func:`agentfleet.metrics_export.start_metrics` installs a provider (service processes do,
+:func:`agentfleet.observability.metrics_export.start_metrics` installs a provider (service
+processes do,
 in-process test stacks do not) recording them costs next to nothing.
 
 Attributes stay bounded: agent, model, tool and MCP server names come from definitions and
@@ -444,7 +445,7 @@ def record_rpc(duration_s: float, attributes: Mapping[str, str]) -> None:
 
 
 def record_loop_lag(lag_s: float) -> None:
-    """One tick of :class:`agentfleet.loop_watch.LoopWatch`: how late it ran."""
+    """One tick of :class:`agentfleet.observability.loop_watch.LoopWatch`: how late it ran."""
     _instruments.loop_lag.record(lag_s)
 
 

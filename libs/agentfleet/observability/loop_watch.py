@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agentfleet import metrics
+from agentfleet.observability import metrics
 
 log = structlog.get_logger(__name__)
 

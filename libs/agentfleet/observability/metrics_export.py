@@ -27,8 +27,8 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from agentfleet import metrics
 from agentfleet.config import Settings
+from agentfleet.observability import metrics
 from agentfleet.queue_depth import ACTIVE_RUNS_BY_PROJECT_SQL, TASKS_BY_STATE_SQL
 from agentfleet.rpc.grpc_streams import HandlerInterceptor, Stream, closed_with_the_rpc, serving
 
