@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.postgres import db
 from agentfleet.postgres.db import Listener
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from bench._common import bench_database, machine, report
 from services.executor.children import ChildRuns

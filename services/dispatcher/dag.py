@@ -20,7 +20,7 @@ from agentfleet.graph.task_properties import (
     PRIORITY_MAX,
     PRIORITY_MIN,
 )
-from agentfleet.run_limits import TIMEOUT_RANGE, timeout_allowed
+from agentfleet.runs.run_limits import TIMEOUT_RANGE, timeout_allowed
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

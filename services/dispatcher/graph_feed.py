@@ -7,7 +7,7 @@ remembers the snapshot it last sent (:class:`Seen`: its number and task versions
 from a newer one only the tasks changed since: N streams of a graph cost one read per
 change, and each stream work in proportion to what changed, not to the graph's size.
 
-Reads go through :class:`agentfleet.shared_reads.SharedReads` and first compare the
+Reads go through :class:`agentfleet.runs.shared_reads.SharedReads` and first compare the
 graph's stamp (``GraphReader.load_if_changed``): the periodic recheck of a graph in which
 nothing changed is one aggregate row, not every task decoded and sorted.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from agentfleet.graph import GraphObject, GraphRepository
-from agentfleet.shared_reads import SharedFeed
+from agentfleet.runs.shared_reads import SharedFeed
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_reads import GraphReader, GraphView

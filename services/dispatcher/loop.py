@@ -3,7 +3,7 @@ short poll, settle finished runs, adopt expired leases, claim available tasks up
 slots, and start each attempt (session, prompt, TriggerRun) concurrently.
 
 Runs are followed through their ``agent_runs`` rows, woken by the process's run watcher
-(:meth:`agentfleet.run_watch.RunWatch.follow`): a run this dispatcher follows that records
+(:meth:`agentfleet.runs.run_watch.RunWatch.follow`): a run this dispatcher follows that records
 events (or every one, after a listener reconnect) is marked for one batched status read,
 which also completes the tasks of completed runs in the same statement; the poll re-reads
 all of them in case a wake-up was lost. A round's statements share one pooled connection, and
@@ -32,7 +32,7 @@ from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
 from agentfleet.observability import metrics
 from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.postgres.db import Listener, Notification
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.outcomes import AttemptOutcomes

@@ -10,7 +10,7 @@ import asyncpg
 import structlog
 
 from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, task_max_resumes
-from agentfleet.run_limits import MAX_TOTAL_STEPS
+from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import sessions, transitions

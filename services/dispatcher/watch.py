@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 
 from agentfleet.postgres.db import Listener, Notification
-from agentfleet.shared_reads import joined_feed
+from agentfleet.runs.shared_reads import joined_feed
 from agentfleet.v1 import dispatcher_pb2
 from services.dispatcher.graph_feed import GraphFeed, task_event
 from services.dispatcher.graph_reads import GraphReader

@@ -7,7 +7,7 @@ CHILD_RUN_STARTED events. Each child's ``request_id`` is derived from the parent
 key (the spawning tool call, or a flow position) and its index, so starting a batch again --
 a parent recovered after a crash -- finds the same children instead of spawning new ones.
 
-The wait is woken by the process's run watcher (:meth:`agentfleet.run_watch.RunWatch.changes`)
+The wait is woken by the process's run watcher (:meth:`agentfleet.runs.run_watch.RunWatch.changes`)
 when a child records events (a short poll only as the fallback for a missed notification);
 as each child stops (terminal or ``paused``) the parent records CHILD_RUN_FINISHED and
 refreshes its ``tokens_total_tree``.
@@ -25,7 +25,7 @@ import structlog
 
 from agentfleet import events
 from agentfleet.errors import AgentFleetError, FailedPrecondition, NotFound
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.resume import ResumeParams, resume_run

@@ -2,7 +2,7 @@
 domain), and the parts of the executor process that run agents (:func:`build_executor_parts`).
 
 StartRun and ResumeRun enqueue, then watch: the stream is the process's run watcher
-(:mod:`agentfleet.run_watch`, the one WatchRun uses), so it works whichever executor process
+(:mod:`agentfleet.runs.run_watch`, the one WatchRun uses), so it works whichever executor process
 runs the run and is identical to a WatchRun replay.
 """
 
@@ -21,7 +21,7 @@ from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
 from agentfleet.postgres.db import Listener
 from agentfleet.rpc.clients import service_channel
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from services.executor.approval_requests import decision_params

@@ -2,7 +2,7 @@
 
 Requests are validated here (bad ids are INVALID_ARGUMENT naming the field); everything
 else is the repository (:mod:`services.history.queries`), the converters
-(:mod:`services.history.convert`) and the process's run watcher (:mod:`agentfleet.run_watch`,
+(:mod:`services.history.convert`) and the process's run watcher (:mod:`agentfleet.runs.run_watch`,
 shared with the executor's StartRun). A run of
 another project is NOT_FOUND, exactly like a run that does not exist.
 """
@@ -29,7 +29,7 @@ from agentfleet.postgres.pagination import (
     page_of,
 )
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert

@@ -16,7 +16,7 @@ import asyncpg
 from agentfleet import events
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.postgres.db import Listener
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.children import ChildRuns

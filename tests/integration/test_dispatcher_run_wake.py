@@ -1,5 +1,5 @@
 """A followed run that ends wakes the dispatcher through the process's run watcher
-(:meth:`agentfleet.run_watch.RunWatch.follow`), not at its next poll: with a poll of an hour,
+(:meth:`agentfleet.runs.run_watch.RunWatch.follow`), not at its next poll: with a poll of an hour,
 the task completes as soon as its run records its end.
 
 The run is finished only after the dispatcher has read it once as running (its settle

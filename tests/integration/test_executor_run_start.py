@@ -11,7 +11,7 @@ import asyncpg
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.postgres.db import Listener
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for_query

@@ -11,9 +11,9 @@ import grpc
 import pytest
 
 from agentfleet import events as ev
-from agentfleet import run_feed
-from agentfleet import run_watch as watch
-from agentfleet.run_feed import RunTargets
+from agentfleet.runs import run_feed
+from agentfleet.runs import run_watch as watch
+from agentfleet.runs.run_feed import RunTargets
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc

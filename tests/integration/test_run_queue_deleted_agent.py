@@ -20,7 +20,7 @@ from agentfleet.errors import NotFound
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.postgres.db import Listener
 from agentfleet.rpc.grpc_server import Registration, start_server
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc
 from services.dispatcher.runs import GrpcRunControl, RunRequest, TriggerRefused
 from services.executor.queue import RunQueue

@@ -1,4 +1,4 @@
-"""The one watcher of runs' events (agentfleet.run_watch) on real PostgreSQL and a real
+"""The one watcher of runs' events (agentfleet.runs.run_watch) on real PostgreSQL and a real
 LISTEN connection: StartRun/ResumeRun's end (the next RUN_FINISHED) and WatchRun's (the
 latest) over the same stored events, and the change wake-ups a parent waits on for its
 children."""
@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from agentfleet.postgres.db import Listener
-from agentfleet.run_watch import RunWatch
+from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing import factories as f
 from agentfleet.v1 import common_pb2
 

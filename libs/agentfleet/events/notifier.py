@@ -15,7 +15,7 @@ Appends inside a caller's transaction keep their NOTIFY at commit (``append_even
 are a run's few status changes, not its steps.
 
 A notification that is lost (the process ends between the commit and the send, the send
-fails) costs followers latency, never an event: :mod:`agentfleet.run_watch` re-reads every
+fails) costs followers latency, never an event: :mod:`agentfleet.runs.run_watch` re-reads every
 followed run every ``RECHECK_INTERVAL_S``.
 """
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentfleet.run_limits import MAX_TIMEOUT_S
+from agentfleet.runs.run_limits import MAX_TIMEOUT_S
 
 __all__ = [
     "ALLOWED_AGENTS",

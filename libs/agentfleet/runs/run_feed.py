@@ -7,7 +7,7 @@ each watcher takes the part after its own last seq. A watcher that is behind the
 (a replay, or a slow client) reads the store itself until it reaches the buffer, so a slow
 watcher never holds the others back and never loses an event.
 
-Reads are single-flight and numbered (:class:`agentfleet.shared_reads.SharedReads`). Whoever
+Reads are single-flight and numbered (:class:`agentfleet.runs.shared_reads.SharedReads`). Whoever
 needs fresh rows calls :meth:`refresh` with the number of reads started when the need arose
 (a notification, a reconnect, a recheck); the first caller reads, everyone else waits for
 that read's result. Many watchers woken by one notification therefore cost one query, not
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from agentfleet import events as ev
-from agentfleet.shared_reads import SharedFeed
+from agentfleet.runs.shared_reads import SharedFeed
 from agentfleet.v1 import common_pb2
 
 STOPPED = frozenset({"completed", "failed", "cancelled", "paused"})
@@ -201,7 +201,7 @@ class RunFeed(SharedFeed):
 
     async def refresh(self, need: int) -> None:
         """Returns once a read numbered above ``need`` (and above any read owed now) is done
-        (:meth:`agentfleet.shared_reads.SharedReads.refresh`)."""
+        (:meth:`agentfleet.runs.shared_reads.SharedReads.refresh`)."""
         await self._reads.refresh(need)
 
     async def _read(self) -> None:

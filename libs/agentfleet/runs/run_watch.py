@@ -2,7 +2,7 @@
 
 One :class:`agentfleet.postgres.db.Listener` per process LISTENs on ``agentfleet_run_events`` for
 every follower. A notification only says "run X has events up to seq N"; the run's
-:class:`~agentfleet.run_feed.RunFeed` then reads the rows after the last seq it has from
+:class:`~agentfleet.runs.run_feed.RunFeed` then reads the rows after the last seq it has from
 the database, once for all of the run's streams in this process, and each stream takes
 the part after its own last seq. Events therefore always come from the store -- any
 replica serves any run, a lost notification costs latency, never an event, and a live
@@ -31,8 +31,8 @@ from agentfleet import events as ev
 from agentfleet.errors import NotFound, Unavailable
 from agentfleet.events import delta as events_delta
 from agentfleet.postgres.db import Listener, Notification
-from agentfleet.run_feed import BATCH, STOPPED, RunFeed, RunTarget, RunTargets, Step
-from agentfleet.shared_reads import NO_READ, joined_feed
+from agentfleet.runs.run_feed import BATCH, STOPPED, RunFeed, RunTarget, RunTargets, Step
+from agentfleet.runs.shared_reads import NO_READ, joined_feed
 from agentfleet.v1 import common_pb2
 
 __all__ = ["RECHECK_INTERVAL_S", "OnChange", "RunWatch"]
