@@ -191,7 +191,7 @@ class Settings:
     new one past it). Every MCP connection and tool call reads and redacts them all."""
     schema_workers: int = 2
     """AGENTFLEET_SCHEMA_WORKERS: processes checking values against tenants' and MCP servers'
-    schemas (:mod:`agentfleet.schema_pool`), started when first needed."""
+    schemas (:mod:`agentfleet.bounded.schema_pool`), started when first needed."""
     schema_timeout_s: float = 2.0
     """AGENTFLEET_SCHEMA_TIMEOUT_S: longest one such check may run; its worker is killed past it."""
     max_mcp_calls_per_project: int = 100

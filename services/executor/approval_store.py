@@ -23,10 +23,10 @@ from typing import Any
 import asyncpg
 
 from agentfleet import events
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 from agentfleet.errors import FailedPrecondition, InvalidArgument, NotFound
 from agentfleet.postgres.db import notify
 from agentfleet.request_ids import check_same_request, request_fingerprint
-from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
 from services.executor.store.runs import QUEUED_CHANNEL

@@ -11,7 +11,7 @@ A definition asks for approval in its ``config.approvals``::
 A call needs approval when a rule's glob matches its tool name and, if the rule has a
 ``when``, the argument at that JSON pointer (RFC 6901) exists and the regex is found in it
 (strings as they are, other values as compact JSON) by RE2
-(:func:`agentfleet.tenant_regex.compile_regex`: linear time, so no backreferences or
+(:func:`agentfleet.bounded.tenant_regex.compile_regex`: linear time, so no backreferences or
 lookarounds). The first matching rule
 decides. Without ``deadline_s`` a call waits until someone decides or the run is cancelled;
 with one, the sweep on the workers' claim tick rejects the call (``reject``, the default)
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentfleet.bounded.tenant_regex import Regex, UnsupportedRegex, compile_regex
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.tenant_regex import Regex, UnsupportedRegex, compile_regex
 from services.executor.threads import parse_thread_policy
 
 OnDeadline = Literal["reject", "fail"]

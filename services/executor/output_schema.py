@@ -5,7 +5,7 @@ Schemas are checked when written (:func:`output_schema_violations`): a JSON obje
 :data:`MAX_OUTPUT_SCHEMA_BYTES` serialized and :data:`MAX_SCHEMA_DEPTH` deep, a valid draft
 2020-12 schema of an object whose patterns RE2 compiles (they are matched by RE2), whose
 ``$ref``s resolve, loop nowhere in place and expand to a bounded number of nodes (all in
-:func:`agentfleet.tenant_schema.schema_refusal`).
+:func:`agentfleet.bounded.tenant_schema.schema_refusal`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 from google.genai import types
 
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
+from agentfleet.bounded.tenant_schema import schema_refusal
 from agentfleet.errors import FieldViolation
-from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
-from agentfleet.tenant_schema import schema_refusal
 
 MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
 """Largest output_schema, serialized as compact JSON."""
@@ -77,7 +77,7 @@ def with_output_schema(
 async def check_output(schema: Mapping[str, Any], text: str) -> tuple[dict[str, Any] | None, str]:
     """The answer as a JSON object valid against ``schema``, or None and why not (a short
     message: it goes back to the model, into the run's error and its events). Checked off
-    the event loop, within a time limit (:mod:`agentfleet.schema_pool`)."""
+    the event loop, within a time limit (:mod:`agentfleet.bounded.schema_pool`)."""
     try:
         value = json.loads(text)
     except ValueError as exc:

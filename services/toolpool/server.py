@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import current_principal
+from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.mcp.servers import McpServerConfig
@@ -23,7 +24,6 @@ from agentfleet.postgres.pagination import (
     page_of,
 )
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import duration_proto, timestamp_proto

@@ -6,7 +6,7 @@ runtime matches it against text the model or the server chooses: an approval rul
 MCP tool's parameter schema (edited arguments at DecideToolCall) or output schema (the MCP
 client's check of a result). With Python's ``re``, 27 bytes (``"a" * 26 + "!"``) held the
 loop 4-9 s, doubling per character, and every other project's runs with it. Each is now
-matched by RE2 (:mod:`agentfleet.tenant_regex`) in linear time, and a pattern RE2 cannot
+matched by RE2 (:mod:`agentfleet.bounded.tenant_regex`) in linear time, and a pattern RE2 cannot
 run (backreferences, lookarounds) is refused when written, naming the field.
 
 The stack is in-process, so the test's own event loop is the executor's and the toolpool's:

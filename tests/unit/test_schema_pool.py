@@ -1,4 +1,4 @@
-"""The schema pool (:mod:`agentfleet.schema_pool`): checks run in worker processes, a
+"""The schema pool (:mod:`agentfleet.bounded.schema_pool`): checks run in worker processes, a
 runaway is killed at the time limit and its worker replaced, cheap checks stay inline."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentfleet.schema_pool import SchemaCheckTimeout, SchemaPool, is_cheap
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, SchemaPool, is_cheap
 
 DOUBLING_PER_LEVEL = {
     "$defs": {

@@ -1,4 +1,4 @@
-"""The bounds of tenant and MCP server schemas (:mod:`agentfleet.tenant_schema`): what a
+"""The bounds of tenant and MCP server schemas (:mod:`agentfleet.bounded.tenant_schema`): what a
 schema expands to, uniqueItems by hashing, and capped validation errors."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from agentfleet.schema_expansion import MAX_SCHEMA_EXPANSION, schema_expansion
-from agentfleet.tenant_schema import (
+from agentfleet.bounded.schema_expansion import MAX_SCHEMA_EXPANSION, schema_expansion
+from agentfleet.bounded.tenant_schema import (
     MAX_COUNTED_ERRORS,
     SchemaValidator,
     first_errors,

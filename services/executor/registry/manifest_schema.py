@@ -7,7 +7,7 @@ A value past its schema's size bound (``maxItems``, ``maxProperties``, ``maxLeng
 reported by the bound and not entered by the keywords that walk it (``items``,
 ``additionalProperties``, ``propertyNames``, ``pattern``): 150,000 empty tags are one
 violation, not 150,000 (seconds to build, a 9.9 MB trailer to send). The first
-:data:`~agentfleet.tenant_schema.MAX_REPORTED_ERRORS` violations are reported, and a count.
+:data:`~agentfleet.bounded.tenant_schema.MAX_REPORTED_ERRORS` violations are reported, and a count.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
+from agentfleet.bounded.tenant_schema import first_errors
 from agentfleet.errors import FieldViolation
-from agentfleet.tenant_schema import first_errors
 
 _MAX_DESCRIPTION_CHARS = 300
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -4,7 +4,7 @@ InstallProduct), run off the event loop when they may cost.
 Checking a schema against the draft 2020-12 metaschema is slow in jsonschema: ~0.5 s for a
 64 KiB output_schema, 7.6 s for a 1 MiB manifest of them, which held the executor's loop
 (every project's RPCs and runs) as long. So a definition or manifest whose output schemas
-pass :data:`INLINE_SCHEMA_BYTES` is checked in :mod:`agentfleet.schema_pool`, within
+pass :data:`INLINE_SCHEMA_BYTES` is checked in :mod:`agentfleet.bounded.schema_pool`, within
 :data:`WRITE_CHECK_TIMEOUT_S`; one past it is refused, naming the field. Smaller ones (most:
 no output_schema at all) are checked inline: 512 bytes of schema cost about a millisecond,
 their expansion included (a 512-byte doubling schema is at most 2^8 nodes).
@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format, struct_pb2
 
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 from agentfleet.errors import FieldViolation, InvalidArgument
-from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest import (
     Manifest,

@@ -16,8 +16,8 @@ import asyncpg
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from agentfleet.bounded.tenant_schema import MAX_COUNTED_ERRORS, first_errors
 from agentfleet.graph import GraphRepository
-from agentfleet.tenant_schema import MAX_COUNTED_ERRORS, first_errors
 from services.toolpool.builtin.schema_parts import obj
 
 __all__ = [

@@ -21,8 +21,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
-from agentfleet.tenant_schema import schema_refusals
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
+from agentfleet.bounded.tenant_schema import schema_refusals
 from services.toolpool.results import json_size
 
 from .connection import McpConnection, describe
@@ -103,7 +103,7 @@ async def list_tools(conn: McpConnection, timeout_s: float) -> McpToolList:
 
 
 async def _usable_schemas(tools: list[McpToolInfo]) -> tuple[list[McpToolInfo], list[str]]:
-    """The tools whose schemas :func:`~agentfleet.tenant_schema.schema_refusal` accepts, and
+    """The tools whose schemas :func:`~agentfleet.bounded.tenant_schema.schema_refusal` accepts, and
     why each other is left out. Checked in the schema pool, in batches of at most
     :data:`MAX_TOOL_SCHEMA_BYTES`: a batch past the pool's time limit leaves its tools out,
     and the rest of the listing with them (one hostile listing costs the pool one limit)."""

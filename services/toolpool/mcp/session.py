@@ -5,7 +5,7 @@ the server declared, with jsonschema on the toolpool's event loop: a ``pattern``
 Python's backtracking ``re`` (``^(a+)+$`` against ``"a" * 26 + "!"``: seconds), a
 ``uniqueItems`` compared items pairwise, and every error of the result was built to pick
 the best one; each stalls every project's tool calls. This subclass checks the result in
-:mod:`agentfleet.schema_pool` instead (RE2 patterns, hashed uniqueItems, the first errors
+:mod:`agentfleet.bounded.schema_pool` instead (RE2 patterns, hashed uniqueItems, the first errors
 only, a time limit); the rest of the session is the SDK's. It overrides a method of the
 pinned SDK (mcp in pyproject.toml), so ``tests/security/test_tenant_regex.py`` and
 ``tests/security/test_schema_work.py`` call such tools through the real pool.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import mcp_types as types
 from mcp import ClientSession
 
-from agentfleet.schema_pool import SchemaCheckTimeout, schema_pool
+from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 
 
 class Re2ClientSession(ClientSession):

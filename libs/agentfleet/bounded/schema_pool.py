@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from agentfleet.schema_expansion import schema_expansion
-from agentfleet.tenant_schema import (
+from agentfleet.bounded.schema_expansion import schema_expansion
+from agentfleet.bounded.tenant_schema import (
     MAX_REPORTED_ERRORS,
     SchemaValidator,
     first_errors,
@@ -76,7 +76,7 @@ class Verdict:
     """What checking a value found."""
 
     problems: list[Problem] = field(default_factory=list)
-    """The first errors (at most :data:`~agentfleet.tenant_schema.MAX_REPORTED_ERRORS`)."""
+    """The first errors (at most :data:`~agentfleet.bounded.tenant_schema.MAX_REPORTED_ERRORS`)."""
     more_text: str = ""
     """``"and 130 more"`` when there were more errors, else empty."""
     schema_error: str | None = None

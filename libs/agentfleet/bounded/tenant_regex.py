@@ -7,7 +7,7 @@ way (backreferences, lookarounds) when the pattern is compiled. So every regex w
 someone other than us goes through here:
 
 - :func:`compile_regex`: one pattern (approval rules' ``when.matches``);
-- :mod:`agentfleet.tenant_schema`: the jsonschema validators of tenants' and MCP servers'
+- :mod:`agentfleet.bounded.tenant_schema`: the jsonschema validators of tenants' and MCP servers'
   schemas, whose ``pattern`` and ``patternProperties`` run here, and whose
   ``check_schema`` refuses a pattern RE2 cannot run when it is written.
 """

@@ -4,19 +4,19 @@ checked against them: one place for what such a schema may cost.
 A schema is data someone else wrote, run on a process every project shares. So:
 
 - :data:`SchemaValidator` / :func:`validator_class`: jsonschema validators whose
-  ``pattern`` and ``patternProperties`` run on RE2 (:mod:`agentfleet.tenant_regex`, linear
+  ``pattern`` and ``patternProperties`` run on RE2 (:mod:`agentfleet.bounded.tenant_regex`, linear
   in the text) and whose ``uniqueItems`` hashes each item once (:func:`unique_items`,
   linear; jsonschema compares objects pairwise: 2,000 of them took 8.7 s);
 - :func:`schema_refusal`: why a schema may not be stored (or an MCP tool kept): not a
   valid schema (a pattern RE2 cannot run included), a ``$ref`` that resolves nowhere, a
   loop of ``$ref`` that never reaches a value, or more than
-  :data:`~agentfleet.schema_expansion.MAX_SCHEMA_EXPANSION` nodes with every ``$ref``
+  :data:`~agentfleet.bounded.schema_expansion.MAX_SCHEMA_EXPANSION` nodes with every ``$ref``
   followed (1 KB of ``$defs`` each naming the next twice is 2^17 nodes: seconds per value);
 - :func:`first_errors`: at most :data:`MAX_REPORTED_ERRORS` validation errors, and how
   many more (counted up to :data:`MAX_COUNTED_ERRORS`): 150,000 bad items are 150,000
   errors, seconds to build and megabytes to send.
 
-Checking a value runs off the event loop with a time limit: :mod:`agentfleet.schema_pool`.
+Checking a value runs off the event loop with a time limit: :mod:`agentfleet.bounded.schema_pool`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
-from agentfleet.schema_expansion import MAX_SCHEMA_EXPANSION, schema_expansion
-from agentfleet.tenant_regex import UnsupportedRegex, compile_regex
+from agentfleet.bounded.schema_expansion import MAX_SCHEMA_EXPANSION, schema_expansion
+from agentfleet.bounded.tenant_regex import UnsupportedRegex, compile_regex
 
 MAX_REPORTED_ERRORS = 20
 """Validation errors described to a caller or a model; the rest are counted."""
@@ -221,5 +221,5 @@ def _quoted(instance: str) -> str:
 
 def schema_refusals(schemas: list[Mapping[str, Any] | bool]) -> list[str | None]:
     """:func:`schema_refusal` of each schema under the draft its ``$schema`` names (an MCP
-    server's), for a worker of :mod:`agentfleet.schema_pool` to run as one batch."""
+    server's), for a worker of :mod:`agentfleet.bounded.schema_pool` to run as one batch."""
     return [schema_refusal(schema, validator_class(schema)) for schema in schemas]

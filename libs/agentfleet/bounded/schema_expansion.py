@@ -1,5 +1,5 @@
 """How much work one check of a value against a schema can be: the schema's nodes, with
-every ``$ref`` followed (pure; used by :func:`agentfleet.tenant_schema.schema_refusal`).
+every ``$ref`` followed (pure; used by :func:`agentfleet.bounded.tenant_schema.schema_refusal`).
 
 jsonschema evaluates a ``$ref`` afresh at each use, so a schema is as big as its tree with
 each reference replaced by what it names: ``$defs`` each naming the next twice through
