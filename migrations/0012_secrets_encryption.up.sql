@@ -1,4 +1,4 @@
--- Project secrets encrypted at rest (envelope encryption, agentfleet.secrets_crypto).
+-- Project secrets encrypted at rest (envelope encryption, agentfleet.secrets.secrets_crypto).
 -- A row holds either the sealed value (ciphertext, nonce, wrapped data key, key id) or,
 -- for a row written before this migration, the plain value: SQL cannot encrypt without
 -- the operator's key, so such rows stay readable until `agentfleet secrets rotate-key`

@@ -24,7 +24,7 @@ from agentfleet.postgres.pagination import (
     page_of,
 )
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.secrets_crypto import keyring_from
+from agentfleet.secrets.secrets_crypto import keyring_from
 from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc

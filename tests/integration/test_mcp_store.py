@@ -11,8 +11,8 @@ import pytest
 from agentfleet.errors import InvalidArgument, NotFound
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.postgres.db import Listener
-from agentfleet.project_secrets import ProjectSecretRepository
-from agentfleet.secrets_crypto import SecretsKeyring
+from agentfleet.secrets.project_secrets import ProjectSecretRepository
+from agentfleet.secrets.secrets_crypto import SecretsKeyring
 from services.toolpool.mcp import CHANGES_CHANNEL, McpServerStore, SecretStore
 
 KEYRING = SecretsKeyring([("test-1", bytes(range(32)))])

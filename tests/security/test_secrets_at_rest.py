@@ -26,7 +26,7 @@ from agentfleet.cli.secrets import rotate_key, run_secrets
 from agentfleet.config import ConfigError
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.postgres.migrate import MigrationError, migrate_down
-from agentfleet.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
+from agentfleet.secrets.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
 from agentfleet.testing.loopback import LoopbackServer
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of

@@ -24,8 +24,8 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.postgres import db
 from agentfleet.postgres.db import create_pool
 from agentfleet.postgres.embedded_pg import resolve_database_url
-from agentfleet.project_secrets import ProjectSecretRepository, StoredSecret
-from agentfleet.secrets_crypto import (
+from agentfleet.secrets.project_secrets import ProjectSecretRepository, StoredSecret
+from agentfleet.secrets.secrets_crypto import (
     KEY_FILE_NAME,
     SecretsKeyMissing,
     SecretsKeyring,

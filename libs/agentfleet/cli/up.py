@@ -33,7 +33,7 @@ from agentfleet.postgres.db import create_pool
 from agentfleet.postgres.embedded_pg import resolve_database_url
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
-from agentfleet.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
+from agentfleet.secrets.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
 from agentfleet.stop_signals import stop_event
 
 LOCAL_STDIO_COMMANDS = (

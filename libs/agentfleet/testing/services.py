@@ -27,7 +27,7 @@ from agentfleet.config import SERVICE_NAMES, Settings, child_environment, load_s
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
-from agentfleet.secrets_crypto import new_key_entry
+from agentfleet.secrets.secrets_crypto import new_key_entry
 from agentfleet.service_runtime import RunningService, start_service
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import wait_for

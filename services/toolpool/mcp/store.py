@@ -1,7 +1,7 @@
 """The toolpool's stores of a project's MCP servers and secrets.
 
 The rows are read and written by :class:`agentfleet.mcp.servers.McpServerRepository` (shared
-with the executor's product installs) and :class:`agentfleet.project_secrets.
+with the executor's product installs) and :class:`agentfleet.secrets.project_secrets.
 ProjectSecretRepository` (shared with ``agentfleet secrets rotate-key``); these stores
 validate what they are given first, and seal and open secret values. A change NOTIFYs
 :data:`CHANGES_CHANNEL` with the project id as payload (at commit), so every toolpool
@@ -19,8 +19,8 @@ from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgumen
 from agentfleet.mcp.config import SECRET_NAME
 from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerRepository
 from agentfleet.postgres.rows import from_row
-from agentfleet.project_secrets import ProjectSecretRepository
-from agentfleet.secrets_crypto import SecretsKeyMissing, SecretsKeyring
+from agentfleet.secrets.project_secrets import ProjectSecretRepository
+from agentfleet.secrets.secrets_crypto import SecretsKeyMissing, SecretsKeyring
 
 from .interpolate import ProjectSecrets
 from .models import SecretInfo
@@ -45,7 +45,7 @@ class McpServerStore(McpServerRepository):
 class SecretStore:
     """The project's secrets. Values go in and, through :meth:`resolve` only, to the pool.
 
-    Values are stored sealed (:mod:`agentfleet.secrets_crypto`); without a keyring nothing
+    Values are stored sealed (:mod:`agentfleet.secrets.secrets_crypto`); without a keyring nothing
     can be set (:class:`SecretsKeyMissing`), and only rows written before encryption (plain,
     until ``agentfleet secrets rotate-key`` seals them) can be read.
     """

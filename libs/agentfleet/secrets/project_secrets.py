@@ -3,7 +3,7 @@
 Two writers: the toolpool (``SetSecret``, ``DeleteSecret``, and reading values to fill MCP
 server configurations) and ``agentfleet secrets rotate-key`` (moving rows onto the current
 key). Both go through :class:`ProjectSecretRepository`, so a row is read and written one way;
-sealing and opening values is :mod:`agentfleet.secrets_crypto`, done by each caller.
+sealing and opening values is :mod:`agentfleet.secrets.secrets_crypto`, done by each caller.
 
 Values leave this module only as :class:`StoredSecret` (sealed, or plain for a row written
 before encryption); listings carry names and times, never values. The toolpool's writes
@@ -27,7 +27,7 @@ from agentfleet.mcp.servers import CHANGES_CHANNEL
 from agentfleet.postgres import db
 from agentfleet.postgres.project_rows import Rows, delete_named, project_name_page
 from agentfleet.postgres.rows import from_row
-from agentfleet.secrets_crypto import SealedSecret
+from agentfleet.secrets.secrets_crypto import SealedSecret
 
 __all__ = ["MAX_SECRETS_SETTING", "ProjectSecretRepository", "StoredSecret"]
 
