@@ -10,7 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from agentfleet.gemini_stub import GeminiStub
-from agentfleet.stop_signals import stop_event
+from agentfleet.process.stop_signals import stop_event
 
 READY = "bench stub at "
 """What the stub process prints, followed by its base URL, once it serves."""

@@ -31,8 +31,8 @@ from agentfleet.auth import TokenStore
 from agentfleet.config import load_settings
 from agentfleet.postgres import db
 from agentfleet.postgres.pagination import encode_page_token
+from agentfleet.process.service_runtime import start_service
 from agentfleet.rpc.clients import open_channel
-from agentfleet.service_runtime import start_service
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 from services.history.models import RunFilters
 from services.history.server import build

@@ -88,7 +88,7 @@ class Settings:
     history processes (uvloop, the default: libuv's loop, about 10% less executor CPU per
     step with 1,000 runs in flight -- bench/RESULTS.md; asyncio: the standard library's).
     The toolpool always runs asyncio's: it starts stdio MCP servers
-    (:func:`~agentfleet.service_runtime.run_service`)."""
+    (:func:`~agentfleet.process.service_runtime.run_service`)."""
     executor_concurrency: int
     """AGENTFLEET_EXECUTOR_CONCURRENCY: runs one executor process executes at once."""
     executor_builtin_tools: str = "inprocess"

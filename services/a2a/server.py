@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import structlog
 import uvicorn
 
+from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import PortInUse
-from agentfleet.service_runtime import ServiceContext, ServiceParts
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
 from services.a2a.settings import load_a2a_settings

@@ -14,10 +14,10 @@ from agentfleet.graph import canonical_id
 from agentfleet.llm import GenaiModelClient
 from agentfleet.llm.quota import ModelQuotas
 from agentfleet.postgres.db import Listener
+from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.request_ids import checked_request_id
 from agentfleet.rpc.clients import service_channel
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc

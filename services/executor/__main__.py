@@ -1,6 +1,6 @@
 """``python -m services.executor``"""
 
-from agentfleet.service_runtime import run_service
+from agentfleet.process.service_runtime import run_service
 from services.executor.server import build
 
 run_service("executor", build)

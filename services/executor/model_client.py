@@ -13,7 +13,7 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import DeltaSink, GenaiModelClient, ModelReply, ModelRequest, RetryPolicy
 from agentfleet.llm.quota import ModelQuotas
 from agentfleet.observability import metrics
-from agentfleet.service_runtime import ServiceContext
+from agentfleet.process.service_runtime import ServiceContext
 
 
 class LazyModelClient:

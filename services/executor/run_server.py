@@ -20,9 +20,9 @@ from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
 from agentfleet.events import RunEventNotifier
 from agentfleet.graph import GraphRepository
 from agentfleet.postgres.db import Listener
+from agentfleet.process.service_runtime import ServiceContext
 from agentfleet.rpc.clients import service_channel
 from agentfleet.runs.run_watch import RunWatch
-from agentfleet.service_runtime import ServiceContext
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from services.executor.approval_requests import decision_params
 from services.executor.approval_store import decide_tool_call

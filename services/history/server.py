@@ -28,9 +28,9 @@ from agentfleet.postgres.pagination import (
     encode_page_token,
     page_of,
 )
+from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.runs.run_watch import RunWatch
-from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert
 from services.history.models import RunFilters

@@ -1,6 +1,6 @@
 """``python -m services.toolpool``"""
 
-from agentfleet.service_runtime import run_service
+from agentfleet.process.service_runtime import run_service
 from services.toolpool.server import build
 
 # It starts stdio MCP servers: asyncio's loop (see run_service).

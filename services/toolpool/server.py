@@ -23,9 +23,9 @@ from agentfleet.postgres.pagination import (
     encode_page_token,
     page_of,
 )
+from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.secrets.secrets_crypto import keyring_from
-from agentfleet.service_runtime import ServiceContext, ServiceParts
 from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec

@@ -9,8 +9,8 @@ import time
 
 import grpc
 
+from agentfleet.process.service_runtime import ServiceContext, ServiceParts, run_service
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.service_runtime import ServiceContext, ServiceParts, run_service
 from agentfleet.v1 import history_pb2, history_pb2_grpc
 
 HOLD_S = 1.5

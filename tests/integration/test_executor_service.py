@@ -17,8 +17,13 @@ from google.protobuf import json_format
 from agentfleet import events
 from agentfleet.auth import AllowAll
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.process.service_runtime import (
+    RunningService,
+    ServiceContext,
+    ServiceParts,
+    start_service,
+)
 from agentfleet.rpc.grpc_server import Registration, RunningServer, start_server
-from agentfleet.service_runtime import RunningService, ServiceContext, ServiceParts, start_service
 from agentfleet.testing.services import test_settings as make_settings
 from agentfleet.testing.streams import stored_events_of
 from agentfleet.v1 import (

@@ -13,9 +13,9 @@ import pytest
 from google.protobuf import duration_pb2
 
 from agentfleet import events as ev
+from agentfleet.process.service_runtime import start_service
 from agentfleet.rpc.clients import open_channel
 from agentfleet.runs import run_watch as watch_module
-from agentfleet.service_runtime import start_service
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc

@@ -24,8 +24,13 @@ from agentfleet import events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.postgres.db import Listener
+from agentfleet.process.service_runtime import (
+    RunningService,
+    ServiceContext,
+    ServiceParts,
+    start_service,
+)
 from agentfleet.rpc.grpc_server import Registration
-from agentfleet.service_runtime import RunningService, ServiceContext, ServiceParts, start_service
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.services import test_settings as make_settings
 from agentfleet.testing.waiting import wait_for, wait_for_query

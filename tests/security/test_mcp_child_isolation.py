@@ -140,7 +140,7 @@ async def _spy_report(
 _PLATFORM = textwrap.dedent(
     """
     import subprocess, sys
-    from agentfleet.hardening import make_non_dumpable
+    from agentfleet.process.hardening import make_non_dumpable
     from agentfleet.mcp.jail import launcher_argv
     if sys.argv[1] == "hidden":
         make_non_dumpable()

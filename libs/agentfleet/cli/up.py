@@ -26,15 +26,15 @@ from agentfleet.cli.render import console
 from agentfleet.cli.supervise import supervise
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.errors import Unavailable
-from agentfleet.hardening import make_non_dumpable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
 from agentfleet.postgres import migrate
 from agentfleet.postgres.db import create_pool
 from agentfleet.postgres.embedded_pg import resolve_database_url
+from agentfleet.process.hardening import make_non_dumpable
+from agentfleet.process.stop_signals import stop_event
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file
-from agentfleet.stop_signals import stop_event
 
 LOCAL_STDIO_COMMANDS = (
     ("python", "examples/mcp/offline_web/server.py"),  # the research product's web server

@@ -13,7 +13,7 @@ from agentfleet.config import ConfigError, load_settings
 from agentfleet.gemini_stub.codec import ScriptFormatError, scripts_from_json
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.gemini_stub.server import GeminiStub
-from agentfleet.stop_signals import stop_event
+from agentfleet.process.stop_signals import stop_event
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

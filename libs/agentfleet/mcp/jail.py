@@ -7,7 +7,7 @@ and before anything of the server runs:
    if a descriptor of the toolpool lacked close-on-exec);
 2. sets ``PR_SET_NO_NEW_PRIVS`` (no set-uid or file-capability program gives privileges);
 3. empties every capability set, bounding and ambient included, so that a root toolpool's
-   child holds no capability (:func:`agentfleet.hardening.drop_all_capabilities`): it cannot
+   child holds no capability (:func:`agentfleet.process.hardening.drop_all_capabilities`): it cannot
    read the non-dumpable platform processes (that needs ``CAP_SYS_PTRACE``) nor bypass file
    permissions;
 4. replaces itself with ``COMMAND`` (``execvp``: same pid, so the toolpool's process-group
@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 
-from agentfleet.hardening import HardeningError, drop_all_capabilities, set_no_new_privs
+from agentfleet.process.hardening import HardeningError, drop_all_capabilities, set_no_new_privs
 
 LAUNCHER_MODULE = "agentfleet.mcp.jail"
 

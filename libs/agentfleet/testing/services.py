@@ -25,10 +25,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentfleet.auth import TokenStore
 from agentfleet.config import SERVICE_NAMES, Settings, child_environment, load_settings
 from agentfleet.gemini_stub import GeminiStub
+from agentfleet.process.service_runtime import RunningService, start_service
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets.secrets_crypto import new_key_entry
-from agentfleet.service_runtime import RunningService, start_service
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import toolpool_pb2_grpc

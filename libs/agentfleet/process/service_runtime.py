@@ -25,7 +25,6 @@ import uvloop
 from agentfleet.auth import AllowAll, Authenticator, TokenAuthenticator, TokenStore
 from agentfleet.config import ConfigError, Settings, load_settings
 from agentfleet.errors import AgentFleetError
-from agentfleet.hardening import make_non_dumpable
 from agentfleet.observability.logging import configure_logging
 from agentfleet.observability.loop_watch import LoopWatch
 from agentfleet.observability.metrics_export import RpcMetricsInterceptor, start_metrics
@@ -36,11 +35,12 @@ from agentfleet.observability.readiness import (
     ServiceHealthProbe,
 )
 from agentfleet.observability.telemetry import configure_tracing, shutdown_tracing
+from agentfleet.process.hardening import make_non_dumpable
+from agentfleet.process.stop_signals import stop_event
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.rpc.tls import client_tls, server_tls
 from agentfleet.server_limits import ServerLimits
-from agentfleet.stop_signals import stop_event
 
 log = structlog.get_logger(__name__)
 
