@@ -9,7 +9,7 @@ from typing import Any
 from peers._procstat import cpu_seconds
 
 from agentfleet.llm import ModelReply
-from services.executor.loop import StepBoundary, StopRun
+from services.executor.run_path.loop import StepBoundary, StopRun
 
 
 class TimedModel:

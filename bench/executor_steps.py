@@ -75,10 +75,10 @@ from agentfleet.llm import GenaiModelClient, RetryPolicy
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.statements import StatementCounter
-from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_server import tool_gateway
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.server import settle_heap

@@ -28,13 +28,13 @@ from agentfleet.testing.gemini import model_client_for
 from bench._common import bench_database, machine, report
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
-from services.executor.loop import AgentLoop
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import (
     AgentDefinition,
     DefinitionRepository,
     ModelConfig,
 )
+from services.executor.run_path.loop import AgentLoop
 from services.executor.runs import StartRunParams
 from services.executor.tool_gateway import InMemoryToolGateway, ResolvedTool
 from services.executor.worker import RunWorker

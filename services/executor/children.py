@@ -28,7 +28,7 @@ from agentfleet.errors import AgentFleetError, FailedPrecondition, NotFound
 from agentfleet.runs.run_watch import RunWatch
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import DefinitionRepository
-from services.executor.resume import ResumeParams, resume_run
+from services.executor.run_path.resume import ResumeParams, resume_run
 from services.executor.runs import (
     TERMINAL_STATUSES,
     RunRecord,

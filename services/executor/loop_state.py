@@ -13,7 +13,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from services.executor.calls import CallResult
-from services.executor.recovery import Continuation
+from services.executor.run_path.recovery import Continuation
 from services.executor.runs import RunRecord
 from services.executor.safety import DoomLoopDetector
 

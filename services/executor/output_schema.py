@@ -1,5 +1,5 @@
 """A definition's ``output_schema`` (issue #19): checked when written, used to ask for the
-answer, and to check it. Pure: no I/O (see :mod:`services.executor.structured_output`).
+answer, and to check it. Pure: no I/O (see :mod:`services.executor.run_path.structured_output`).
 
 Schemas are checked when written (:func:`output_schema_violations`): a JSON object, at most
 :data:`MAX_OUTPUT_SCHEMA_BYTES` serialized and :data:`MAX_SCHEMA_DEPTH` deep, a valid draft

@@ -10,7 +10,7 @@
 The start and a step's two writes (the reply, the results) are one statement each
 (``events/run_events.sql``): one round trip and one implicit transaction. Events are
 appended in the same transaction as the rows they describe. Messages hold the exact
-``types.Content`` JSON, so :func:`~services.executor.recovery.load_conversation` rebuilds
+``types.Content`` JSON, so :func:`~services.executor.run_path.recovery.load_conversation` rebuilds
 the conversation exactly.
 
 Every write rides out a PostgreSQL restart or failover: it is retried on a new connection

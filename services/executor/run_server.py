@@ -29,11 +29,11 @@ from services.executor.approval_store import decide_tool_call
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
 from services.executor.flows import FlowRunner
-from services.executor.loop import AgentLoop
 from services.executor.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
-from services.executor.resume import resume_run
+from services.executor.run_path.loop import AgentLoop
+from services.executor.run_path.resume import resume_run
 from services.executor.run_requests import resume_params, run_id_violations, start_params
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.safety import effective_max_steps

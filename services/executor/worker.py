@@ -41,7 +41,6 @@ from agentfleet.reconnect import (
     is_disconnect,
     retry_on_disconnect,
 )
-from services.executor.loop import RunControl
 from services.executor.outages import is_outage
 from services.executor.queue import (
     CANCEL_CHANNEL,
@@ -51,6 +50,7 @@ from services.executor.queue import (
     RunQueue,
     parse_cancel_payload,
 )
+from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord
 
 log = structlog.get_logger(__name__)

@@ -24,7 +24,7 @@ from agentfleet.gemini_stub import Call, Reply, Script, StubRequest, Usage
 from agentfleet.llm import content_to_json
 from agentfleet.testing.streams import stored_events_of
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2, toolpool_pb2
-from services.executor.recovery import load_conversation
+from services.executor.run_path.recovery import load_conversation
 from tests.e2e.conftest import EXECUTORS, Fleet, Project
 
 TEST_SERVER = str(Path(__file__).parents[2] / "examples" / "mcp" / "test_server" / "server.py")

@@ -22,10 +22,10 @@ from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
 from services.executor.flows import FlowRunner
-from services.executor.loop import AgentLoop
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.loop import AgentLoop
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.tool_gateway import InMemoryToolGateway, ResolvedTool
 from services.executor.worker import RunWorker

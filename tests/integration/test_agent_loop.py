@@ -20,11 +20,11 @@ from agentfleet.postgres import db
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for
-from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RunQueue
-from services.executor.recovery import load_conversation
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.loop import AgentLoop, RunControl
+from services.executor.run_path.recovery import load_conversation
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.store.tool_calls import OVERDUE_RUNS
 from services.executor.tool_gateway import InMemoryToolGateway

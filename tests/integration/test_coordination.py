@@ -15,7 +15,7 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest,
 from agentfleet.testing.gemini import model_client_for
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
-from services.executor.loop import AgentLoop, RunControl
+from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.tree import cancel_tree
 from tests.integration.coordination_harness import PROJECT, Executor, running_executor
 

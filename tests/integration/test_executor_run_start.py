@@ -17,10 +17,10 @@ from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2
 from services.executor.approval_store import SWEEP_BATCH
-from services.executor.loop import AgentLoop
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.loop import AgentLoop
 from services.executor.run_server import ExecutorServicer
 from services.executor.runs import StartRunParams
 from services.executor.store.claim_sql import CLAIM_ANY

@@ -16,11 +16,11 @@ from agentfleet.errors import FailedPrecondition
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.gemini import model_client_for
-from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RESUME_LEASE_OWNER, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
-from services.executor.resume import ResumeParams, resume_run
+from services.executor.run_path.loop import AgentLoop, RunControl
+from services.executor.run_path.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.safety import STEP_LIMIT_MESSAGE, TIMEOUT_MESSAGE
 from services.executor.tool_gateway import InMemoryToolGateway

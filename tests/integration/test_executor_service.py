@@ -33,9 +33,9 @@ from agentfleet.v1 import (
     toolpool_pb2,
     toolpool_pb2_grpc,
 )
-from services.executor.recovery import load_conversation
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.recovery import load_conversation
 from services.executor.run_server import build_executor_parts
 
 PROJECT = "proj"

@@ -35,10 +35,10 @@ from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.services import test_settings as make_settings
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from services.executor.loop import AgentLoop, RunControl
 from services.executor.queue import RESUME_LEASE_OWNER, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_server import build_executor_parts
 from services.executor.runs import RunRecord
 from services.executor.tool_gateway import InMemoryToolGateway

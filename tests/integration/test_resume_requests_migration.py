@@ -10,7 +10,7 @@ from agentfleet import events
 from agentfleet.errors import FailedPrecondition
 from agentfleet.postgres.migrate import migrate_down, migrate_up
 from services.executor.queue import RunQueue
-from services.executor.resume import ResumeParams, resume_run
+from services.executor.run_path.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 
 PROJECT = "proj"

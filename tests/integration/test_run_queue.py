@@ -15,9 +15,9 @@ import pytest
 from agentfleet import events
 from agentfleet.errors import NotFound, ResourceExhausted
 from agentfleet.postgres.db import Listener, transaction
-from services.executor.loop import RunControl
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
+from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.store import runs
 from services.executor.store.claim_sql import CLAIM

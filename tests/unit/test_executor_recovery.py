@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.genai import types
 
 from agentfleet.llm import content_to_json
-from services.executor.recovery import build_continuation
+from services.executor.run_path.recovery import build_continuation
 from services.executor.store.messages import MessageRow
 from services.executor.store.tool_calls import ToolCallRow
 

@@ -59,14 +59,16 @@ from services.executor.model_request import (
 from services.executor.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
 from services.executor.persistence import LeaseLost, RunRecorder, complete_then_cancel
-from services.executor.recovery import INTERRUPTED_BY_CRASH, Continuation
 from services.executor.registry.definitions import AgentDefinition
-from services.executor.run_position import (
+from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation
+from services.executor.run_path.run_position import (
     load_position,
     open_calls_for_stop,
     open_flow_run,
     open_run,
 )
+from services.executor.run_path.soft_stop import SoftStop, soft_stop_due, wrap_up
+from services.executor.run_path.step import StepRunner
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.safety import (
     DEFAULT_TIMEOUT_GRACE_S,
@@ -75,8 +77,6 @@ from services.executor.safety import (
     effective_max_steps,
     execution_timeout_s,
 )
-from services.executor.soft_stop import SoftStop, soft_stop_due, wrap_up
-from services.executor.step import StepRunner
 from services.executor.tool_gateway import ToolGateway
 from services.executor.tree import ACTIVE, cancel_descendants
 

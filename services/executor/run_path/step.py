@@ -27,10 +27,10 @@ from services.executor.model_request import (
 )
 from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition
+from services.executor.run_path.streaming import ModelCall, call_model
+from services.executor.run_path.structured_output import StructuredFinish
 from services.executor.runs import RunRecord
 from services.executor.safety import screen_calls
-from services.executor.streaming import ModelCall, call_model
-from services.executor.structured_output import StructuredFinish
 from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
 
 _tracer = trace.get_tracer("agentfleet.executor")
@@ -70,7 +70,8 @@ class Answered:
 
 @dataclass(kw_only=True, slots=True)
 class StepRunner:
-    """Runs the steps of one execution; built by the :class:`~services.executor.loop.AgentLoop`."""
+    """Runs the steps of one execution; built by the
+    :class:`~services.executor.run_path.loop.AgentLoop`."""
 
     pool: asyncpg.Pool
     model: ModelClient

@@ -14,11 +14,11 @@ from google.genai import types
 from agentfleet import events
 from agentfleet.observability.telemetry import current_trace_id
 from services.executor.approval_resume import begin_held_continuation, settle_held_step
-from services.executor.continuation import Reattach, continue_run
 from services.executor.loop_state import Progress, Turn
 from services.executor.persistence import RunRecorder, complete_then_cancel
-from services.executor.recovery import Continuation, load_continuation
 from services.executor.registry.definitions import AgentDefinition
+from services.executor.run_path.continuation import Reattach, continue_run
+from services.executor.run_path.recovery import Continuation, load_continuation
 from services.executor.runs import RunRecord
 from services.executor.threads import parse_thread_policy, thread_history
 

@@ -24,7 +24,7 @@ from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result, plan_calls, refused_result
 from services.executor.persistence import RunRecorder
 from services.executor.quota_waits import quota_waits
-from services.executor.recovery import load_conversation
+from services.executor.run_path.recovery import load_conversation
 from services.executor.runs import RunRecord
 from services.executor.safety import (
     STEP_LIMIT_MESSAGE,

@@ -30,8 +30,8 @@ from agentfleet.llm import ModelClient, ModelReply
 from services.executor.loop_state import Progress, Turn
 from services.executor.output_schema import check_output, with_output_schema
 from services.executor.persistence import RunRecorder
+from services.executor.run_path.streaming import ModelCall, call_model
 from services.executor.runs import RunRecord
-from services.executor.streaming import ModelCall, call_model
 
 FINAL_ANSWER_NOTE = (
     "Give your final answer now, as one JSON object that matches the response schema. "
