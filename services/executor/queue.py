@@ -28,7 +28,7 @@ from agentfleet import events
 from agentfleet.errors import ResourceExhausted
 from agentfleet.postgres.db import lock_key, notify
 from agentfleet.request_ids import check_same_request
-from services.executor.approval_store import (
+from services.executor.approvals.approval_store import (
     SWEEP_BATCH,
     answer_held_calls,
     expire_overdue_approvals,

@@ -24,8 +24,8 @@ from agentfleet.process.service_runtime import ServiceContext
 from agentfleet.rpc.clients import service_channel
 from agentfleet.runs.run_watch import RunWatch
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from services.executor.approval_requests import decision_params
-from services.executor.approval_store import decide_tool_call
+from services.executor.approvals.approval_requests import decision_params
+from services.executor.approvals.approval_store import decide_tool_call
 from services.executor.children import ChildRuns
 from services.executor.coordination import Coordinator
 from services.executor.flows import FlowRunner

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from agentfleet import events
 from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
-from services.executor.approvals import parse_approval_policy
+from services.executor.approvals.approvals import parse_approval_policy
 from services.executor.calls import PlannedCall
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import RunRecord

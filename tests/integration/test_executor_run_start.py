@@ -16,7 +16,7 @@ from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2
-from services.executor.approval_store import SWEEP_BATCH
+from services.executor.approvals.approval_store import SWEEP_BATCH
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

@@ -7,7 +7,7 @@ import pytest
 from google.genai import types
 
 from agentfleet.errors import InvalidArgument
-from services.executor.approvals import parse_approval_policy, resolve_pointer
+from services.executor.approvals.approvals import parse_approval_policy, resolve_pointer
 from services.executor.threads import last_turns, parse_thread_policy
 
 

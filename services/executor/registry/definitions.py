@@ -20,7 +20,7 @@ import asyncpg
 from agentfleet.errors import Aborted, AlreadyExists, NotFound
 from agentfleet.postgres.project_rows import delete_named, delete_product_rows, name_page
 from agentfleet.postgres.rows import from_row
-from services.executor.approvals import check_definition_config
+from services.executor.approvals.approvals import check_definition_config
 from services.executor.registry.model_config import ModelConfig
 
 FlowType = Literal["single", "sequential", "loop", "parallel"]

@@ -13,7 +13,7 @@ from google.genai import types
 
 from agentfleet import events
 from agentfleet.observability.telemetry import current_trace_id
-from services.executor.approval_resume import begin_held_continuation, settle_held_step
+from services.executor.approvals.approval_resume import begin_held_continuation, settle_held_step
 from services.executor.loop_state import Progress, Turn
 from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition

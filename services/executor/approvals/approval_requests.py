@@ -1,4 +1,4 @@
-"""DecideToolCallRequest -> :class:`~services.executor.approval_store.Decision`: the
+"""DecideToolCallRequest -> :class:`~services.executor.approvals.approval_store.Decision`: the
 validation of ExecutorService.DecideToolCall's fields (protobuf <-> domain)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from google.protobuf import json_format
 
 from agentfleet.errors import FieldViolation
 from agentfleet.v1 import executor_pb2
-from services.executor.approval_store import Decision
+from services.executor.approvals.approval_store import Decision
 from services.executor.run_requests import checked_request, run_id_violations
 
 MAX_TOOL_CALL_ID_CHARS = 256

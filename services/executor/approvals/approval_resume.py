@@ -29,7 +29,7 @@ import structlog
 from google.genai import types
 
 from agentfleet import events
-from services.executor.approvals import ApprovalPolicy, ApprovalRule
+from services.executor.approvals.approvals import ApprovalPolicy, ApprovalRule
 from services.executor.calls import CallResult, PlannedCall, tool_responses
 from services.executor.model_request import interrupted_call_result
 from services.executor.persistence import LeaseLost, RunRecorder
