@@ -26,8 +26,8 @@ from agentfleet.postgres.db import Listener
 from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from bench._common import bench_database, machine, report
-from services.executor.children import ChildRuns
-from services.executor.coordination import Coordinator
+from services.executor.coordination.children import ChildRuns
+from services.executor.coordination.coordination import Coordinator
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import (
     AgentDefinition,

@@ -26,9 +26,10 @@ from agentfleet.runs.run_watch import RunWatch
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 from services.executor.approvals.approval_requests import decision_params
 from services.executor.approvals.approval_store import decide_tool_call
-from services.executor.children import ChildRuns
-from services.executor.coordination import Coordinator
-from services.executor.flows import FlowRunner
+from services.executor.coordination.children import ChildRuns
+from services.executor.coordination.coordination import Coordinator
+from services.executor.coordination.flows import FlowRunner
+from services.executor.coordination.tree import cancel_tree
 from services.executor.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
@@ -39,7 +40,6 @@ from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.safety import effective_max_steps
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tool_gateway import GrpcToolGateway, ToolGateway
-from services.executor.tree import cancel_tree
 from services.executor.worker import RunWorker, worker_name
 
 

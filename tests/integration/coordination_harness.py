@@ -19,9 +19,9 @@ from agentfleet.postgres.db import Listener
 from agentfleet.runs.run_watch import RunWatch
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.waiting import wait_for, wait_for_query
-from services.executor.children import ChildRuns
-from services.executor.coordination import Coordinator
-from services.executor.flows import FlowRunner
+from services.executor.coordination.children import ChildRuns
+from services.executor.coordination.coordination import Coordinator
+from services.executor.coordination.flows import FlowRunner
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

@@ -13,10 +13,10 @@ import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest, Usage
 from agentfleet.testing.gemini import model_client_for
-from services.executor.children import ChildRuns
-from services.executor.coordination import Coordinator
+from services.executor.coordination.children import ChildRuns
+from services.executor.coordination.coordination import Coordinator
+from services.executor.coordination.tree import cancel_tree
 from services.executor.run_path.loop import AgentLoop, RunControl
-from services.executor.tree import cancel_tree
 from tests.integration.coordination_harness import PROJECT, Executor, running_executor
 
 SPAWN = ["spawn_agents", "list_available_agents"]

@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
+from services.executor.coordination.tree import cancel_tree
 from services.executor.run_path.resume import RESUME_NOTE, ResumeParams, resume_run
 from services.executor.safety import TIMEOUT_MESSAGE
-from services.executor.tree import cancel_tree
 from tests.integration.coordination_harness import PROJECT, Executor, running_executor
 
 

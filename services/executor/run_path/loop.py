@@ -47,8 +47,9 @@ from services.executor.control import (
     StopRun,
     run_definition,
 )
-from services.executor.coordination import Coordinator
-from services.executor.flows import FlowDeadline, FlowRunner
+from services.executor.coordination.coordination import Coordinator
+from services.executor.coordination.flows import FlowDeadline, FlowRunner
+from services.executor.coordination.tree import ACTIVE, cancel_descendants
 from services.executor.loop_state import Progress, Turn, run_span_context
 from services.executor.model_request import (
     function_tools,
@@ -78,7 +79,6 @@ from services.executor.safety import (
     execution_timeout_s,
 )
 from services.executor.tool_gateway import ToolGateway
-from services.executor.tree import ACTIVE, cancel_descendants
 
 __all__ = ["AgentLoop", "DefinitionSource", "RunControl", "StepBoundary", "StepHook", "StopRun"]
 

@@ -17,7 +17,7 @@ from agentfleet.observability import metrics
 from services.executor.approvals.approval_resume import held_calls, hold_step, not_held
 from services.executor.approvals.approvals import parse_approval_policy
 from services.executor.calls import CallResult, PlannedCall
-from services.executor.coordination import Coordinator, screen_depth
+from services.executor.coordination.coordination import Coordinator, screen_depth
 from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import (
     not_allowed_events,

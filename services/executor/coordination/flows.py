@@ -28,9 +28,9 @@ from opentelemetry import trace
 
 from agentfleet import events
 from agentfleet.runs.run_limits import MAX_SPAWN_DEPTH, may_spawn
-from services.executor.children import ChildBatch, ChildRef, ChildRuns, ChildTask
 from services.executor.control import StopRun
-from services.executor.coordination import current_trace_parent
+from services.executor.coordination.children import ChildBatch, ChildRef, ChildRuns, ChildTask
+from services.executor.coordination.coordination import current_trace_parent
 from services.executor.loop_state import Progress
 from services.executor.registry.definitions import DEFAULT_MAX_ITERATIONS, AgentDefinition
 from services.executor.runs import RunRecord

@@ -32,7 +32,7 @@ from agentfleet.runs.run_limits import (
     timeout_allowed,
 )
 from services.executor.calls import PlannedCall
-from services.executor.children import ChildBatch, ChildRuns, ChildTask
+from services.executor.coordination.children import ChildBatch, ChildRuns, ChildTask
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord
 from services.executor.store import run_reads, tool_calls
