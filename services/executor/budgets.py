@@ -27,8 +27,8 @@ from agentfleet import events
 from agentfleet.errors import InvalidArgument
 from agentfleet.model_prices import NANOS_PER_USD, usd
 from agentfleet.observability import metrics
-from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.runs import RunRecord
+from services.executor.store.persistence import RunRecorder, complete_then_cancel
 
 LIMITS = ("daily_tokens", "monthly_tokens", "daily_cost_nanos", "monthly_cost_nanos")
 MAX_TOKENS_LIMIT = 10**15

@@ -26,8 +26,8 @@ from agentfleet.llm import QuotaWait
 from agentfleet.llm.genai_translate import RATE_LIMIT
 from agentfleet.observability import metrics
 from services.executor.model_request import NAME_SCHEMA
-from services.executor.persistence import RunRecorder
 from services.executor.registry.manifest_schema import schema_violations
+from services.executor.store.persistence import RunRecorder
 
 MAX_EXPECTED_WAIT_S = 86_400.0
 """The longest expected wait a run shows (a day: Gemini's longest window)."""

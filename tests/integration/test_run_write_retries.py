@@ -28,10 +28,10 @@ from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import RunControl
-from services.executor.persistence import RunRecorder
 from services.executor.queue import RunQueue
 from services.executor.runs import RunRecord
 from services.executor.store import runs
+from services.executor.store.persistence import RunRecorder
 from services.executor.worker import RunWorker
 
 PROJECT = "retries-proj"

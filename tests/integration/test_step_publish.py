@@ -13,8 +13,8 @@ from agentfleet import events as ev
 from agentfleet.llm import ModelReply, TokenUsage, content_to_json
 from agentfleet.testing import factories as f
 from services.executor.calls import CallResult, PlannedCall
-from services.executor.persistence import RunRecorder
 from services.executor.runs import RunRecord
+from services.executor.store.persistence import RunRecorder
 
 PROJECT = "publish-proj"
 OWNER = "worker-1"

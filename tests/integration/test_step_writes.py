@@ -23,8 +23,8 @@ from agentfleet.postgres.migrate import migrate_up
 from agentfleet.testing import factories as f
 from agentfleet.testing.database import DatabaseFactory
 from services.executor.calls import CallResult, PlannedCall
-from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.runs import RunRecord
+from services.executor.store.persistence import LeaseLost, RunRecorder
 
 PROJECT = "steps-proj"
 OWNER = "worker-1"

@@ -17,12 +17,12 @@ from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.llm import ModelReply, TokenUsage
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.invariants import assert_invariants
-from services.executor.persistence import RunRecorder
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.runs import RunRecord, StartRunParams
+from services.executor.store.persistence import RunRecorder
 from services.executor.tool_gateway import InMemoryToolGateway
 
 PROJECT = "structured-recovery"

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from services.executor.persistence import complete_then_cancel
+from services.executor.store.persistence import complete_then_cancel
 
 
 async def _yield_to_loop(times: int = 5) -> None:

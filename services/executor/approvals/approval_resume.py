@@ -32,10 +32,10 @@ from agentfleet import events
 from services.executor.approvals.approvals import ApprovalPolicy, ApprovalRule
 from services.executor.calls import CallResult, PlannedCall, tool_responses
 from services.executor.model_request import interrupted_call_result
-from services.executor.persistence import LeaseLost, RunRecorder
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation, pair_open_calls
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
+from services.executor.store.persistence import LeaseLost, RunRecorder
 from services.executor.store.tool_calls import ToolCallRow
 from services.executor.tool_gateway import ResolvedTool
 

@@ -18,8 +18,8 @@ from agentfleet import events
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result
-from services.executor.persistence import RunRecorder
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation
+from services.executor.store.persistence import RunRecorder
 
 log = structlog.get_logger(__name__)
 

@@ -59,7 +59,6 @@ from services.executor.model_request import (
 )
 from services.executor.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
-from services.executor.persistence import LeaseLost, RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation
 from services.executor.run_path.run_position import (
@@ -78,6 +77,7 @@ from services.executor.safety import (
     effective_max_steps,
     execution_timeout_s,
 )
+from services.executor.store.persistence import LeaseLost, RunRecorder, complete_then_cancel
 from services.executor.tool_gateway import ToolGateway
 
 __all__ = ["AgentLoop", "DefinitionSource", "RunControl", "StepBoundary", "StepHook", "StopRun"]

@@ -15,11 +15,11 @@ from agentfleet import events
 from agentfleet.observability.telemetry import current_trace_id
 from services.executor.approvals.approval_resume import begin_held_continuation, settle_held_step
 from services.executor.loop_state import Progress, Turn
-from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_path.continuation import Reattach, continue_run
 from services.executor.run_path.recovery import Continuation, load_continuation
 from services.executor.runs import RunRecord
+from services.executor.store.persistence import RunRecorder, complete_then_cancel
 from services.executor.threads import parse_thread_policy, thread_history
 
 

@@ -22,7 +22,6 @@ from agentfleet.llm.errors import ModelError
 from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
 from services.executor.loop_state import Progress, Turn
 from services.executor.model_request import interrupted_call_result, plan_calls, refused_result
-from services.executor.persistence import RunRecorder
 from services.executor.quota_waits import quota_waits
 from services.executor.run_path.recovery import load_conversation
 from services.executor.runs import RunRecord
@@ -32,6 +31,7 @@ from services.executor.safety import (
     StepBudget,
     refuse_all,
 )
+from services.executor.store.persistence import RunRecorder
 
 log = structlog.get_logger(__name__)
 

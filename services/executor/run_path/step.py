@@ -25,12 +25,12 @@ from services.executor.model_request import (
     plan_calls,
     refused_result,
 )
-from services.executor.persistence import RunRecorder, complete_then_cancel
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_path.streaming import ModelCall, call_model
 from services.executor.run_path.structured_output import StructuredFinish
 from services.executor.runs import RunRecord
 from services.executor.safety import screen_calls
+from services.executor.store.persistence import RunRecorder, complete_then_cancel
 from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
 
 _tracer = trace.get_tracer("agentfleet.executor")

@@ -21,10 +21,10 @@ from agentfleet.llm import ModelClient, ModelReply, QuotaScope, QuotaWaitSink, S
 from agentfleet.llm import TextDelta as ReplyPiece
 from services.executor.fallback import with_fallbacks
 from services.executor.loop_state import Turn
-from services.executor.persistence import RunRecorder
 from services.executor.quota_waits import quota_waits
 from services.executor.runs import RunRecord
 from services.executor.store import runs as store_runs
+from services.executor.store.persistence import RunRecorder
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -29,9 +29,9 @@ from google.genai import types
 from agentfleet.llm import ModelClient, ModelReply
 from services.executor.loop_state import Progress, Turn
 from services.executor.output_schema import check_output, with_output_schema
-from services.executor.persistence import RunRecorder
 from services.executor.run_path.streaming import ModelCall, call_model
 from services.executor.runs import RunRecord
+from services.executor.store.persistence import RunRecorder
 
 FINAL_ANSWER_NOTE = (
     "Give your final answer now, as one JSON object that matches the response schema. "

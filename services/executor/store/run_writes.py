@@ -15,7 +15,7 @@ from agentfleet import events
 from agentfleet.llm import content_to_json
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages as message_rows
-from services.executor.write_guards import (
+from services.executor.store.write_guards import (
     events_appended,
     events_with_message,
     finished_with,

@@ -35,9 +35,9 @@ from agentfleet.errors import Aborted, NotFound
 from agentfleet.llm import ModelReply
 from agentfleet.observability import metrics
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
-from services.executor.run_writes import RunWriter
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import runs
+from services.executor.store.run_writes import RunWriter
 
 _STARTED_CALLS = {
     "call_ids": attrgetter("tool_call_id"),
