@@ -48,7 +48,7 @@ class Turn:
     tools: list[types.Tool]
     config: types.GenerateContentConfig
     fallback_models: tuple[str, ...] = ()
-    """Tried in order when ``model`` keeps failing (:mod:`services.executor.fallback`)."""
+    """Tried in order when ``model`` keeps failing (:mod:`services.executor.model.fallback`)."""
 
 
 def run_span_context(run: RunRecord) -> Any:

@@ -30,7 +30,7 @@ from services.executor.coordination.children import ChildRuns
 from services.executor.coordination.coordination import Coordinator
 from services.executor.coordination.flows import FlowRunner
 from services.executor.coordination.tree import cancel_tree
-from services.executor.model_client import LazyModelClient
+from services.executor.model.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.run_path.loop import AgentLoop

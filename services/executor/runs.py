@@ -67,7 +67,7 @@ class StartRunParams:
     stream_deltas: bool = False
     """Stream the run's model calls as MODEL_TEXT_DELTA events (:func:`streams_deltas`)."""
     max_tree_cost_nanos: int | None = None
-    """Cost limit of the tree this run roots (:mod:`services.executor.budgets`)."""
+    """Cost limit of the tree this run roots (:mod:`services.executor.model.budgets`)."""
 
 
 @dataclass(kw_only=True, slots=True)

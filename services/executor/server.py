@@ -8,7 +8,7 @@ from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
-from services.executor.budgets import BudgetStore
+from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer

@@ -41,7 +41,7 @@ from agentfleet.reconnect import (
     is_disconnect,
     retry_on_disconnect,
 )
-from services.executor.outages import is_outage
+from services.executor.model.outages import is_outage
 from services.executor.queue import (
     CANCEL_CHANNEL,
     QUEUED_CHANNEL,

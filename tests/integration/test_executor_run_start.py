@@ -149,7 +149,7 @@ async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_st
     does). Its statements: the start (messages, trace and events in one statement), the
     reply (one statement), the finish (one transaction: BEGIN, finish, events, COMMIT); and,
     after the start and the reply, their notifications (one send, or two). Before its model
-    call, the project budget's read (services.executor.budgets: one statement per call)."""
+    call, the project budget's read (services.executor.model.budgets: one statement per call)."""
     _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
     statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]

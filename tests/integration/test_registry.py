@@ -25,7 +25,7 @@ from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violat
 from agentfleet.testing.snapshots import table_rows
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
-from services.executor.budgets import BudgetStore
+from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer

@@ -13,7 +13,7 @@ import pytest
 from agentfleet import events as ev
 from agentfleet.llm import QuotaWait
 from agentfleet.testing import factories as f
-from services.executor.quota_waits import MAX_EXPECTED_WAIT_S, QuotaWaitReporter, quota_waits
+from services.executor.model.quota_waits import MAX_EXPECTED_WAIT_S, QuotaWaitReporter, quota_waits
 from services.executor.runs import RunRecord
 from services.executor.store import claim_sql, runs
 from services.executor.store.persistence import RunRecorder

@@ -7,7 +7,7 @@ from google.genai import types
 
 from agentfleet.errors import FailedPrecondition, InvalidArgument
 from agentfleet.v1 import executor_pb2, toolpool_pb2
-from services.executor.model_request import (
+from services.executor.model.model_request import (
     function_tools,
     generation_config,
     outcome_result,

@@ -1,4 +1,4 @@
-"""Which failures send a model call to the next model (services.executor.fallback), as pure
+"""Which failures send a model call to the next model (services.executor.model.fallback), as pure
 values: the 503 path runs end to end in tests/e2e/test_costs_budgets.py."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agentfleet.llm.errors import (
     QuotaWaitTooLong,
     TransientModelError,
 )
-from services.executor.fallback import falls_back_on, wait_calls_for_fallback, with_fallbacks
+from services.executor.model.fallback import falls_back_on, wait_calls_for_fallback, with_fallbacks
 
 
 def reply() -> ModelReply:

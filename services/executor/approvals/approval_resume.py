@@ -31,7 +31,7 @@ from google.genai import types
 from agentfleet import events
 from services.executor.approvals.approvals import ApprovalPolicy, ApprovalRule
 from services.executor.calls import CallResult, PlannedCall, tool_responses
-from services.executor.model_request import interrupted_call_result
+from services.executor.model.model_request import interrupted_call_result
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation, pair_open_calls
 from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls

@@ -26,7 +26,8 @@ class ModelConfig:
     ``$defs/model_extra`` of manifest.schema.json allows; checked on write and again before
     each run."""
     fallback_models: tuple[str, ...] = ()
-    """Tried in order when the model before keeps failing (:mod:`services.executor.fallback`)."""
+    """Tried in order when the model before keeps failing
+    (:mod:`services.executor.model.fallback`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The jsonb document stored in ``agent_definitions.model``."""

@@ -19,7 +19,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
-from services.executor.budgets import (
+from services.executor.model.budgets import (
     DEFAULT_WARN_FRACTION,
     LIMITS,
     BudgetStore,

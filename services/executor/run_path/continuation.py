@@ -17,7 +17,7 @@ from google.genai import types
 from agentfleet import events
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.loop_state import Progress, Turn
-from services.executor.model_request import interrupted_call_result
+from services.executor.model.model_request import interrupted_call_result
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation
 from services.executor.store.persistence import RunRecorder
 

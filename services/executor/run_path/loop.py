@@ -37,7 +37,6 @@ from agentfleet.observability import metrics
 from agentfleet.observability.loop_watch import doing
 from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.runs.run_limits import may_spawn
-from services.executor.budgets import BudgetStore, pause_if_over_budget
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (
     DefinitionSource,
@@ -51,13 +50,14 @@ from services.executor.coordination.coordination import Coordinator
 from services.executor.coordination.flows import FlowDeadline, FlowRunner
 from services.executor.coordination.tree import ACTIVE, cancel_descendants
 from services.executor.loop_state import Progress, Turn, run_span_context
-from services.executor.model_request import (
+from services.executor.model.budgets import BudgetStore, pause_if_over_budget
+from services.executor.model.model_request import (
     function_tools,
     generation_config,
     interrupted_call_result,
     interrupted_result,
 )
-from services.executor.outages import is_outage
+from services.executor.model.outages import is_outage
 from services.executor.output_schema import with_schema_without_tools
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.run_path.recovery import INTERRUPTED_BY_CRASH, Continuation

@@ -21,8 +21,12 @@ from agentfleet.llm import ModelClient
 from agentfleet.llm.errors import ModelError
 from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
 from services.executor.loop_state import Progress, Turn
-from services.executor.model_request import interrupted_call_result, plan_calls, refused_result
-from services.executor.quota_waits import quota_waits
+from services.executor.model.model_request import (
+    interrupted_call_result,
+    plan_calls,
+    refused_result,
+)
+from services.executor.model.quota_waits import quota_waits
 from services.executor.run_path.recovery import load_conversation
 from services.executor.runs import RunRecord
 from services.executor.safety import (

@@ -19,7 +19,7 @@ from services.executor.approvals.approvals import parse_approval_policy
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.coordination.coordination import Coordinator, screen_depth
 from services.executor.loop_state import Progress, Turn
-from services.executor.model_request import (
+from services.executor.model.model_request import (
     not_allowed_events,
     outcome_result,
     plan_calls,

@@ -19,9 +19,9 @@ from google.genai import types
 from agentfleet.events.delta import TextDelta, publish_delta
 from agentfleet.llm import ModelClient, ModelReply, QuotaScope, QuotaWaitSink, StreamingModelClient
 from agentfleet.llm import TextDelta as ReplyPiece
-from services.executor.fallback import with_fallbacks
 from services.executor.loop_state import Turn
-from services.executor.quota_waits import quota_waits
+from services.executor.model.fallback import with_fallbacks
+from services.executor.model.quota_waits import quota_waits
 from services.executor.runs import RunRecord
 from services.executor.store import runs as store_runs
 from services.executor.store.persistence import RunRecorder
@@ -74,7 +74,7 @@ async def call_model(
     """One model call of the recorder's run, step ``step``; streamed (deltas published)
     when asked for and the client can; answered by a fallback model when the call's keeps
     failing. Its waits for the model's quota show on the run
-    (:mod:`~services.executor.quota_waits`)."""
+    (:mod:`~services.executor.model.quota_waits`)."""
     run = recorder.run
     scope = QuotaScope(project=run.project_id, age_key=run.created_at.timestamp())
     call = replace(call, quota_scope=scope)

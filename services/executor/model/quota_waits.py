@@ -25,7 +25,7 @@ from agentfleet import events
 from agentfleet.llm import QuotaWait
 from agentfleet.llm.genai_translate import RATE_LIMIT
 from agentfleet.observability import metrics
-from services.executor.model_request import NAME_SCHEMA
+from services.executor.model.model_request import NAME_SCHEMA
 from services.executor.registry.manifest_schema import schema_violations
 from services.executor.store.persistence import RunRecorder
 
