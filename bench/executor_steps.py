@@ -82,7 +82,7 @@ from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_server import tool_gateway
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.server import settle_heap
-from services.executor.tool_gateway import InMemoryToolGateway, ToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway, ToolGateway
 
 PROJECT = "bench"
 NOTIFY_SEND = "pg_notify($1, payload)"

@@ -36,7 +36,7 @@ from services.executor.registry.definitions import (
 )
 from services.executor.run_path.loop import AgentLoop
 from services.executor.runs import StartRunParams
-from services.executor.tool_gateway import InMemoryToolGateway, ResolvedTool
+from services.executor.tools.tool_gateway import InMemoryToolGateway, ResolvedTool
 from services.executor.worker import RunWorker
 from services.toolpool import catalog
 

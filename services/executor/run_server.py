@@ -39,7 +39,7 @@ from services.executor.run_requests import resume_params, run_id_violations, sta
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.safety import effective_max_steps
 from services.executor.task_lineage import inherit_task_limits
-from services.executor.tool_gateway import GrpcToolGateway, ToolGateway
+from services.executor.tools.tool_gateway import GrpcToolGateway, ToolGateway
 from services.executor.worker import RunWorker, worker_name
 
 
@@ -172,7 +172,7 @@ def tool_gateway(pool: asyncpg.Pool, channel: grpc.aio.Channel, *, where: str) -
     if where != "inprocess":
         return toolpool
     # Imported only then: it brings the toolpool's modules into the executor.
-    from services.executor.builtin_tools import InProcessBuiltinTools
+    from services.executor.tools.builtin_tools import InProcessBuiltinTools
 
     return InProcessBuiltinTools(pool, toolpool)
 

@@ -27,7 +27,7 @@ from services.executor.registry.definitions import AgentDefinition, DefinitionRe
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_path.loop import AgentLoop
 from services.executor.runs import RunRecord, StartRunParams
-from services.executor.tool_gateway import InMemoryToolGateway, ResolvedTool
+from services.executor.tools.tool_gateway import InMemoryToolGateway, ResolvedTool
 from services.executor.worker import RunWorker
 from services.toolpool import catalog
 

@@ -27,7 +27,7 @@ from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_path.recovery import load_conversation
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.store.tool_calls import OVERDUE_RUNS
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway
 
 PROJECT = "proj"
 OWNER = "test-worker"

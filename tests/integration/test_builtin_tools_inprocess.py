@@ -23,14 +23,14 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.testing.gemini import model_client_for
 from agentfleet.testing.services import Stack, free_port, start_stack
-from services.executor.builtin_tools import InProcessBuiltinTools
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_server import tool_gateway
 from services.executor.runs import RunRecord, StartRunParams
-from services.executor.tool_gateway import (
+from services.executor.tools.builtin_tools import InProcessBuiltinTools
+from services.executor.tools.tool_gateway import (
     GrpcToolGateway,
     ToolCallRequest,
     ToolGateway,

@@ -25,7 +25,7 @@ from services.executor.run_server import ExecutorServicer
 from services.executor.runs import StartRunParams
 from services.executor.store.claim_sql import CLAIM_ANY
 from services.executor.store.tool_calls import OVERDUE_RUNS
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway
 from services.executor.worker import RunWorker
 
 PROJECT = "proj"

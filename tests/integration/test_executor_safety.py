@@ -23,7 +23,7 @@ from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_path.resume import ResumeParams, resume_run
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.safety import STEP_LIMIT_MESSAGE, TIMEOUT_MESSAGE
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway
 
 PROJECT = "proj"
 OWNER = "safety-worker"

@@ -41,7 +41,7 @@ from services.executor.registry.model_config import ModelConfig
 from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.run_server import build_executor_parts
 from services.executor.runs import RunRecord
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway
 from services.executor.worker import RunWorker
 
 PROJECT = "proj"

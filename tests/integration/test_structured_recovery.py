@@ -23,7 +23,7 @@ from services.executor.registry.model_config import ModelConfig
 from services.executor.run_path.loop import AgentLoop, RunControl
 from services.executor.runs import RunRecord, StartRunParams
 from services.executor.store.persistence import RunRecorder
-from services.executor.tool_gateway import InMemoryToolGateway
+from services.executor.tools.tool_gateway import InMemoryToolGateway
 
 PROJECT = "structured-recovery"
 OWNER = "worker-a"

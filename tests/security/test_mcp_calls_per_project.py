@@ -27,7 +27,7 @@ from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_SERVER, TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
-from services.executor.tool_gateway import GrpcToolGateway, ToolCallRequest
+from services.executor.tools.tool_gateway import GrpcToolGateway, ToolCallRequest
 from tests.integration.test_toolpool_service import call_request, make_run
 
 P, Q = "hostile", "victim"

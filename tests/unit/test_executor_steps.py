@@ -16,7 +16,7 @@ from services.executor.model.model_request import (
 from services.executor.queue import DEFAULT_CANCEL_REASON, parse_cancel_payload
 from services.executor.registry.model_config import ModelConfig
 from services.executor.run_requests import start_params
-from services.executor.tool_gateway import ResolvedTool, ToolOutcome, tool_outcome
+from services.executor.tools.tool_gateway import ResolvedTool, ToolOutcome, tool_outcome
 
 TOOLS = {
     "echo": ResolvedTool(name="echo", description="d", parameters={}, source="mcp:srv"),

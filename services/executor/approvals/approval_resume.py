@@ -37,7 +37,7 @@ from services.executor.runs import RunRecord, append_run_events
 from services.executor.store import runs, tool_calls
 from services.executor.store.persistence import LeaseLost, RunRecorder
 from services.executor.store.tool_calls import ToolCallRow
-from services.executor.tool_gateway import ResolvedTool
+from services.executor.tools.tool_gateway import ResolvedTool
 
 log = structlog.get_logger(__name__)
 

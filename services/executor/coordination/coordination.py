@@ -36,7 +36,7 @@ from services.executor.coordination.children import ChildBatch, ChildRuns, Child
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.runs import RunRecord
 from services.executor.store import run_reads, tool_calls
-from services.executor.tool_gateway import ToolOutcome
+from services.executor.tools.tool_gateway import ToolOutcome
 
 MAX_CHILDREN_PER_CALL = 16
 """Tasks one spawn_agents call may start."""

@@ -15,7 +15,7 @@ from agentfleet.errors import FailedPrecondition
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.registry.manifest_schema import schema_violations
 from services.executor.registry.model_config import ModelConfig
-from services.executor.tool_gateway import ResolvedTool, ToolOutcome
+from services.executor.tools.tool_gateway import ResolvedTool, ToolOutcome
 
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 EXTRA_SCHEMA = "#/$defs/model_extra"

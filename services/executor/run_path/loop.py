@@ -78,7 +78,7 @@ from services.executor.safety import (
     execution_timeout_s,
 )
 from services.executor.store.persistence import LeaseLost, RunRecorder, complete_then_cancel
-from services.executor.tool_gateway import ToolGateway
+from services.executor.tools.tool_gateway import ToolGateway
 
 __all__ = ["AgentLoop", "DefinitionSource", "RunControl", "StepBoundary", "StepHook", "StopRun"]
 

@@ -31,7 +31,7 @@ from services.executor.run_path.structured_output import StructuredFinish
 from services.executor.runs import RunRecord
 from services.executor.safety import screen_calls
 from services.executor.store.persistence import RunRecorder, complete_then_cancel
-from services.executor.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
+from services.executor.tools.tool_gateway import ResolvedTool, ToolCallRequest, ToolGateway
 
 _tracer = trace.get_tracer("agentfleet.executor")
 

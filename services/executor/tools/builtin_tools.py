@@ -2,12 +2,12 @@
 
 A call of a built-in tool (the knowledge graph, create_subtasks) runs the toolpool's own
 CallTool code in this process: the request the gRPC gateway sends
-(:func:`~services.executor.tool_gateway.call_tool_request`), handled by the toolpool's
+(:func:`~services.executor.tools.tool_gateway.call_tool_request`), handled by the toolpool's
 servicer (:class:`~services.toolpool.server.ToolPoolServicer`: the run must be running in
 the request's project, which is the run's; the tool must be in the run's whitelist at its
 depth; ``project_id`` arguments are dropped; argument, timeout and result limits; the
 tool's span and metrics), and its reply read as the gateway reads it
-(:func:`~services.executor.tool_gateway.tool_outcome`). A refusal reads as over gRPC:
+(:func:`~services.executor.tools.tool_gateway.tool_outcome`). A refusal reads as over gRPC:
 ``CODE: message``. Only the hop is gone: serialisation, HTTP/2 and the toolpool process.
 
 A definition whose tools are all named exactly among the built-in and coordination tools
@@ -27,7 +27,7 @@ import grpc
 import structlog
 
 from agentfleet.caller_errors import caller_error, internal_failure
-from services.executor.tool_gateway import (
+from services.executor.tools.tool_gateway import (
     ResolvedTool,
     ToolCallRequest,
     ToolGateway,
