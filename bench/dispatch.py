@@ -35,8 +35,8 @@ from agentfleet.testing.statements import StatementCounter
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from bench._common import bench_database, report
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
 from services.dispatcher.timing import LoopTiming

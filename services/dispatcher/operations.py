@@ -18,7 +18,7 @@ from agentfleet.postgres.pagination import (
     decode_page_token,
     encode_page_token,
 )
-from services.dispatcher.graph_reads import GraphReader, GraphView
+from services.dispatcher.graphs.graph_reads import GraphReader, GraphView
 from services.dispatcher.models import GRAPH_STATUS, TaskView
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import reads, task_graphs

@@ -22,10 +22,10 @@ from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.dispatcher import operations
-from services.dispatcher.dag import DEFAULT_MAX_RETRIES, NewTask
 from services.dispatcher.evaluator import LlmEvaluator
-from services.dispatcher.graph_reads import GraphReader, GraphView
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import DEFAULT_MAX_RETRIES, NewTask
+from services.dispatcher.graphs.graph_reads import GraphReader, GraphView
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.models import (
     GRAPH_STATUS,

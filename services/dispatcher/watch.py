@@ -1,6 +1,6 @@
 """WatchTaskGraph: a snapshot of every task, then each change, until the graph is done.
 
-Every stream of a graph in this process shares one :class:`~services.dispatcher.graph_feed.
+Every stream of a graph in this process shares one :class:`~services.dispatcher.graphs.graph_feed.
 GraphFeed`: a change is read once for all of them, when ``NOTIFY agentfleet_task_changes``
 names the graph (every writer of its tasks sends it, ``create_subtasks`` included) or at
 the periodic recheck, which first compares the graph's stamp and reads in full only if it
@@ -19,8 +19,8 @@ import asyncpg
 from agentfleet.postgres.db import Listener, Notification
 from agentfleet.runs.shared_reads import joined_feed
 from agentfleet.v1 import dispatcher_pb2
-from services.dispatcher.graph_feed import GraphFeed, task_event
-from services.dispatcher.graph_reads import GraphReader
+from services.dispatcher.graphs.graph_feed import GraphFeed, task_event
+from services.dispatcher.graphs.graph_reads import GraphReader
 from services.dispatcher.models import TASK_STATUS, TERMINAL_GRAPH, session_to_proto
 from services.dispatcher.store.common import CHANGES_CHANNEL
 

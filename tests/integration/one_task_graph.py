@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 

@@ -20,8 +20,8 @@ import pytest_asyncio
 
 from agentfleet.postgres import db
 from agentfleet.testing.dispatch import InstantRuns
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import claims, dependents, transitions

@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 
 from agentfleet.testing.database import DatabaseFactory
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.store import dependents, transitions
 from services.executor.store import caps, claim_sql
 

@@ -21,8 +21,8 @@ from agentfleet.postgres.pagination import encode_page_token
 from agentfleet.testing.services import start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.server import DispatcherServicer
 
 PROJECT = "many-graphs"

@@ -17,7 +17,7 @@ import asyncpg
 
 from agentfleet.graph import BLOCKS, GraphRepository, NewObject
 from agentfleet.testing.waiting import wait_for
-from services.dispatcher.graph_reads import GraphReader
+from services.dispatcher.graphs.graph_reads import GraphReader
 from services.dispatcher.models import TASK_GRAPH, Counts
 from services.dispatcher.store import reads, task_graphs
 from tests.integration.one_task_graph import new_graph

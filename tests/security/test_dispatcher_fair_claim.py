@@ -25,8 +25,8 @@ import pytest
 
 from agentfleet.testing.dispatch import RunningRuns
 from agentfleet.testing.waiting import wait_for_query
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.selector import Selector
 from services.dispatcher.store import claims

@@ -14,8 +14,8 @@ import asyncpg
 from agentfleet.graph import TASK_GRAPH, GraphRepository
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.waiting import wait_for_query
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import TriggerRefused
 from services.dispatcher.selector import Selector

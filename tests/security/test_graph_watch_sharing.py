@@ -4,7 +4,7 @@ Every stream used to re-read its whole graph (every task and edge, JSON decoded 
 once a second and on every notification: 64 streams (the per-token cap) of a 10,000-task
 graph held the dispatcher's event loop up to 2.3 s and another project's 3-task
 GetTaskGraph took 23-26 s instead of 40 ms; the claim loop shares that loop and pool. Now the
-streams of one graph in a process share one feed (``services.dispatcher.graph_feed``): a
+streams of one graph in a process share one feed (``services.dispatcher.graphs.graph_feed``): a
 change is read once for all of them, and the periodic recheck reads one aggregate row (the
 graph's stamp), reading the graph again only when the stamp changed.
 
@@ -23,9 +23,9 @@ import pytest
 from agentfleet.testing.services import start_stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
-from services.dispatcher import graph_reads
-from services.dispatcher.dag import NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs import graph_reads
+from services.dispatcher.graphs.dag import NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 
 PROJECT = "watched"
 TASKS = 300

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from services.dispatcher.dag import MAX_TASKS_PER_GRAPH, NewTask
-from services.dispatcher.graph_writes import GraphStore
+from services.dispatcher.graphs.dag import MAX_TASKS_PER_GRAPH, NewTask
+from services.dispatcher.graphs.graph_writes import GraphStore
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 from tests.integration.test_builtin_tools import agent_run
 

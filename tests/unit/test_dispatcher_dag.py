@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfleet.errors import InvalidArgument
-from services.dispatcher.dag import NewTask, validate_graph
+from services.dispatcher.graphs.dag import NewTask, validate_graph
 from services.dispatcher.prompt import BlockerResult, build_prompt
 from services.dispatcher.selector import AgentInfo, choose_by_rules
 

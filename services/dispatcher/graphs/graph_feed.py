@@ -26,7 +26,7 @@ from agentfleet.graph import GraphObject, GraphRepository
 from agentfleet.runs.shared_reads import SharedFeed
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2
-from services.dispatcher.graph_reads import GraphReader, GraphView
+from services.dispatcher.graphs.graph_reads import GraphReader, GraphView
 from services.dispatcher.models import GRAPH_STATUS, TaskView, task_to_proto
 
 __all__ = ["CHANGES_KEPT", "Change", "GraphFeed", "GraphSnapshot", "Seen", "task_event"]

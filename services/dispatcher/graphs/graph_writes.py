@@ -31,7 +31,7 @@ from agentfleet.graph import (
     notify_tasks_added,
 )
 from agentfleet.request_ids import check_same_request, request_fingerprint
-from services.dispatcher.dag import NewTask, ValidatedGraph, validate_graph
+from services.dispatcher.graphs.dag import NewTask, ValidatedGraph, validate_graph
 from services.dispatcher.models import (
     TASK_GRAPH,
     TaskView,
