@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
+from agentfleet.egress import EgressPolicy
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
@@ -13,7 +14,6 @@ from services.executor.registry.definitions import DefinitionRepository
 from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
-from services.toolpool.mcp.egress import EgressPolicy
 
 # Installing products and editing definitions changes what runs: administrators only.
 REGISTRY_ADMIN_METHODS = (

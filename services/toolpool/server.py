@@ -12,6 +12,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import current_principal
 from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
+from agentfleet.egress import EgressPolicy, platform_endpoints_of
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.mcp.servers import McpServerConfig
@@ -38,7 +39,6 @@ from services.toolpool.mcp import (
     check_url_destination,
     validate_server,
 )
-from services.toolpool.mcp.egress import EgressPolicy, platform_endpoints_of
 from services.toolpool.mcp.redaction import redactor
 from services.toolpool.toolpool import Catalog, ToolPool, mcp_tool_spec
 

@@ -19,6 +19,7 @@ import pytest_asyncio
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agentfleet.egress import EgressPolicy
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.postgres.db import Listener
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
@@ -31,7 +32,6 @@ from services.toolpool.mcp import (
     McpUnavailableError,
     MissingSecretError,
 )
-from services.toolpool.mcp.egress import EgressPolicy
 
 from .mcp_test_servers import HttpServer, children, free_port, stdio_config
 

@@ -15,6 +15,7 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.auth import TokenAuthenticator, TokenStore
+from agentfleet.egress import EgressPolicy
 from agentfleet.errors import AlreadyExists
 from agentfleet.mcp.config import HIDDEN_VALUE
 from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerConfig, McpServerRepository
@@ -29,7 +30,6 @@ from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.products import ProductRegistry
 from services.executor.registry.server import AgentRegistryServicer
-from services.toolpool.mcp.egress import EgressPolicy
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 ADMIN_METHODS = (

@@ -24,6 +24,7 @@ import pytest
 
 from agentfleet.cli.secrets import rotate_key, run_secrets
 from agentfleet.config import ConfigError
+from agentfleet.egress import EgressPolicy
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.postgres.migrate import MigrationError, migrate_down
 from agentfleet.secrets.secrets_crypto import SecretsKeyring, local_key_file, new_key_entry
@@ -32,7 +33,6 @@ from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2
 from services.toolpool.mcp import McpClientPool, SecretStore, resolve_server
-from services.toolpool.mcp.egress import EgressPolicy
 from tests.integration.mcp_test_servers import HttpServer
 
 PROJECT = "alpha"

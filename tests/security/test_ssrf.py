@@ -17,18 +17,18 @@ import httpcore2
 import httpx2
 import pytest
 
-from agentfleet.mcp.servers import McpServerConfig
-from agentfleet.testing.loopback import LoopbackServer
-from agentfleet.testing.services import Stack, start_stack
-from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
-from services.toolpool.mcp import McpClientPool, McpUnavailableError
-from services.toolpool.mcp.egress import (
+from agentfleet.egress import (
     EgressPolicy,
     IPAddress,
     guarded_transport,
     platform_endpoints_of,
     refusal_of,
 )
+from agentfleet.mcp.servers import McpServerConfig
+from agentfleet.testing.loopback import LoopbackServer
+from agentfleet.testing.services import Stack, start_stack
+from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
+from services.toolpool.mcp import McpClientPool, McpUnavailableError
 
 PROJECT = "alpha"
 CALLERS = ("member", "admin", "service")

@@ -9,7 +9,7 @@ import httpcore2
 import pytest
 
 from agentfleet.config import ConfigError, load_settings
-from services.toolpool.mcp.egress import (
+from agentfleet.egress import (
     EgressPolicy,
     EgressRefused,
     GuardedNetworkBackend,

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from agentfleet.egress import EgressPolicy
 from agentfleet.errors import AlreadyExists, InvalidArgument, NotFound
 from agentfleet.mcp.config import LiteralRefusal
 from agentfleet.mcp.servers import McpServerConfig, McpServerRepository
@@ -45,7 +46,6 @@ from services.executor.registry.product_store import (
     stored_request,
 )
 from services.executor.registry.write_checks import checked_manifest, manifest_semantics
-from services.toolpool.mcp.egress import EgressPolicy
 
 
 @dataclass(kw_only=True, slots=True)

@@ -34,9 +34,9 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry import propagate
 
+from agentfleet.egress import EgressPolicy, guarded_transport, refusal_of
 from agentfleet.mcp.jail import launcher_argv
 
-from .egress import EgressPolicy, guarded_transport, refusal_of
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
 from .limits import LimitedTransport, MessageLimit, MessageTooLarge

@@ -22,6 +22,7 @@ from typing import Any, TextIO, TypeVar
 
 import structlog
 
+from agentfleet.egress import EgressPolicy
 from agentfleet.errors import InvalidArgument, PermissionDenied
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.mcp.stdio import StdioAllowlist
@@ -31,7 +32,6 @@ from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools, why_lost
 from .connection import CURRENT_MARK, McpConnection, SendMark
 from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result, redacted_error
-from .egress import EgressPolicy
 from .errors import (
     CircuitOpenError,
     McpProtocolError,

@@ -9,12 +9,11 @@ PERMISSION_DENIED), checked after.
 
 from __future__ import annotations
 
+from agentfleet.egress import EgressPolicy
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp import config as mcp_config
 from agentfleet.mcp.servers import McpServerConfig
 from agentfleet.mcp.stdio import StdioAllowlist, loader_env_violations, require_allowed_stdio
-
-from .egress import EgressPolicy
 
 
 def validate_server(config: McpServerConfig) -> None:
@@ -42,7 +41,7 @@ def check_stdio_allowed(config: McpServerConfig, allowlist: StdioAllowlist) -> N
 def check_url_destination(config: McpServerConfig, egress: EgressPolicy) -> None:
     """:class:`InvalidArgument` naming ``mcp_server.url`` when an HTTP server's URL host is
     a literal address, ``localhost`` or a metadata name the egress policy refuses (names
-    are judged at every connect, :mod:`~services.toolpool.mcp.egress`)."""
+    are judged at every connect, :mod:`~agentfleet.egress`)."""
     violations = mcp_config.url_destination_violations(config, egress.literal_refusal)
     if violations:
         raise InvalidArgument.for_fields(violations)

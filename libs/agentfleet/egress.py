@@ -1,4 +1,7 @@
-"""Where MCP HTTP transports may connect: the toolpool's guard against SSRF.
+"""Where a tenant-configured URL may be connected to: the one guard against SSRF.
+
+It lives in the library because more than the toolpool's MCP transports use it: the
+executor's product install judges a manifest's MCP URLs with it at save time.
 
 A project configures MCP server URLs, and the toolpool connects to them with the project's
 secrets in headers. Without a guard a tenant could point a URL at the toolpool's own
