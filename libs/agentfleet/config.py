@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from agentfleet import config_values as parsers
 from agentfleet import model_prices
-from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.model_prices import PriceTable
 from agentfleet.quota_settings import (
     TIERS,
@@ -23,6 +22,7 @@ from agentfleet.quota_settings import (
     parse_model_quotas,
     parse_project_weights,
 )
+from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.server_limits import ServerLimits
 
 T = TypeVar("T")

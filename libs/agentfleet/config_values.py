@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from agentfleet.runs.run_limits import TIMEOUT_RANGE, timeout_allowed
+from agentfleet.run_limits import TIMEOUT_RANGE, timeout_allowed
 
 N = TypeVar("N", int, float)
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES, task_max_resumes
-from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
+from agentfleet.graph.task_properties import task_max_resumes
+from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_TOTAL_STEPS
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import sessions, transitions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentfleet.graph.task_properties import DEFAULT_MAX_RESUMES
+from agentfleet.run_limits import DEFAULT_MAX_RESUMES
 from services.dispatcher.store.transitions import RetryBackoff
 
 __all__ = ["CredentialPauseTiming", "LoopTiming", "TriggerRetry"]

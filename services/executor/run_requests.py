@@ -11,7 +11,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph.task_properties import is_uuid
 from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.request_ids import request_fingerprint, request_id_violations
-from agentfleet.runs.run_limits import MAX_TOTAL_STEPS, TIMEOUT_RANGE, timeout_allowed
+from agentfleet.run_limits import MAX_TOTAL_STEPS, TIMEOUT_RANGE, timeout_allowed
 from agentfleet.v1 import executor_pb2
 from services.executor.run_path.resume import ResumeParams
 from services.executor.runs import StartRunParams

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentfleet import events
-from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
+from agentfleet.run_limits import MAX_TOTAL_STEPS
 from services.executor.approvals.approvals import parse_approval_policy
 from services.executor.calls import PlannedCall
 from services.executor.registry.definitions import AgentDefinition

@@ -28,7 +28,7 @@ import asyncpg
 
 from agentfleet.errors import FailedPrecondition, PermissionDenied
 from agentfleet.graph.task_properties import agent_allowed, allowed_agent_patterns
-from agentfleet.runs.run_limits import MAX_SPAWN_DEPTH, may_spawn
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.runs import StartRunParams
 from services.executor.safety import effective_max_steps

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentfleet.errors import FieldViolation, InvalidArgument, NotFound
-from agentfleet.runs.run_limits import spawn_tool_refusal
+from agentfleet.run_limits import spawn_tool_refusal
 
 SourceKind = Literal["builtin", "mcp", "executor"]
 

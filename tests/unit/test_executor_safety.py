@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from google.genai import types
 
-from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
+from agentfleet.run_limits import MAX_TOTAL_STEPS
 from services.executor.calls import PlannedCall
 from services.executor.safety import (
     DoomLoopDetector,

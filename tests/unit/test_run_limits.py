@@ -1,9 +1,9 @@
-"""The run limits live in :mod:`agentfleet.runs.run_limits`; the manifest schema, being JSON,
+"""The run limits live in :mod:`agentfleet.run_limits`; the manifest schema, being JSON,
 repeats two of them and must say the same."""
 
 from __future__ import annotations
 
-from agentfleet.runs.run_limits import MAX_TIMEOUT_S, MAX_TOTAL_STEPS, MIN_TIMEOUT_S
+from agentfleet.run_limits import MAX_TIMEOUT_S, MAX_TOTAL_STEPS, MIN_TIMEOUT_S
 from services.executor.registry.manifest_schema import manifest_schema
 
 

@@ -18,7 +18,7 @@ from agentfleet.request_ids import (
     request_fingerprint,
     request_id_violations,
 )
-from agentfleet.runs.run_limits import MAX_SPAWN_DEPTH, may_spawn, spawn_tool_refusal
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn, spawn_tool_refusal
 from agentfleet.testing.waiting import wait_for
 from agentfleet.timestamps import timestamp_proto
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentfleet.runs.run_limits import MAX_TIMEOUT_S
+from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT, MAX_TIMEOUT_S
 
 __all__ = [
     "ALLOWED_AGENTS",
@@ -46,10 +46,6 @@ PRIORITY_MAX = 1000
 MAX_RETRIES_LIMIT = 10
 DEFAULT_MAX_RETRIES = 2
 """Retries after a failure when a task names none."""
-MAX_RESUMES_LIMIT = 100
-DEFAULT_MAX_RESUMES = 10
-"""Automatic resumes of a paused run within one attempt when a task names none (the
-dispatcher's AGENTFLEET_DISPATCHER_MAX_RESUMES): past them the attempt fails."""
 _UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _UUID_RE = re.compile(_UUID)
 

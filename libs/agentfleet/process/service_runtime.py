@@ -27,7 +27,7 @@ from agentfleet.config import ConfigError, Settings, load_settings
 from agentfleet.errors import AgentFleetError
 from agentfleet.observability.logging import configure_logging
 from agentfleet.observability.loop_watch import LoopWatch
-from agentfleet.observability.metrics_export import RpcMetricsInterceptor, start_metrics
+from agentfleet.observability.metrics_export import start_metrics
 from agentfleet.observability.readiness import (
     DependencyProbe,
     PostgresProbe,
@@ -39,6 +39,7 @@ from agentfleet.process.hardening import make_non_dumpable
 from agentfleet.process.stop_signals import stop_event
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
+from agentfleet.rpc.rpc_metrics import RpcMetricsInterceptor
 from agentfleet.rpc.tls import client_tls, server_tls
 from agentfleet.server_limits import ServerLimits
 

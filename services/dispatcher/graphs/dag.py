@@ -15,12 +15,11 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import MAX_TASKS_PER_GRAPH, find_cycle, graph_size_problem
 from agentfleet.graph.task_properties import (
     DEFAULT_MAX_RETRIES,
-    MAX_RESUMES_LIMIT,
     MAX_RETRIES_LIMIT,
     PRIORITY_MAX,
     PRIORITY_MIN,
 )
-from agentfleet.runs.run_limits import TIMEOUT_RANGE, timeout_allowed
+from agentfleet.run_limits import MAX_RESUMES_LIMIT, TIMEOUT_RANGE, timeout_allowed
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

@@ -25,7 +25,7 @@ import asyncpg
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentfleet import events
-from agentfleet.runs.run_limits import (
+from agentfleet.run_limits import (
     MAX_SPAWN_DEPTH,
     TIMEOUT_RANGE,
     spawn_tool_refusal,

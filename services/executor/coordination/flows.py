@@ -27,7 +27,7 @@ import asyncpg
 from opentelemetry import trace
 
 from agentfleet import events
-from agentfleet.runs.run_limits import MAX_SPAWN_DEPTH, may_spawn
+from agentfleet.run_limits import MAX_SPAWN_DEPTH, may_spawn
 from services.executor.control import StopRun
 from services.executor.coordination.children import ChildBatch, ChildRef, ChildRuns, ChildTask
 from services.executor.coordination.coordination import current_trace_parent

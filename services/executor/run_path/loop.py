@@ -36,7 +36,7 @@ from agentfleet.llm import ModelClient
 from agentfleet.observability import metrics
 from agentfleet.observability.loop_watch import doing
 from agentfleet.observability.telemetry import current_trace_id
-from agentfleet.runs.run_limits import may_spawn
+from agentfleet.run_limits import may_spawn
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import (
     DefinitionSource,

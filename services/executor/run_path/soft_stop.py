@@ -19,7 +19,7 @@ from google.genai import types
 from agentfleet import events
 from agentfleet.llm import ModelClient
 from agentfleet.llm.errors import ModelError
-from agentfleet.runs.run_limits import MAX_TOTAL_STEPS
+from agentfleet.run_limits import MAX_TOTAL_STEPS
 from services.executor.loop_state import Progress, Turn
 from services.executor.model.model_request import (
     interrupted_call_result,

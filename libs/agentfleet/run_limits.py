@@ -56,3 +56,10 @@ def spawn_tool_refusal(name: str, *, depth: int, named_exactly: bool) -> str | N
             "definition names it exactly"
         )
     return None
+
+
+MAX_RESUMES_LIMIT = 100
+DEFAULT_MAX_RESUMES = 10
+"""Automatic resumes of a paused dispatched run within one attempt of its task when a task names
+none (the
+dispatcher's AGENTFLEET_DISPATCHER_MAX_RESUMES): past them the attempt fails."""
