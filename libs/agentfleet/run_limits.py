@@ -60,6 +60,5 @@ def spawn_tool_refusal(name: str, *, depth: int, named_exactly: bool) -> str | N
 
 MAX_RESUMES_LIMIT = 100
 DEFAULT_MAX_RESUMES = 10
-"""Automatic resumes of a paused dispatched run within one attempt of its task when a task names
-none (the
-dispatcher's AGENTFLEET_DISPATCHER_MAX_RESUMES): past them the attempt fails."""
+"""Automatic resumes of a paused dispatched run within one attempt of its task when the task
+names none (the dispatcher's AGENTFLEET_DISPATCHER_MAX_RESUMES): past them the attempt fails."""
