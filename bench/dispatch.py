@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.postgres import db
+from agentfleet.testing.checks.statements import StatementCounter
 from agentfleet.testing.dispatch import InstantRuns
 from agentfleet.testing.services import start_stack
-from agentfleet.testing.statements import StatementCounter
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from bench._common import bench_database, report

@@ -73,8 +73,8 @@ from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.gemini_stub.request import StubRequest
 from agentfleet.llm import GenaiModelClient, RetryPolicy
 from agentfleet.rpc.clients import open_channel
+from agentfleet.testing.checks.statements import StatementCounter
 from agentfleet.testing.services import start_process_stack
-from agentfleet.testing.statements import StatementCounter
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

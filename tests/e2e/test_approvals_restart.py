@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from agentfleet import events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.rpc.clients import open_channel
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import (

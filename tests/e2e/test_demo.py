@@ -8,8 +8,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.cli_process import start_agentfleet
-from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import free_port
 
 

@@ -2,7 +2,7 @@
 PostgreSQL restarted mid-run, the toolpool SIGKILLed mid-run, an MCP server that hangs, and a
 model answering malformed JSON, no candidates, or nothing at all.
 
-Every test ends with :func:`agentfleet.testing.invariants.assert_invariants`: whatever the
+Every test ends with :func:`agentfleet.testing.checks.invariants.assert_invariants`: whatever the
 fault, nothing is left half-written. Waits are on database conditions with deadlines.
 """
 
@@ -28,8 +28,8 @@ from agentfleet.postgres import db
 from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.clients import open_channel
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for, wait_for_query

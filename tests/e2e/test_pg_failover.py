@@ -23,7 +23,7 @@ from agentfleet.postgres import db
 from agentfleet.postgres.embedded_pg import EmbeddedPostgres
 from agentfleet.postgres.migrate import migrate_up
 from agentfleet.rpc.clients import open_channel
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.services import start_process_stack
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import DATABASE_RESTARTING, wait_for, wait_for_query

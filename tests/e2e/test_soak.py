@@ -25,8 +25,8 @@ from agentfleet.dagfile import load_dag_file
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.services import (
     TEST_EGRESS_AND_SECRETS,
     free_port,

@@ -17,8 +17,8 @@ from agentfleet import events
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
 from agentfleet.llm import RetryPolicy, content_to_json
 from agentfleet.postgres import db
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.gemini import model_client_for
-from agentfleet.testing.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository

@@ -11,7 +11,7 @@ import pytest
 
 from agentfleet import events
 from agentfleet.gemini_stub import Call, Reply, Script, StubRequest
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2
 from tests.integration.approval_harness import (

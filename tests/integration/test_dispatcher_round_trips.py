@@ -18,8 +18,8 @@ import asyncpg
 import pytest_asyncio
 
 from agentfleet.postgres import db
+from agentfleet.testing.checks.statements import StatementCounter
 from agentfleet.testing.dispatch import InstantRuns
-from agentfleet.testing.statements import StatementCounter
 from services.dispatcher.graphs.dag import NewTask
 from services.dispatcher.graphs.graph_writes import GraphStore
 from services.dispatcher.loop import Dispatcher

@@ -17,7 +17,7 @@ import asyncpg
 import pytest_asyncio
 
 from agentfleet.testing import factories as f
-from agentfleet.testing.statements import StatementCounter
+from agentfleet.testing.checks.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.dispatcher.loop import Dispatcher
 from services.dispatcher.runs import RunRequest

@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.testing.checks.snapshots import table_rows
 from agentfleet.testing.rpc_errors import assert_reused_request_id, rpc_error
-from agentfleet.testing.snapshots import table_rows
 from agentfleet.v1 import common_pb2, executor_pb2
 from tests.integration.test_executor_service import PROJECT, Executors, define, executors, start
 

@@ -12,8 +12,8 @@ import asyncpg
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.postgres.db import Listener
 from agentfleet.runs.run_watch import RunWatch
+from agentfleet.testing.checks.statements import StatementCounter
 from agentfleet.testing.gemini import model_client_for
-from agentfleet.testing.statements import StatementCounter
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import executor_pb2
 from services.executor.approvals.approval_store import SWEEP_BATCH

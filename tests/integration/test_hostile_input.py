@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.postgres.pagination import encode_page_token
-from agentfleet.testing.invariants import check_invariants
+from agentfleet.testing.checks.invariants import check_invariants
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.v1 import (
     common_pb2,

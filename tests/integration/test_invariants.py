@@ -1,4 +1,4 @@
-"""agentfleet.testing.invariants on hand-built rows: a healthy database passes, and each rule
+"""agentfleet.testing.checks.invariants on hand-built rows: a healthy database passes, and each rule
 catches the one violation made for it (and only its own project's, when asked)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agentfleet.testing.invariants import assert_invariants, check_invariants
+from agentfleet.testing.checks.invariants import assert_invariants, check_invariants
 
 P = "inv"
 

@@ -29,10 +29,10 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
+from agentfleet.testing.checks.snapshots import table_rows
 from agentfleet.testing.rpc_errors import status_code
 from agentfleet.testing.services import Stack, start_stack
-from agentfleet.testing.snapshots import table_rows
 from agentfleet.v1 import (
     common_pb2,
     dispatcher_pb2,

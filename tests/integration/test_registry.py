@@ -22,8 +22,8 @@ from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerConfig, McpServerRe
 from agentfleet.postgres.db import Listener, Notification
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import Registration, start_server
+from agentfleet.testing.checks.snapshots import table_rows
 from agentfleet.testing.rpc_errors import assert_reused_request_id, field_violations, rpc_error
-from agentfleet.testing.snapshots import table_rows
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.model.budgets import BudgetStore

@@ -24,7 +24,7 @@ from agentfleet.postgres import db
 from agentfleet.postgres.db import Listener
 from agentfleet.reconnect import is_disconnect
 from agentfleet.testing import factories as f
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from services.executor.calls import CallResult, PlannedCall
 from services.executor.control import RunControl

@@ -15,8 +15,8 @@ from google.genai import types
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.llm import ModelReply, TokenUsage
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.gemini import model_client_for
-from agentfleet.testing.invariants import assert_invariants
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig

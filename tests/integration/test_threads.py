@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from agentfleet.gemini_stub import Reply, Script, StubRequest
-from agentfleet.testing.invariants import assert_invariants
+from agentfleet.testing.checks.invariants import assert_invariants
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import history_pb2
 from services.executor.store import claim_sql

@@ -23,7 +23,7 @@ import asyncpg
 from google.protobuf import json_format
 
 from agentfleet.mcp.stdio import format_allowlist
-from agentfleet.testing.loop_stall import longest_stall_during
+from agentfleet.testing.checks.loop_stall import longest_stall_during
 from agentfleet.testing.services import toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc

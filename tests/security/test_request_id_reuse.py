@@ -25,8 +25,8 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Reply, Script
+from agentfleet.testing.checks.snapshots import table_rows
 from agentfleet.testing.rpc_errors import assert_reused_request_id, rpc_error
-from agentfleet.testing.snapshots import table_rows
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import (
     dispatcher_pb2,

@@ -25,7 +25,7 @@ import grpc
 from google.protobuf import struct_pb2
 
 from agentfleet.request_checks import MAX_REQUEST_VALUES
-from agentfleet.testing.loop_stall import longest_stall_during
+from agentfleet.testing.checks.loop_stall import longest_stall_during
 from agentfleet.testing.rpc_errors import field_violations, rpc_error
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import (

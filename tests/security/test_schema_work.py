@@ -34,7 +34,7 @@ from google.protobuf import json_format, struct_pb2
 from agentfleet.bounded.schema_pool import DEFAULT_TIMEOUT_S
 from agentfleet.gemini_stub import Reply, Script
 from agentfleet.mcp.stdio import format_allowlist
-from agentfleet.testing.loop_stall import latency_bound, probe_latency_during
+from agentfleet.testing.checks.loop_stall import latency_bound, probe_latency_during
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.stdio_allowlist import TEST_STDIO_COMMANDS
 from agentfleet.testing.waiting import wait_for_query

@@ -21,7 +21,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agentfleet.testing.loop_stall import longest_stall_during
+from agentfleet.testing.checks.loop_stall import longest_stall_during
 from agentfleet.testing.services import Stack, toolpool_only
 from agentfleet.testing.services import test_settings as settings_of
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc

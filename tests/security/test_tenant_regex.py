@@ -28,7 +28,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.mcp.servers import McpServerConfig
-from agentfleet.testing.loop_stall import longest_stall_during
+from agentfleet.testing.checks.loop_stall import longest_stall_during
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, executor_pb2, registry_pb2, registry_pb2_grpc
 from services.toolpool.mcp import McpClientPool

@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail_for(exc)
     try:
         if args.command == "up":
-            from agentfleet.cli.up import run_up
+            from agentfleet.cli.stack.up import run_up
 
             code = asyncio.run(
                 run_up(

@@ -1,7 +1,7 @@
 """``agentfleet up``: PostgreSQL, migrations, and the four services as separate processes.
 
 The services run as children of this command, each logging to ``<data dir>/logs``. One
-that exits is started again with a backoff (:mod:`agentfleet.cli.supervise`); one that
+that exits is started again with a backoff (:mod:`agentfleet.cli.stack.supervise`); one that
 keeps crashing stops everything. Ctrl-C (or SIGTERM) stops them in reverse order with
 SIGTERM, so each one drains, then stops the embedded PostgreSQL if this command started it.
 """
@@ -23,7 +23,7 @@ from rich.text import Text
 
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
-from agentfleet.cli.supervise import supervise
+from agentfleet.cli.stack.supervise import supervise
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.errors import Unavailable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
@@ -182,7 +182,7 @@ async def run_up(
 async def _demo(
     children: list[ServiceProcess], database_url: str, token: str | None, stub: object
 ) -> int:
-    from agentfleet.cli.demo import run_demo
+    from agentfleet.cli.stack.demo import run_demo
 
     return await run_demo(
         addresses={child.name: child.address for child in children},

@@ -43,7 +43,7 @@ class RestartPolicy:
 
 
 class Supervised(Protocol):
-    """A service process ``up`` started (:class:`agentfleet.cli.up.ServiceProcess`)."""
+    """A service process ``up`` started (:class:`agentfleet.cli.stack.up.ServiceProcess`)."""
 
     name: str
     process: asyncio.subprocess.Process

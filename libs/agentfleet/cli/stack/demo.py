@@ -29,7 +29,7 @@ from agentfleet.postgres.db import create_pool
 from agentfleet.v1 import executor_pb2, registry_pb2
 
 DEMO_PROJECT = "demo"
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 PRODUCT = EXAMPLES / "products" / "research"
 # Children answer after this long, so the live tree shows them running side by side.
 CHILD_DELAY_S = 0.6
