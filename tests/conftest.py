@@ -1,5 +1,11 @@
 """Fixtures come from agentfleet.testing, so other test suites (and bench/) can reuse them."""
 
+import os
+
+# One executor process per executor a test starts (the default is one worker per core): a
+# test that means to run an executor host says so (tests/e2e/test_executor_host.py).
+os.environ.setdefault("AGENTFLEET_EXECUTOR_PROCESSES", "1")
+
 pytest_plugins = [
     "agentfleet.testing.database",
     "agentfleet.testing.gemini",

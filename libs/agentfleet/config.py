@@ -180,6 +180,12 @@ class Settings:
     """AGENTFLEET_METRICS_SAMPLE_S: how often the queue-depth gauges query the database."""
     loop_lag_warn_s: float = 0.5
     """AGENTFLEET_LOOP_LAG_WARN_S: event-loop lag past which a warning names what held it."""
+    executor_processes: int = 0
+    """AGENTFLEET_EXECUTOR_PROCESSES: worker processes one executor runs on its one port
+    (:mod:`agentfleet.process.host`); 0 (the default) = the cores the process may use."""
+    grpc_reuse_port: bool = False
+    """AGENTFLEET_GRPC_REUSE_PORT=on|off: bind the gRPC port with SO_REUSEPORT; set by an
+    executor host for its workers, which share its port (off: a second bind fails)."""
     mcp_stdio_allowlist: tuple[tuple[str, ...], ...] = ()
     """AGENTFLEET_MCP_STDIO_ALLOWLIST: command lines stdio MCP servers may run ('' = none)."""
     mcp_allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
@@ -360,6 +366,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         },
         metrics_sample_s=env.get("AGENTFLEET_METRICS_SAMPLE_S", 15.0, parsers.positive_float),
         loop_lag_warn_s=env.get("AGENTFLEET_LOOP_LAG_WARN_S", 0.5, parsers.positive_float),
+        executor_processes=env.get("AGENTFLEET_EXECUTOR_PROCESSES", 0, parsers.int_range(0, 64)),
+        grpc_reuse_port=env.get("AGENTFLEET_GRPC_REUSE_PORT", False, parsers.on_off),
         mcp_stdio_allowlist=env.get("AGENTFLEET_MCP_STDIO_ALLOWLIST", (), parsers.command_lines),
         mcp_allowed_networks=env.get("AGENTFLEET_MCP_ALLOWED_NETWORKS", (), parsers.networks),
         secrets_keys=env.get(

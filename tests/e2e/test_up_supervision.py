@@ -15,7 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentfleet.cli.stack.supervise import CrashLoop, RestartPolicy, supervise
+from agentfleet.process.supervise import CrashLoop, RestartPolicy, supervise
 from agentfleet.testing.cli_process import OutputLines, start_agentfleet, stop_up
 from agentfleet.testing.services import free_port
 from agentfleet.testing.waiting import wait_for

@@ -5,6 +5,8 @@
   read their ``/proc/<pid>/environ``, ``mem`` or ``fd``: the kernel then asks for
   ``CAP_SYS_PTRACE``. ``/proc/<pid>/cmdline`` stays readable by everyone, so no secret may
   ever travel on a command line.
+- :func:`die_with_parent`: an executor host's workers (:mod:`agentfleet.process.host`) stop
+  when the host is gone.
 - :func:`set_no_new_privs` and :func:`drop_all_capabilities`: the stdio MCP launcher
   (:mod:`agentfleet.mcp.jail`) calls them before it runs the server, so even a child of a
   root toolpool has no capability (no ``CAP_SYS_PTRACE`` to read the non-dumpable platform
@@ -23,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_READ = 23
 PR_CAPBSET_DROP = 24
@@ -78,6 +81,16 @@ def make_non_dumpable() -> bool:
         return False
     _prctl(PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE, 0)")
     return True
+
+
+def die_with_parent() -> None:
+    """``prctl(PR_SET_PDEATHSIG, SIGTERM)``, run in a child between fork and exec (it survives
+    the exec): an executor host's worker is told to stop when the host dies, even by SIGKILL,
+    instead of serving on as an orphan that holds the port."""
+    import signal
+
+    if sys.platform.startswith("linux"):
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, "prctl(PR_SET_PDEATHSIG, SIGTERM)")
 
 
 def set_no_new_privs() -> None:

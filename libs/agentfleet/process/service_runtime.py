@@ -36,6 +36,7 @@ from agentfleet.observability.readiness import (
 )
 from agentfleet.observability.telemetry import configure_tracing, shutdown_tracing
 from agentfleet.process.hardening import make_non_dumpable
+from agentfleet.process.host import hosts_workers, run_host
 from agentfleet.process.stop_signals import stop_event
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
@@ -145,6 +146,7 @@ async def start_service(
             limits=server_limits(settings),
             extra_interceptors=(RpcMetricsInterceptor(),),
             tls=server_tls(settings),
+            reuse_port=settings.grpc_reuse_port,
         )
     except PortInUse as exc:
         raise PortInUse(
@@ -260,10 +262,14 @@ def run_service(name: str, build: BuildService, *, starts_processes: bool = Fals
         raise SystemExit(2) from None
     configure_logging(settings, service=name)
     configure_tracing(settings, service=f"agentfleet-{name}")
+    workers = hosts_workers(name, settings)
     try:
-        loop = "asyncio" if starts_processes else settings.event_loop
+        loop = "asyncio" if starts_processes or workers > 1 else settings.event_loop
         with asyncio.Runner(loop_factory=event_loop_factory(loop)) as runner:
-            runner.run(_serve(name, build, settings))
+            if workers > 1:
+                runner.run(run_host(name, settings, workers))
+            else:
+                runner.run(_serve(name, build, settings))
     except AgentFleetError as exc:
         print(f"{prefix}: cannot start: {exc.message}", file=sys.stderr)
         raise SystemExit(1) from None

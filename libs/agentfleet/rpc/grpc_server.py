@@ -142,9 +142,11 @@ async def start_server(
     limits: ServerLimits | None = None,
     extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     tls: ServerTls | None = None,
+    reuse_port: bool = False,
 ) -> RunningServer:
     """Builds, binds and starts a server; ``port=0`` picks a free port; TLS when ``tls``
-    is given (mTLS when it names a client CA), else plain text.
+    is given (mTLS when it names a client CA), else plain text; ``reuse_port``: the port is
+    shared with other processes that ask the same (SO_REUSEPORT).
 
     Raises :class:`PortInUse` when the address cannot be bound, and
     :class:`agentfleet.rpc.tls.CertificateError` when the TLS files cannot serve.
@@ -163,8 +165,9 @@ async def start_server(
             *extra_interceptors,
         ],
         options=[
-            # Without this a second process could bind the same port silently.
-            ("grpc.so_reuseport", 0),
+            # Off unless asked: a second process could otherwise bind the same port silently.
+            # An executor host's workers ask, to share its port (agentfleet.process.host).
+            ("grpc.so_reuseport", int(reuse_port)),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             *server_options(limits),

@@ -1,7 +1,7 @@
 """``agentfleet up``: PostgreSQL, migrations, and the four services as separate processes.
 
 The services run as children of this command, each logging to ``<data dir>/logs``. One
-that exits is started again with a backoff (:mod:`agentfleet.cli.stack.supervise`); one that
+that exits is started again with a backoff (:mod:`agentfleet.process.supervise`); one that
 keeps crashing stops everything. Ctrl-C (or SIGTERM) stops them in reverse order with
 SIGTERM, so each one drains, then stops the embedded PostgreSQL if this command started it.
 """
@@ -23,7 +23,6 @@ from rich.text import Text
 
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
-from agentfleet.cli.stack.supervise import supervise
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.errors import Unavailable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
@@ -32,6 +31,7 @@ from agentfleet.postgres.db import create_pool
 from agentfleet.postgres.embedded_pg import resolve_database_url
 from agentfleet.process.hardening import make_non_dumpable
 from agentfleet.process.stop_signals import stop_event
+from agentfleet.process.supervise import supervise
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import ClientTls, client_tls
 from agentfleet.secrets.secrets_crypto import KEY_FILE_NAME, KEYS_SETTING, local_key_file

@@ -1,6 +1,7 @@
-"""How ``agentfleet up`` keeps its services running: a service process that exits is started
+"""How child processes are kept running, by ``agentfleet up`` (its services) and by an
+executor host (its workers, :mod:`agentfleet.process.host`): a child that exits is started
 again after a backoff (1 s doubling to 30 s), with one line saying so; the others are left
-alone. Only a service that keeps crashing (5 exits within 60 s) stops everything, with one
+alone. Only a child that keeps crashing (5 exits within 60 s) stops everything, with one
 line saying which and why.
 
 Errors::
@@ -43,7 +44,7 @@ class RestartPolicy:
 
 
 class Supervised(Protocol):
-    """A service process ``up`` started (:class:`agentfleet.cli.stack.up.ServiceProcess`)."""
+    """A child process: a service ``up`` started, or a host's worker."""
 
     name: str
     process: asyncio.subprocess.Process
