@@ -353,7 +353,11 @@ def test_keda_scales_executors_and_dispatchers_on_the_queue_depth_queries(
         assert trigger["type"] == "postgresql"
         # Word for word the statement the integration test runs against the schema.
         assert trigger["metadata"]["query"] == query
-        assert trigger["metadata"]["targetQueryValue"] == config[per_pod]
+        # Runs (or tasks) one pod takes: its setting times its worker processes.
+        processes = {e["name"]: e.get("value") for e in container["env"]}.get(
+            f"AGENTFLEET_{service.upper()}_PROCESSES", "1"
+        )
+        assert trigger["metadata"]["targetQueryValue"] == str(int(config[per_pod]) * int(processes))
         # KEDA connects with the URL the scaled container itself uses.
         env = {e["name"] for e in container["env"]}
         assert trigger["metadata"]["connectionFromEnv"] in env
