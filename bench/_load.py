@@ -29,9 +29,8 @@ ENTITIES = 16
 IN_FLIGHT = 16
 """TriggerRun RPCs in flight at once, as a well-behaved client bounds them: under the
 server's per-connection stream limit (AGENTFLEET_GRPC_MAX_STREAMS_PER_CONNECTION, 100; a
-burst of 1,000 on one connection is refused with RST_STREAM REFUSED_STREAM, UNAVAILABLE),
-and no more than help: one project's enqueues take turns on a lock (its queued-runs cap),
-so more in flight only wait inside the server, each holding a database connection."""
+burst of 1,000 on one connection is refused with RST_STREAM REFUSED_STREAM, UNAVAILABLE);
+``--in-flight`` raises it (issue #36 measures 64)."""
 FINISH_TIMEOUT_S = 600.0
 ENDED = ("completed", "failed", "cancelled")
 

@@ -26,7 +26,7 @@ import asyncpg
 
 from agentfleet import events
 from agentfleet.errors import ResourceExhausted
-from agentfleet.postgres.db import lock_key, notify
+from agentfleet.postgres.db import notify
 from agentfleet.request_ids import check_same_request
 from services.executor.approvals.approval_store import (
     SWEEP_BATCH,
@@ -108,10 +108,6 @@ class RunQueue:
         """
         capped = is_capped(params)
         async with self._pool.acquire() as conn, conn.transaction():
-            if capped:
-                # Serialises the count and the insert per project, so concurrent enqueues
-                # never pass the cap: the insert's snapshot is taken after the lock.
-                await lock_key(conn, f"agentfleet.run-queue:{params.project_id}")
             run, created, _ = await self.enqueue_in(
                 conn, params, max_queued=self._max_queued_per_project if capped else None
             )
@@ -125,7 +121,9 @@ class RunQueue:
         the parent's tool call together); the caller publishes the events after commit.
 
         ``max_queued``: refuse (:class:`ResourceExhausted`) when the project has that many
-        capped runs queued; None (children) checks nothing."""
+        capped runs queued; None (children) checks nothing. With a cap, the admission is
+        the last statement: the caller commits (or rolls back) right after, since the
+        project's counter stays locked until then."""
         run = await runs.insert_queued(conn, params, max_queued=max_queued)
         if run is None:
             existing = None
@@ -133,10 +131,7 @@ class RunQueue:
                 existing = await runs.by_request_id(conn, params.project_id, params.request_id)
             if existing is None:
                 # Not a replay: the cap filtered the insert out.
-                raise ResourceExhausted(
-                    f"project {params.project_id!r} already has {max_queued} queued runs, the "
-                    f"limit set by {MAX_QUEUED_SETTING}; retry when some have started"
-                )
+                raise _queue_full(params.project_id, max_queued)
             # Read after the insert's conflict: a concurrent first request with the id has
             # committed by now, so the loser of that race is compared with it too.
             check_same_request(existing.request_fingerprint, params.request_fingerprint)
@@ -144,6 +139,11 @@ class RunQueue:
         stored = await append_run_events(
             conn, run, [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())]
         )
+        # Exact admission last (migration 0032): enqueues of one project wait on each other
+        # only for this statement and the commit. Past the cap the exception rolls the run,
+        # its event and its NOTIFY back.
+        if max_queued is not None and await runs.admit_queued(conn, run.project_id) > max_queued:
+            raise _queue_full(params.project_id, max_queued)
         return run, True, stored
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:
@@ -253,6 +253,13 @@ class RunQueue:
                 ],
             )
         return finished
+
+
+def _queue_full(project_id: str, max_queued: int | None) -> ResourceExhausted:
+    return ResourceExhausted(
+        f"project {project_id!r} already has {max_queued} queued runs, the limit set by "
+        f"{MAX_QUEUED_SETTING}; retry when some have started"
+    )
 
 
 def parse_cancel_payload(payload: str) -> tuple[str, str]:

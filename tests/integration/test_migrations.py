@@ -110,6 +110,8 @@ EXPECTED_INDEXES = {
         "graph_relationships_pkey", "graph_relationships_src_uidx", "graph_relationships_dst_idx",
     },
     "task_graph_states": {"task_graph_states_pkey", "task_graph_states_page_idx"},
+    "run_queue_counts": {"run_queue_counts_pkey"},
+    "run_queue_deltas": {"run_queue_deltas_project_idx"},
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},
     "product_install_requests": {"product_install_requests_pkey"},
     "project_budgets": {"project_budgets_pkey"},

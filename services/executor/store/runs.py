@@ -14,7 +14,6 @@ import asyncpg
 
 from agentfleet.errors import NotFound
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
-from services.executor.store.caps import capped
 
 Db = asyncpg.Pool | asyncpg.Connection
 
@@ -22,9 +21,10 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 """NOTIFY channel of newly queued runs; payload: the run id."""
 
 # $16: the project's cap on queued runs that count toward it (caps.capped; NULL: none, as
-# for children). The count stops at the cap, so it reads at most $16 entries of
-# agent_runs_queued_project_idx.
-_INSERT = f"""
+# for children). The check here reads the project's counter and pending deltas (migration
+# 0032) without locking, only so that a full queue refuses before writing anything; the
+# exact check is admit_queued, the caller's last statement before its commit.
+_INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
@@ -34,10 +34,9 @@ SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
        $18::boolean, $19::text, $20::bigint
 WHERE $16::integer IS NULL
-   OR (SELECT count(*) FROM (
-           SELECT 1 FROM kb.agent_runs r
-           WHERE r.project_id = $1::text AND r.status = 'queued' AND {capped("r")}
-           LIMIT $16::integer) queued) < $16::integer
+   OR coalesce((SELECT c.queued FROM kb.run_queue_counts c WHERE c.project_id = $1::text), 0)
+      + coalesce((SELECT sum(d.delta) FROM kb.run_queue_deltas d
+                  WHERE d.project_id = $1::text), 0) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
@@ -194,6 +193,13 @@ async def _insert(
         params.request_fingerprint,
         params.max_tree_cost_nanos,
     )
+
+
+async def admit_queued(conn: asyncpg.Connection, project_id: str) -> int:
+    """The project's queued capped runs, the caller's own just inserted included, counted
+    exactly (``kb.admit_queued_run``, migration 0032); the project's counter stays locked
+    until the caller's transaction ends, so call it last, just before the commit."""
+    return int(await conn.fetchval("SELECT kb.admit_queued_run($1::text)", project_id))
 
 
 async def by_request_id(db: Db, project_id: str, request_id: str) -> RunRecord | None:
