@@ -102,6 +102,11 @@ class Settings:
     max_queued_per_project: int
     """AGENTFLEET_MAX_QUEUED_PER_PROJECT: top-level runs and runs of tasks one project may
     have queued (services/executor/store/caps.py)."""
+    history_retention_days: int = 0
+    """AGENTFLEET_HISTORY_RETENTION_DAYS: days a finished run tree is kept (a project's own
+    setting, SetHistoryRetention, overrides it); 0 keeps history forever."""
+    history_prune_interval_s: float = 600.0
+    """AGENTFLEET_HISTORY_PRUNE_INTERVAL_S: how often the history service prunes."""
     executor_lease_s: float
     """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
     executor_heartbeat_s: float
@@ -303,6 +308,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         max_queued_per_project=env.get(
             "AGENTFLEET_MAX_QUEUED_PER_PROJECT", 1000, parsers.int_range(1, 1_000_000)
+        ),
+        history_retention_days=env.get(
+            "AGENTFLEET_HISTORY_RETENTION_DAYS", 0, parsers.int_range(0, 36_500)
+        ),
+        history_prune_interval_s=env.get(
+            "AGENTFLEET_HISTORY_PRUNE_INTERVAL_S", 600.0, parsers.positive_float
         ),
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import grpc
 
 from agentfleet import events as ev
-from agentfleet.errors import InvalidArgument, NotFound, Unimplemented
+from agentfleet.auth import current_principal
+from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener
 from agentfleet.postgres.pagination import (
@@ -35,6 +36,7 @@ from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert
 from services.history.models import RunFilters
 from services.history.queries import PREVIEW_CHARS, HistoryQueries
+from services.history.retention import DEFAULT_CALL_ROOTS, MAX_CALL_ROOTS, HistoryRetention
 from services.history.tree import depth_first
 
 CHILDREN_LIMIT = 500
@@ -106,6 +108,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
 
     queries: HistoryQueries
     watch: RunWatch
+    retention: HistoryRetention
 
     async def ListRuns(
         self, request: history_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
@@ -324,12 +327,58 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             stats=[convert.agent_stats(r, start=start, end=end) for r in rows]
         )
 
+    async def PruneHistory(
+        self, request: history_pb2.PruneHistoryRequest, context: grpc.aio.ServicerContext
+    ) -> history_pb2.PruneHistoryResponse:
+        # A dry run only counts: any member may see what retention would take. Deleting is
+        # the project's administrators' (the method is not admin-only for the dry run).
+        if not request.dry_run and current_principal.get().role != "admin":
+            raise PermissionDenied("PruneHistory without dry_run needs an admin token")
+        if not 0 <= request.max_runs <= MAX_CALL_ROOTS:
+            raise InvalidArgument.for_field(
+                "max_runs", f"must be 0 (10,000) to {MAX_CALL_ROOTS}, not {request.max_runs}"
+            )
+        totals = await self.retention.prune(
+            request.project_id,
+            dry_run=request.dry_run,
+            max_roots=request.max_runs or DEFAULT_CALL_ROOTS,
+        )
+        reply = history_pb2.PruneHistoryResponse(
+            runs=totals.runs,
+            messages=totals.messages,
+            tool_calls=totals.tool_calls,
+            events=totals.events,
+            keep_days=totals.keep_days,
+            more=totals.more,
+        )
+        if totals.cutoff is not None:
+            reply.cutoff.FromDatetime(totals.cutoff)
+        return reply
+
+    async def SetHistoryRetention(
+        self, request: history_pb2.SetHistoryRetentionRequest, context: grpc.aio.ServicerContext
+    ) -> history_pb2.SetHistoryRetentionResponse:
+        days = request.keep_days if request.HasField("keep_days") else None
+        keep_days, own = await self.retention.set_keep_days(request.project_id, days)
+        return history_pb2.SetHistoryRetentionResponse(keep_days=keep_days, project_setting=own)
+
+
+# Setting how long a project's history is kept is its administrators' decision.
+HISTORY_ADMIN_METHODS = ("SetHistoryRetention",)
+
 
 async def build(context: ServiceContext) -> ServiceParts:
     """The history service: its servicer, the shared event listener loop, and its cleanup."""
     listener = Listener(context.database_url)
     watch = RunWatch(pool=context.pool, listener=listener)
-    servicer = HistoryServicer(queries=HistoryQueries(context.pool), watch=watch)
+    retention = HistoryRetention(
+        pool=context.pool,
+        default_days=context.settings.history_retention_days,
+        interval_s=context.settings.history_prune_interval_s,
+    )
+    servicer = HistoryServicer(
+        queries=HistoryQueries(context.pool), watch=watch, retention=retention
+    )
 
     async def listen(stopping: asyncio.Event) -> None:
         # Until the service stops (the Listener reconnects itself); WatchRun waits for it.
@@ -342,7 +391,15 @@ async def build(context: ServiceContext) -> ServiceParts:
         await watch.close()
 
     return ServiceParts(
-        registrations=[Registration.of(history_pb2, history_pb2_grpc, "HistoryService", servicer)],
-        background=[listen],
+        registrations=[
+            Registration.of(
+                history_pb2,
+                history_pb2_grpc,
+                "HistoryService",
+                servicer,
+                admin_methods=HISTORY_ADMIN_METHODS,
+            )
+        ],
+        background=[listen, retention.run],
         on_stop=[stop],
     )

@@ -84,6 +84,7 @@ EXPECTED_INDEXES = {
         "agent_runs_queued_project_idx",
         "agent_runs_running_lease_idx", "agent_runs_request_id_uidx", "agent_runs_task_idx",
         "agent_runs_definition_idx", "agent_runs_thread_idx", "agent_runs_thread_active_idx",
+        "agent_runs_prune_idx",
     },
     "agent_run_messages": {"agent_run_messages_pkey", "agent_run_messages_run_seq_key"},
     "agent_run_tool_calls": {
@@ -110,6 +111,7 @@ EXPECTED_INDEXES = {
         "graph_relationships_pkey", "graph_relationships_src_uidx", "graph_relationships_dst_idx",
     },
     "task_graph_states": {"task_graph_states_pkey", "task_graph_states_page_idx"},
+    "project_retention": {"project_retention_pkey"},
     "run_queue_counts": {"run_queue_counts_pkey"},
     "run_queue_deltas": {"run_queue_deltas_project_idx"},
     "api_tokens": {"api_tokens_pkey", "api_tokens_token_hash_key"},

@@ -10,6 +10,7 @@ from agentfleet.cli.approvals import add_approval_commands
 from agentfleet.cli.budget import add_budget_arguments
 from agentfleet.cli.client import Connection, add_connection_flags
 from agentfleet.cli.render import RUN_STATUS_CHOICES
+from agentfleet.cli.retention import add_history_commands
 
 Handler = Callable[[Connection, argparse.Namespace], Awaitable[int]]
 
@@ -149,6 +150,10 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         submit.add_argument("--validate-only", action="store_true")
         watch = dag.add_parser("watch", help="watch a task graph with a progress bar")
         watch.add_argument("graph_id", metavar="GRAPH")
+    with _group(
+        commands, "history", "history retention: prune, retention", "retention:history"
+    ) as history:
+        add_history_commands(history)
     add_approval_commands(commands, _command)
 
 

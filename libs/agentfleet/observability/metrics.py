@@ -219,6 +219,12 @@ _RECORDED: dict[str, _Spec] = {
         "{run}",
         "Runs paused by a project budget or a tree cost limit, by project and limit",
     ),
+    "history_pruned": _Spec(
+        "counter",
+        "agentfleet.history.pruned",
+        "{row}",
+        "History rows deleted by retention, by project and table",
+    ),
     "tool_duration": _Spec(
         "histogram",
         "agentfleet.tool.call.duration",
@@ -334,6 +340,7 @@ class Instruments:
     model_cost: metrics.Counter
     model_fallbacks: metrics.Counter
     budget_pauses: metrics.Counter
+    history_pruned: metrics.Counter
     tool_duration: metrics.Histogram
     dispatch_duration: metrics.Histogram
     rpc_duration: metrics.Histogram
@@ -420,6 +427,13 @@ def record_model_fallback(*, failed_model: str, model: str) -> None:
 def record_budget_pause(*, project: str, limit: str) -> None:
     """A run paused at a budget (``limit``: daily_tokens, monthly_cost, tree_cost, ...)."""
     _instruments.budget_pauses.add(1, {"agentfleet.project_id": project, "agentfleet.limit": limit})
+
+
+def record_history_pruned(*, project: str, table: str, rows: int) -> None:
+    """Retention deleted ``rows`` rows of ``table`` (agent_runs, agent_run_events, ...)."""
+    _instruments.history_pruned.add(
+        rows, {"agentfleet.project_id": project, "agentfleet.table": table}
+    )
 
 
 def record_tool_call(*, tool: str, source: str, duration_s: float, failed: bool) -> None:

@@ -12,6 +12,50 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PruneHistoryRequest(_message.Message):
+    __slots__ = ("project_id", "dry_run", "max_runs")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    dry_run: bool
+    max_runs: int
+    def __init__(self, project_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_runs: _Optional[int] = ...) -> None: ...
+
+class PruneHistoryResponse(_message.Message):
+    __slots__ = ("runs", "messages", "tool_calls", "events", "keep_days", "cutoff", "more")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_DAYS_FIELD_NUMBER: _ClassVar[int]
+    CUTOFF_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    runs: int
+    messages: int
+    tool_calls: int
+    events: int
+    keep_days: int
+    cutoff: _timestamp_pb2.Timestamp
+    more: bool
+    def __init__(self, runs: _Optional[int] = ..., messages: _Optional[int] = ..., tool_calls: _Optional[int] = ..., events: _Optional[int] = ..., keep_days: _Optional[int] = ..., cutoff: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., more: _Optional[bool] = ...) -> None: ...
+
+class SetHistoryRetentionRequest(_message.Message):
+    __slots__ = ("project_id", "keep_days")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEEP_DAYS_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    keep_days: int
+    def __init__(self, project_id: _Optional[str] = ..., keep_days: _Optional[int] = ...) -> None: ...
+
+class SetHistoryRetentionResponse(_message.Message):
+    __slots__ = ("keep_days", "project_setting")
+    KEEP_DAYS_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_SETTING_FIELD_NUMBER: _ClassVar[int]
+    keep_days: int
+    project_setting: bool
+    def __init__(self, keep_days: _Optional[int] = ..., project_setting: _Optional[bool] = ...) -> None: ...
+
 class RunSummary(_message.Message):
     __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos")
     class LabelsEntry(_message.Message):

@@ -81,6 +81,16 @@ class HistoryServiceStub:
                 request_serializer=agentfleet_dot_v1_dot_history__pb2.GetAgentStatsRequest.SerializeToString,
                 response_deserializer=agentfleet_dot_v1_dot_history__pb2.GetAgentStatsResponse.FromString,
                 _registered_method=True)
+        self.PruneHistory = channel.unary_unary(
+                '/agentfleet.v1.HistoryService/PruneHistory',
+                request_serializer=agentfleet_dot_v1_dot_history__pb2.PruneHistoryRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_history__pb2.PruneHistoryResponse.FromString,
+                _registered_method=True)
+        self.SetHistoryRetention = channel.unary_unary(
+                '/agentfleet.v1.HistoryService/SetHistoryRetention',
+                request_serializer=agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -158,6 +168,25 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PruneHistory(self, request, context):
+        """Deletes (or with dry_run counts) the project's finished run trees older than its
+        retention, with their messages, tool calls and events, in small batches; a tree that is
+        not finished, belongs to a task, or whose thread has a run within the retention is
+        kept. At most max_runs top-level runs per call (more says some are left). dry_run false
+        needs an admin token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetHistoryRetention(self, request, context):
+        """Sets the project's retention (admin only); keep_days unset returns to the
+        deployment's AGENTFLEET_HISTORY_RETENTION_DAYS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +234,16 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.GetAgentStats,
                     request_deserializer=agentfleet_dot_v1_dot_history__pb2.GetAgentStatsRequest.FromString,
                     response_serializer=agentfleet_dot_v1_dot_history__pb2.GetAgentStatsResponse.SerializeToString,
+            ),
+            'PruneHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneHistory,
+                    request_deserializer=agentfleet_dot_v1_dot_history__pb2.PruneHistoryRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_history__pb2.PruneHistoryResponse.SerializeToString,
+            ),
+            'SetHistoryRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetHistoryRetention,
+                    request_deserializer=agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -451,6 +490,60 @@ class HistoryService:
             '/agentfleet.v1.HistoryService/GetAgentStats',
             agentfleet_dot_v1_dot_history__pb2.GetAgentStatsRequest.SerializeToString,
             agentfleet_dot_v1_dot_history__pb2.GetAgentStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.HistoryService/PruneHistory',
+            agentfleet_dot_v1_dot_history__pb2.PruneHistoryRequest.SerializeToString,
+            agentfleet_dot_v1_dot_history__pb2.PruneHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetHistoryRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.HistoryService/SetHistoryRetention',
+            agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionRequest.SerializeToString,
+            agentfleet_dot_v1_dot_history__pb2.SetHistoryRetentionResponse.FromString,
             options,
             channel_credentials,
             insecure,
