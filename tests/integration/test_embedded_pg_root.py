@@ -13,6 +13,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -230,3 +231,33 @@ def test_checkouts_share_one_copy_of_a_build_and_unused_copies_are_collected(
         running.wait()
         shutil.rmtree(in_use, ignore_errors=True)
         shutil.rmtree(unused, ignore_errors=True)
+
+
+def test_a_copy_reused_while_a_collector_decides_is_kept(tmp_path: Path) -> None:
+    """The collector reads the copy's stamp under the lock the reuse holds: a start that
+    touches a stale copy's stamp while a collector waits on the lock keeps it. A staging
+    folder left by a start that died while copying goes."""
+    stale = _stale_copy("reused-build")
+    dead_staging = embedded_pg_root.ROOT_BASE / f".{embedded_pg_root.PGINSTALL_PREFIX}died-x"
+    dead_staging.mkdir()
+    keep = embedded_pg_root.ROOT_BASE / f"{embedded_pg_root.PGINSTALL_PREFIX}none"
+    try:
+        with embedded_pg_root.pginstalls_locked():
+            collector = threading.Thread(
+                target=embedded_pg_root.collect_unused_pginstalls, kwargs={"keep": keep}
+            )
+            collector.start()
+            # The collector cannot decide while the lock is held (it would have deleted
+            # both by now otherwise).
+            collector.join(timeout=0.5)
+            assert collector.is_alive()
+            assert stale.exists()
+            # A start reusing the copy: the stamp, under the lock.
+            (stale / embedded_pg_root.LAST_USED_FILE).touch()
+        collector.join(timeout=30)
+        assert not collector.is_alive()
+        assert stale.exists()
+        assert not dead_staging.exists()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(dead_staging, ignore_errors=True)

@@ -26,6 +26,8 @@ Every failure is :class:`agentfleet.errors.Unavailable` with one line saying wha
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import pwd
@@ -34,7 +36,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,8 @@ TEMP_HOME_PREFIX = "agentfleet-pg-home-"
 PGINSTALL_PREFIX = "pginstall-"
 LAST_USED_FILE = "last-used"
 """File in a copy of the binaries, touched whenever a start asks for that copy."""
+PGINSTALL_LOCK = ".pginstall.lock"
+"""File under :data:`ROOT_BASE` whose ``flock`` orders the copies' reuse and collection."""
 PGINSTALL_GRACE_S = 3600.0
 """A copy asked for this recently is kept even with no server running from it: the start
 that asked may not have run the server yet."""
@@ -125,6 +129,18 @@ def reachable_pginstall(pginstall: Path, user: str) -> Path:
     # the copy keeps that layout.
     package = real.parent
     copied_pginstall = copy / package.name / real.name
+    with pginstalls_locked():
+        _ensure_copy(real, package, copy)
+        # Under the lock: a collector deciding on this copy sees the fresh stamp, or has
+        # deleted it before the check above (which then made it again).
+        (copy / LAST_USED_FILE).touch()
+    collect_unused_pginstalls(keep=copy)
+    if not _pginstall_usable(copied_pginstall, user):
+        raise Unavailable(f"{user} cannot run the PostgreSQL binaries copied to {copy}")
+    return copied_pginstall
+
+
+def _ensure_copy(real: Path, package: Path, copy: Path) -> None:
     if not copy.exists():
         # Built beside its final name and renamed: a concurrent start sees all of it or none.
         staging = Path(tempfile.mkdtemp(prefix=f".{copy.name}-", dir=copy.parent))
@@ -142,11 +158,19 @@ def reachable_pginstall(pginstall: Path, user: str) -> Path:
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    (copy / LAST_USED_FILE).touch()
-    collect_unused_pginstalls(keep=copy)
-    if not _pginstall_usable(copied_pginstall, user):
-        raise Unavailable(f"{user} cannot run the PostgreSQL binaries copied to {copy}")
-    return copied_pginstall
+
+
+@contextlib.contextmanager
+def pginstalls_locked() -> Iterator[None]:
+    """Holds :data:`PGINSTALL_LOCK` (an exclusive ``flock``, every process of the host):
+    a copy's reuse (its stamp touched) and its collection (stamp checked, folder deleted)
+    never interleave, so a start never runs binaries a collector is deleting."""
+    with (ROOT_BASE / PGINSTALL_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def content_key(pginstall: Path) -> str:
@@ -173,20 +197,34 @@ def content_key(pginstall: Path) -> str:
 def collect_unused_pginstalls(*, keep: Path) -> None:
     """Deletes the copies of the binaries under :data:`ROOT_BASE` (but ``keep``) that no
     running process executes and no start asked for within :data:`PGINSTALL_GRACE_S`:
-    other builds, and the per-checkout copies older versions made."""
+    other builds, and the per-checkout copies older versions made; and the staging folders
+    of copies a start died while making."""
+    with pginstalls_locked():
+        # Copies are built under the lock: a staging folder seen here was left by a start
+        # that died while copying.
+        for staging in ROOT_BASE.glob(f".{PGINSTALL_PREFIX}*"):
+            if staging.is_dir():
+                shutil.rmtree(staging, ignore_errors=True)
     candidates = [c for c in ROOT_BASE.glob(f"{PGINSTALL_PREFIX}*") if c != keep and c.is_dir()]
     if not candidates:
         return
     running = _running_executables()
-    now = time.time()
     for copy in candidates:
-        try:
-            last_used = (copy / LAST_USED_FILE).stat().st_mtime
-        except FileNotFoundError:
-            last_used = copy.stat().st_mtime
-        if now - last_used < PGINSTALL_GRACE_S or any(copy in exe.parents for exe in running):
+        if any(copy in exe.parents for exe in running):
             continue
-        shutil.rmtree(copy, ignore_errors=True)
+        # A server started from it after `running` was read touched its stamp first.
+        with pginstalls_locked():
+            if not copy.is_dir() or _used_within_grace(copy):
+                continue
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def _used_within_grace(copy: Path) -> bool:
+    try:
+        last_used = (copy / LAST_USED_FILE).stat().st_mtime
+    except FileNotFoundError:
+        last_used = copy.stat().st_mtime
+    return time.time() - last_used < PGINSTALL_GRACE_S
 
 
 def _running_executables() -> list[Path]:
