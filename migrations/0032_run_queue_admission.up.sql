@@ -2,45 +2,69 @@
 -- queued-runs count (up to AGENTFLEET_MAX_QUEUED_PER_PROJECT index entries read) through
 -- the insert, its event and the commit: 64-89 runs/s accepted per project (issue #36).
 --
--- The cap is now admitted on a per-project counter. Every change to the number of a
--- project's queued capped runs (caps.capped: depth 0 or a task's run) is written by a
--- trigger as a +1/-1 row of kb.run_queue_deltas, an append without locks, so a claim, a
--- cancel or a requeue never waits on an enqueue (nor enqueues on them). An enqueue inserts
--- its run first, then calls kb.admit_queued_run() as its last statement: it locks the
--- project's kb.run_queue_counts row, folds the deltas committed so far into it (its own +1
--- included) and returns the count; past the cap the caller rolls back. The lock is held
--- for that one statement and the commit, not the whole transaction.
+-- The cap is now admitted on per-project counters, split in up to 16 shards so that
+-- concurrent enqueues of one project lock different rows. The cap is divided among the
+-- shards (kb.run_queue_quota); every run records the shard it counts in (queue_shard).
+-- Every change to the number of a project's queued capped runs (caps.capped: depth 0 or a
+-- task's run) is written by a trigger as a +1/-1 row of kb.run_queue_deltas for the run's
+-- shard, an append without locks, so a claim, a cancel or a requeue never waits on an
+-- enqueue (nor enqueues on them).
 --
--- Exact: admissions of a project are serialised on the counter row, and the fold reads
--- deltas in a snapshot taken after the lock, so every admitted run committed before is in
--- the count; a dequeue not yet committed still counts as queued (refusing early, never
--- admitting past the cap), as with the count it replaces.
+-- An enqueue inserts its run in a random shard, then calls kb.admit_queued_run() as its
+-- last statement: it locks that shard's counter, folds the shard's committed deltas into it
+-- (its own +1 included) and admits the run when the shard is within its quota. Otherwise
+-- (the shard full, or the cap near) it rolls that attempt back and locks every shard of the
+-- project in order, folds them all, and admits the run only when the project's total is
+-- within the cap, moving it to a shard with room. The lock(s) are held for that statement
+-- and the commit, not the whole transaction.
+--
+-- Exact: every admitted run leaves its shard within its quota (checked under the shard's
+-- lock), so the project's total never passes the sum of the quotas, the cap; a refusal
+-- counts every shard under its lock. The folds read deltas in a snapshot taken after the
+-- lock, so every run committed before is counted; a dequeue not yet committed still counts
+-- as queued (refusing early, never admitting past the cap), as with the count it replaces.
+
+ALTER TABLE kb.agent_runs ADD COLUMN queue_shard smallint NOT NULL DEFAULT 0
+    CHECK (queue_shard BETWEEN 0 AND 15);
 
 CREATE TABLE kb.run_queue_counts (
-    project_id text PRIMARY KEY,
-    queued integer NOT NULL DEFAULT 0
+    project_id text NOT NULL,
+    shard smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
+    queued integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (project_id, shard)
 );
 
 CREATE TABLE kb.run_queue_deltas (
     project_id text NOT NULL,
+    shard smallint NOT NULL,
     delta smallint NOT NULL
 );
-CREATE INDEX run_queue_deltas_project_idx ON kb.run_queue_deltas (project_id);
+CREATE INDEX run_queue_deltas_project_idx ON kb.run_queue_deltas (project_id, shard);
 
-INSERT INTO kb.run_queue_counts (project_id, queued)
-SELECT project_id, count(*) FROM kb.agent_runs
+-- Existing queued runs all count in shard 0 (over its quota if need be: an admission then
+-- takes the exact path until the queue drains).
+INSERT INTO kb.run_queue_counts (project_id, shard, queued)
+SELECT project_id, 0, count(*) FROM kb.agent_runs
 WHERE status = 'queued' AND (depth = 0 OR task_id IS NOT NULL)
 GROUP BY project_id;
+
+-- Shard s's share of a cap: the cap spread over least(16, cap) shards, the first ones one
+-- more; 0 for the shards past those.
+CREATE FUNCTION kb.run_queue_quota(s integer, cap integer) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN s >= least(16, cap) THEN 0
+                ELSE cap / least(16, cap) + (s < cap % least(16, cap))::integer END
+$$;
 
 CREATE FUNCTION kb.note_run_queue_delta() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        INSERT INTO kb.run_queue_deltas VALUES (OLD.project_id, -1);
+        INSERT INTO kb.run_queue_deltas VALUES (OLD.project_id, OLD.queue_shard, -1);
     ELSIF TG_OP = 'INSERT' OR NEW.status = 'queued' THEN
-        INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, 1);
+        INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, NEW.queue_shard, 1);
     ELSE
-        INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, -1);
+        INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, NEW.queue_shard, -1);
     END IF;
     RETURN NULL;
 END
@@ -62,23 +86,63 @@ CREATE TRIGGER agent_runs_queue_delete AFTER DELETE ON kb.agent_runs
 FOR EACH ROW WHEN (OLD.status = 'queued' AND (OLD.depth = 0 OR OLD.task_id IS NOT NULL))
 EXECUTE FUNCTION kb.note_run_queue_delta();
 
--- The project's queued capped runs once every delta committed before this call (and the
--- caller's own) is folded in, with the project's counter row locked until the caller's
--- transaction ends. Each statement of a VOLATILE plpgsql function takes its own snapshot
--- (read committed), so the fold sees what committed while this call waited for the lock.
-CREATE FUNCTION kb.admit_queued_run(project text) RETURNS integer
+-- Whether the caller's run (just inserted, counted in shard `own`) fits the project's cap,
+-- with the counters it read locked until the caller's transaction ends. Each statement of
+-- a VOLATILE plpgsql function takes its own snapshot (read committed), so a fold sees what
+-- committed while the call waited for the lock. The first attempt runs in a subtransaction
+-- (the BEGIN ... EXCEPTION block): rolled back, it releases its shard's lock, so the exact
+-- path never holds a lock out of shard order (no deadlock between admissions).
+CREATE FUNCTION kb.admit_queued_run(project text, run uuid, own smallint, cap integer)
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    folded integer;
     now_queued integer;
+    total integer;
+    room smallint;
 BEGIN
-    INSERT INTO kb.run_queue_counts AS c (project_id) VALUES (project)
-    ON CONFLICT (project_id) DO UPDATE SET queued = c.queued;
-    WITH gone AS (DELETE FROM kb.run_queue_deltas WHERE project_id = project RETURNING delta)
-    SELECT coalesce(sum(delta), 0) INTO folded FROM gone;
-    UPDATE kb.run_queue_counts SET queued = queued + folded
-    WHERE project_id = project
-    RETURNING queued INTO now_queued;
-    RETURN now_queued;
+    BEGIN
+        INSERT INTO kb.run_queue_counts AS c (project_id, shard) VALUES (project, own)
+        ON CONFLICT (project_id, shard) DO UPDATE SET queued = c.queued;
+        WITH gone AS (
+            DELETE FROM kb.run_queue_deltas d
+            WHERE d.project_id = project AND d.shard = own RETURNING d.delta)
+        UPDATE kb.run_queue_counts
+        SET queued = queued + (SELECT coalesce(sum(delta), 0) FROM gone)
+        WHERE project_id = project AND shard = own
+        RETURNING queued INTO now_queued;
+        IF now_queued <= kb.run_queue_quota(own, cap) THEN
+            RETURN true;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'AFQ01';
+    EXCEPTION WHEN SQLSTATE 'AFQ01' THEN
+        NULL;  -- the shard is full: count the whole project
+    END;
+    INSERT INTO kb.run_queue_counts (project_id, shard)
+    SELECT project, s FROM generate_series(0, 15) s
+    ON CONFLICT (project_id, shard) DO NOTHING;
+    PERFORM 1 FROM kb.run_queue_counts WHERE project_id = project ORDER BY shard FOR UPDATE;
+    WITH gone AS (
+        DELETE FROM kb.run_queue_deltas d WHERE d.project_id = project
+        RETURNING d.shard, d.delta),
+    sums AS (SELECT shard, sum(delta) AS delta FROM gone GROUP BY shard)
+    UPDATE kb.run_queue_counts c SET queued = c.queued + sums.delta
+    FROM sums WHERE c.project_id = project AND c.shard = sums.shard;
+    SELECT sum(queued) INTO total FROM kb.run_queue_counts WHERE project_id = project;
+    IF total > cap THEN
+        RETURN false;
+    END IF;
+    SELECT queued INTO now_queued FROM kb.run_queue_counts
+    WHERE project_id = project AND shard = own;
+    IF now_queued <= kb.run_queue_quota(own, cap) THEN
+        RETURN true;
+    END IF;
+    -- Within the cap, so some shard is below its quota: the run counts there instead.
+    SELECT shard INTO room FROM kb.run_queue_counts
+    WHERE project_id = project AND queued < kb.run_queue_quota(shard, cap)
+    ORDER BY shard LIMIT 1;
+    UPDATE kb.run_queue_counts SET queued = queued - 1 WHERE project_id = project AND shard = own;
+    UPDATE kb.run_queue_counts SET queued = queued + 1 WHERE project_id = project AND shard = room;
+    UPDATE kb.agent_runs SET queue_shard = room WHERE project_id = project AND id = run;
+    RETURN true;
 END
 $$;

@@ -142,7 +142,7 @@ class RunQueue:
         # Exact admission last (migration 0032): enqueues of one project wait on each other
         # only for this statement and the commit. Past the cap the exception rolls the run,
         # its event and its NOTIFY back.
-        if max_queued is not None and await runs.admit_queued(conn, run.project_id) > max_queued:
+        if max_queued is not None and not await runs.admit_queued(conn, run, max_queued):
             raise _queue_full(params.project_id, max_queued)
         return run, True, stored
 

@@ -123,6 +123,8 @@ class RunRecord:
     request_fingerprint: str | None = None
     """What the request of ``request_id`` asked (column request_fingerprint, migration
     0022); None before it, or for a run the executor started itself."""
+    queue_shard: int = 0
+    """Counter shard the run counts in toward the queued-runs cap (migration 0032)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -138,6 +140,7 @@ class RunRecord:
         values["cost_nanos"] = row.get("cost_nanos") or 0
         values["cost_total_tree_nanos"] = row.get("cost_total_tree_nanos") or 0
         values["max_tree_cost_nanos"] = row.get("max_tree_cost_nanos")
+        values["queue_shard"] = row.get("queue_shard") or 0
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -187,6 +190,7 @@ _OPTIONAL_COLUMNS = frozenset(
         "cost_nanos",
         "cost_total_tree_nanos",
         "max_tree_cost_nanos",
+        "queue_shard",
     }
 )
 """Columns some statements do not select; the others are required."""

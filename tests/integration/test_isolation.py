@@ -410,6 +410,12 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
         "GetAgentStats": lambda: a.history.GetAgentStats(
             history_pb2.GetAgentStatsRequest(project_id=B)
         ),
+        "PruneHistory": lambda: a.history.PruneHistory(
+            history_pb2.PruneHistoryRequest(project_id=B)
+        ),
+        "SetHistoryRetention": lambda: a.history.SetHistoryRetention(
+            history_pb2.SetHistoryRetentionRequest(project_id=B, keep_days=1)
+        ),
         **dispatcher_requests(a.dispatcher, B, graph_id=SOME_ID, task_id=SOME_ID),
     }
 

@@ -34,7 +34,8 @@ async def queued_count(pool: asyncpg.Pool, project: str) -> int:
     """The counter with its pending deltas: what the next admission would start from."""
     return int(
         await pool.fetchval(
-            "SELECT coalesce((SELECT queued FROM kb.run_queue_counts WHERE project_id = $1), 0)"
+            "SELECT coalesce((SELECT sum(queued) FROM kb.run_queue_counts"
+            " WHERE project_id = $1), 0)"
             " + coalesce((SELECT sum(delta) FROM kb.run_queue_deltas WHERE project_id = $1), 0)",
             project,
         )
@@ -182,3 +183,48 @@ async def test_one_projects_cap_never_counts_anothers_runs(db_pool: asyncpg.Pool
         await queue.enqueue(params())
     assert await queued_count(db_pool, PROJECT) == 2
     assert await queued_count(db_pool, OTHER) == 2
+
+
+async def test_a_cap_spread_over_every_shard_is_exact_under_concurrency(
+    database_url: str,
+) -> None:
+    """A cap of 40 over 16 counter shards (quotas of 2 and 3): 200 enqueues on 40
+    connections admit exactly 40, runs moved out of full shards included, and each shard
+    ends within its quota."""
+    pool = await db.create_pool(database_url, min_size=40, max_size=40)
+    try:
+        queue = RunQueue(pool, max_queued_per_project=40)
+        results = await asyncio.gather(
+            *(queue.enqueue(params()) for _ in range(200)), return_exceptions=True
+        )
+        assert sum(isinstance(r, tuple) for r in results) == 40
+        assert sum(isinstance(r, ResourceExhausted) for r in results) == 160
+        assert await queued_rows(pool, PROJECT) == 40
+        assert await queued_count(pool, PROJECT) == 40
+        rows = await pool.fetch(
+            "SELECT queue_shard AS shard, count(*) AS n FROM kb.agent_runs"
+            " WHERE project_id = $1 AND status = 'queued' GROUP BY queue_shard",
+            PROJECT,
+        )
+        quotas = {
+            r["shard"]: await pool.fetchval("SELECT kb.run_queue_quota($1, 40)", r["shard"])
+            for r in rows
+        }
+        assert all(r["n"] <= quotas[r["shard"]] for r in rows), rows
+    finally:
+        await pool.close()
+
+
+async def test_a_changed_cap_is_applied_exactly(db_pool: asyncpg.Pool) -> None:
+    """Runs queued under a cap of 20 stay counted when the deployment lowers it to 5 (no
+    more admitted) or raises it to 30 (exactly 10 more)."""
+    for _ in range(20):
+        await RunQueue(db_pool, max_queued_per_project=20).enqueue(params())
+    with pytest.raises(ResourceExhausted):
+        await RunQueue(db_pool, max_queued_per_project=5).enqueue(params())
+    raised = RunQueue(db_pool, max_queued_per_project=30)
+    for _ in range(10):
+        await raised.enqueue(params())
+    with pytest.raises(ResourceExhausted):
+        await raised.enqueue(params())
+    assert await queued_rows(db_pool, PROJECT) == await queued_count(db_pool, PROJECT) == 30

@@ -7,6 +7,7 @@ Functions take the caller's pool or connection: the caller owns the transaction.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -21,20 +22,22 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 """NOTIFY channel of newly queued runs; payload: the run id."""
 
 # $16: the project's cap on queued runs that count toward it (caps.capped; NULL: none, as
-# for children). The check here reads the project's counter and pending deltas (migration
+# for children). The check here reads the project's counters and pending deltas (migration
 # 0032) without locking, only so that a full queue refuses before writing anything; the
-# exact check is admit_queued, the caller's last statement before its commit.
+# exact check is admit_queued, the caller's last statement before its commit. $21: the
+# counter shard the run is counted in (QUEUE_SHARDS).
 _INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
-    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos)
+    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text, $20::bigint
+       $18::boolean, $19::text, $20::bigint, $21::smallint
 WHERE $16::integer IS NULL
-   OR coalesce((SELECT c.queued FROM kb.run_queue_counts c WHERE c.project_id = $1::text), 0)
+   OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
+                WHERE c.project_id = $1::text), 0)
       + coalesce((SELECT sum(d.delta) FROM kb.run_queue_deltas d
                   WHERE d.project_id = $1::text), 0) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
@@ -46,6 +49,11 @@ _INSERT_AND_NOTIFY = f"""
 WITH inserted AS ({_INSERT})
 SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
 """
+
+QUEUE_SHARDS = 16
+"""Counter shards of a project's queued-runs cap (kb.run_queue_quota, migration 0032): a run
+is counted in a random one of the first min(16, cap), so concurrent enqueues of a project
+lock different counters."""
 
 DEFINITION_FOREIGN_KEY = "agent_runs_agent_definition_id_fkey"
 """agent_runs.agent_definition_id's foreign key (migration 0004)."""
@@ -192,14 +200,22 @@ async def _insert(
         params.stream_deltas,
         params.request_fingerprint,
         params.max_tree_cost_nanos,
+        0 if max_queued is None else random.randrange(min(QUEUE_SHARDS, max_queued)),
     )
 
 
-async def admit_queued(conn: asyncpg.Connection, project_id: str) -> int:
-    """The project's queued capped runs, the caller's own just inserted included, counted
-    exactly (``kb.admit_queued_run``, migration 0032); the project's counter stays locked
-    until the caller's transaction ends, so call it last, just before the commit."""
-    return int(await conn.fetchval("SELECT kb.admit_queued_run($1::text)", project_id))
+async def admit_queued(conn: asyncpg.Connection, run: RunRecord, cap: int) -> bool:
+    """Whether ``run`` (just inserted, capped) fits its project's ``cap`` of queued capped
+    runs, decided exactly (``kb.admit_queued_run``, migration 0032); the counters it read
+    stay locked until the caller's transaction ends, so call it last, before the commit."""
+    admitted = await conn.fetchval(
+        "SELECT kb.admit_queued_run($1::text, $2::uuid, $3::smallint, $4::integer)",
+        run.project_id,
+        run.id,
+        run.queue_shard,
+        cap,
+    )
+    return bool(admitted)
 
 
 async def by_request_id(db: Db, project_id: str, request_id: str) -> RunRecord | None:

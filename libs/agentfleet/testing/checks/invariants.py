@@ -23,6 +23,8 @@ raises AssertionError listing them. The rules (DESIGN §4, §5):
 - ``message_seq``: message seqs of a run are exactly 0..max.
 - ``event_counter``: a run's ``last_event_seq`` (where the next event's seq comes from) is
   its newest event's seq, 0 with none; an event written around ``append_events`` breaks it.
+- ``queue_counter``: a project's queued-runs counter (``kb.run_queue_counts`` plus its
+  pending ``kb.run_queue_deltas``, migration 0032) is its number of queued capped runs.
 - ``graph_status``: every task graph's status kept in ``kb.task_graph_states`` is the one
   ``kb.task_graph_status`` derives from its tasks now (DESIGN §9; migration 0020).
 
@@ -188,6 +190,25 @@ RULES: tuple[Rule, ...] = (
             GROUP BY r.id
             HAVING r.last_event_seq <> coalesce(max(e.seq), 0)""",
         describe="run {id}: last_event_seq {counter} but newest event seq {newest}",
+    ),
+    Rule(
+        name="queue_counter",
+        sql=f"""
+            SELECT r.project_id, r.kept, r.queued FROM (
+                SELECT p.project_id,
+                       coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
+                                 WHERE c.project_id = p.project_id), 0)
+                       + coalesce((SELECT sum(d.delta) FROM kb.run_queue_deltas d
+                                   WHERE d.project_id = p.project_id), 0) AS kept,
+                       (SELECT count(*) FROM kb.agent_runs q
+                        WHERE q.project_id = p.project_id AND q.status = 'queued'
+                          AND (q.depth = 0 OR q.task_id IS NOT NULL)) AS queued
+                FROM (SELECT project_id FROM kb.run_queue_counts
+                      UNION SELECT project_id FROM kb.run_queue_deltas
+                      UNION SELECT project_id FROM kb.agent_runs WHERE status = 'queued') p
+            ) r
+            WHERE {_PROJECT} AND r.kept <> r.queued""",
+        describe="project {project_id}: queued-runs counter {kept} but {queued} queued",
     ),
     Rule(
         name="graph_status",
