@@ -56,12 +56,16 @@ LANGUAGE sql IMMUTABLE AS $$
                 ELSE cap / least(16, cap) + (s < cap % least(16, cap))::integer END
 $$;
 
+-- +1 when a run starts counting (queued and capped), -1 when it stops: its status changes,
+-- or a queued task run under a parent loses its task_id (the task deleted, ON DELETE SET
+-- NULL) and with it its place under the cap.
 CREATE FUNCTION kb.note_run_queue_delta() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         INSERT INTO kb.run_queue_deltas VALUES (OLD.project_id, OLD.queue_shard, -1);
-    ELSIF TG_OP = 'INSERT' OR NEW.status = 'queued' THEN
+    ELSIF TG_OP = 'INSERT'
+          OR (NEW.status = 'queued' AND (NEW.depth = 0 OR NEW.task_id IS NOT NULL)) THEN
         INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, NEW.queue_shard, 1);
     ELSE
         INSERT INTO kb.run_queue_deltas VALUES (NEW.project_id, NEW.queue_shard, -1);
@@ -76,10 +80,10 @@ CREATE TRIGGER agent_runs_queue_insert AFTER INSERT ON kb.agent_runs
 FOR EACH ROW WHEN (NEW.status = 'queued' AND (NEW.depth = 0 OR NEW.task_id IS NOT NULL))
 EXECUTE FUNCTION kb.note_run_queue_delta();
 
-CREATE TRIGGER agent_runs_queue_status AFTER UPDATE OF status ON kb.agent_runs
-FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
-                   AND (OLD.status = 'queued' OR NEW.status = 'queued')
-                   AND (NEW.depth = 0 OR NEW.task_id IS NOT NULL))
+CREATE TRIGGER agent_runs_queue_status AFTER UPDATE OF status, task_id ON kb.agent_runs
+FOR EACH ROW WHEN ((OLD.status = 'queued' AND (OLD.depth = 0 OR OLD.task_id IS NOT NULL))
+                   IS DISTINCT FROM
+                   (NEW.status = 'queued' AND (NEW.depth = 0 OR NEW.task_id IS NOT NULL)))
 EXECUTE FUNCTION kb.note_run_queue_delta();
 
 CREATE TRIGGER agent_runs_queue_delete AFTER DELETE ON kb.agent_runs

@@ -228,3 +228,26 @@ async def test_a_changed_cap_is_applied_exactly(db_pool: asyncpg.Pool) -> None:
     with pytest.raises(ResourceExhausted):
         await raised.enqueue(params())
     assert await queued_rows(db_pool, PROJECT) == await queued_count(db_pool, PROJECT) == 30
+
+
+async def test_a_queued_task_run_whose_task_is_deleted_frees_its_place(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """A task's run under a parent counts only while it has its task: deleting the task
+    (task_id set NULL by the foreign key) takes it out of the count."""
+    queue = RunQueue(db_pool, max_queued_per_project=2)
+    parent = (await queue.enqueue(params()))[0]
+    task_id = await db_pool.fetchval(
+        "INSERT INTO kb.graph_objects (project_id, type, properties)"
+        " VALUES ($1, 'SpecTask', '{}') RETURNING id::text",
+        PROJECT,
+    )
+    under = replace(
+        params(), parent_run_id=parent.id, root_run_id=parent.id, depth=1, task_id=task_id
+    )
+    await queue.enqueue(under)
+    with pytest.raises(ResourceExhausted):
+        await queue.enqueue(params())
+    await db_pool.execute("DELETE FROM kb.graph_objects WHERE id = $1::uuid", task_id)
+    assert await queued_count(db_pool, PROJECT) == await queued_rows(db_pool, PROJECT) == 1
+    await queue.enqueue(params())
