@@ -49,6 +49,9 @@ class Turn:
     config: types.GenerateContentConfig
     fallback_models: tuple[str, ...] = ()
     """Tried in order when ``model`` keeps failing (:mod:`services.executor.model.fallback`)."""
+    fallback_wait_s: float | None = None
+    """With fallbacks: the longest a call waits for a model's quota before the next one
+    (None: the executor's maximum quota wait)."""
 
 
 def run_span_context(run: RunRecord) -> Any:

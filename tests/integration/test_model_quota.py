@@ -14,7 +14,7 @@ from google.genai import types
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.llm import GenaiModelClient, QuotaScope, QuotaWait, RetryPolicy
-from agentfleet.llm.errors import QuotaWaitExceeded
+from agentfleet.llm.errors import QuotaWaitExceeded, QuotaWaitTooLong
 from agentfleet.llm.quota import ModelQuotas, QuotaConfig
 from agentfleet.llm.quota_store import BudgetStore
 from agentfleet.quota_settings import parse_model_quotas
@@ -148,3 +148,32 @@ async def test_a_second_project_is_not_stuck_behind_the_first_one_s_backlog(
     finally:
         await client.aclose()
     assert position <= 3 + 4  # served within a round or so, not after 37 queued calls
+
+
+async def test_calls_with_a_fallback_leave_a_blocked_quota_instead_of_waiting(
+    quota_stub: GeminiStub, db_pool: asyncpg.Pool
+) -> None:
+    # The stub takes 2 calls per 20 s window, the declared rate is 10/s: the third call is
+    # refused with a retryDelay of up to 20 s, blocking the whole budget that long, while
+    # the calls paced behind it wait in the queue.
+    quota_stub.set_quota(parse_quota("rpm=2/20s"))
+    config = QuotaConfig(declared=parse_model_quotas("*:rpm=600"), max_wait_s=60)
+    client = limited_client(quota_stub, db_pool, config)
+    try:
+        await asyncio.gather(ask(client), ask(client))
+        started = time.monotonic()
+        # Queued behind the refused call, and the refused call itself: all leave at the 429.
+        calls = [ask(client, quota_fallback_wait_s=3.0) for _ in range(4)]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        elapsed = time.monotonic() - started
+        # A call without a fallback waits for the block, as before.
+        assert client.quotas is not None
+        assert client.quotas.budget(MODEL).retry_at > asyncio.get_running_loop().time() + 3
+    finally:
+        await client.aclose()
+    assert all(isinstance(o, QuotaWaitTooLong) for o in outcomes), outcomes
+    assert all(o.expected_wait_s > 3 for o in outcomes if isinstance(o, QuotaWaitTooLong))
+    assert "past the 3 s this call waits before its fallback model" in str(outcomes[0])
+    assert elapsed < 3  # sent on at once, not after waiting for the bound
+    windows = quota_stub.quota.windows() if quota_stub.quota else []
+    assert sum(w.refused for w in windows) == 1  # the refused call was not retried

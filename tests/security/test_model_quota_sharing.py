@@ -1,16 +1,22 @@
 """Hostile parties against the shared model limiter: a model server whose 429 asks for a
-retry delay of years, and a project flooding the queue to starve the others."""
+retry delay of years, a project flooding the queue to starve the others, and a tenant's
+fallback wait that is not a number of seconds."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 
 import asyncpg
+import pytest
 
 from agentfleet.llm.quota import ModelQuotas, QuotaConfig, QuotaScope
 from agentfleet.llm.quota_math import MAX_BLOCK_S, BudgetState, throttled
 from agentfleet.llm.quota_store import BudgetStore
 from agentfleet.quota_settings import ModelLimits, parse_model_quotas
+from services.executor.registry.definitions import AgentDefinition
+from services.executor.registry.manifest import definition_violations
+from services.executor.registry.model_config import ModelConfig
 
 
 def test_a_model_server_cannot_block_the_fleet_for_longer_than_the_cap() -> None:
@@ -47,3 +53,15 @@ async def test_a_flooding_project_does_not_starve_another_project_s_calls(
         await quotas.aclose()
     # Three calls of the victim, served alternately with the flood's: within ~6 slots.
     assert victim_done_at <= 3 * 2 + 2
+
+
+@pytest.mark.parametrize("wait", [math.nan, -1.0, math.inf, 86_401.0, 1e300])
+def test_a_tenant_s_fallback_wait_must_be_a_sane_number_of_seconds(wait: float) -> None:
+    # NaN passes JSON Schema's minimum and maximum (every comparison is false); inf and huge
+    # values would make a tenant's call wait for ever before its fallback.
+    definition = AgentDefinition(
+        name="a",
+        model=ModelConfig(name="gemini-2.5-pro", fallback_models=("x",), fallback_wait_s=wait),
+    )
+    fields = [v.field for v in definition_violations(definition)]
+    assert "agent_definition.model.fallback_wait_s" in fields

@@ -115,6 +115,11 @@ class ModelRequest(_RequiredArguments, total=False):
     on_wait: QuotaWaitSink | None
     """Told when the call starts and stops waiting for its model's shared quota
     (:class:`agentfleet.llm.quota_wait.QuotaWait`); not sent to the model."""
+    quota_fallback_wait_s: float | None
+    """Set when the call has a fallback model: the longest it waits for this model's
+    quota (expected or waited) before the limiter raises
+    :class:`~agentfleet.llm.errors.QuotaWaitTooLong` instead; ``inf`` means the maximum
+    wait (AGENTFLEET_MODEL_QUOTA_MAX_WAIT_S). Not sent to the model."""
 
 
 def checked_request(request: Mapping[str, object]) -> ModelRequest:

@@ -241,10 +241,20 @@ class GenaiModelClient:
         if quotas is None:
             return attempt, None
         scope, on_wait = request.get("quota_scope"), request.get("on_wait")
-        deadline = asyncio.get_running_loop().time() + quotas.config.max_wait_s
+        start = asyncio.get_running_loop().time()
+        deadline = start + quotas.config.max_wait_s
+        bound = request.get("quota_fallback_wait_s")
+        # A call with a fallback model waits for this one's quota at most its bound (and
+        # never when the expected wait passes it): then QuotaWaitTooLong sends it on.
+        fallback_at = None
+        if bound is not None:
+            bound = bound if bound >= 0 else 0.0  # NaN compares false: taken as 0 too
+            fallback_at = start + min(bound, quotas.config.max_wait_s)
 
         async def limited() -> types.GenerateContentResponse:
-            return await quotas.guarded(model, scope, on_wait, deadline, attempt, _tokens_of)
+            return await quotas.guarded(
+                model, scope, on_wait, deadline, attempt, _tokens_of, fallback_at
+            )
 
         async def on_throttled(retry_after_s: float | None, limit: str | None) -> None:
             await quotas.throttled(model, retry_after_s, limit)

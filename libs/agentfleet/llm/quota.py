@@ -28,7 +28,7 @@ import asyncpg
 import structlog
 
 from agentfleet.config import Settings
-from agentfleet.llm.errors import QuotaWaitExceeded
+from agentfleet.llm.errors import QuotaWaitExceeded, QuotaWaitTooLong
 from agentfleet.llm.quota_math import Grant, grant_size, rates
 from agentfleet.llm.quota_queue import FairQueue
 from agentfleet.llm.quota_store import BudgetStore
@@ -101,6 +101,9 @@ class Slot:
 class _Waiter:
     future: asyncio.Future[Slot]
     project: str
+    fallback_at: float | None = None
+    """Loop time past which the call would rather go to its fallback model (None: it
+    has none): it is sent there as soon as its expected turn passes this."""
 
 
 class _Budget:
@@ -124,6 +127,10 @@ class _Budget:
         self.timer_at = 0.0
         self.fatal: str | None = None
         """Why every waiting call fails at once (the day's requests spent past max wait)."""
+        self.frees_at = 0.0
+        """When a refused grant's budget frees (loop time), for the expected wait."""
+        self.bounded: set[_Waiter] = set()
+        """Waiting calls with a fallback model, checked when the expected wait changes."""
 
     def take_due(self, now: float) -> Slot | None:
         """A slot usable now when nobody waits ahead (the call goes without waiting)."""
@@ -142,7 +149,7 @@ class _Budget:
         return slot
 
     def expected_wait(self, now: float, project: str) -> float:
-        due = self.stock[0].at if self.stock else self.retry_at
+        due = self.stock[0].at if self.stock else max(self.retry_at, self.frees_at)
         ahead = min(len(self.queue), self.queue.waiting_in(project) * self.queue.active_projects())
         per_call = 1 / self.rps if self.rps else 0.0
         return max(0.0, due - now) + max(0, ahead - len(self.stock)) * per_call
@@ -184,6 +191,26 @@ class _Budget:
         self.timer, self.timer_at = None, 0.0
         self.pump()
 
+    def shed_bounded(self, now: float) -> None:
+        """Sends each waiting call with a fallback whose expected turn now passes its
+        bound to the fallback (:class:`QuotaWaitTooLong`); run when the budget learns
+        something new (a grant, a refusal, a 429)."""
+        for waiter in list(self.bounded):
+            if waiter.future.done() or waiter.fallback_at is None:
+                continue
+            expected = self.expected_wait(now, waiter.project)
+            if now + expected > waiter.fallback_at:
+                self.queue.remove(waiter)
+                waiter.future.set_exception(self.too_long(expected, waiter.fallback_at - now))
+
+    def too_long(self, expected_s: float, bound_s: float) -> QuotaWaitTooLong:
+        return QuotaWaitTooLong(
+            f"model quota: {self.model} ({self.limit}) expects a wait of about "
+            f"{expected_s:.0f} s, past the {max(0.0, bound_s):.0f} s this call waits before "
+            "its fallback model",
+            expected_wait_s=expected_s,
+        )
+
     def give_back(self, slot: Slot) -> None:
         self.in_flight -= 1
         self.stock.appendleft(slot)
@@ -216,7 +243,7 @@ class _Budget:
                 calls=size,
                 tokens_per_call=self.tokens_per_call,
                 token_debt=debt,
-                horizon_s=max(HORIZON_S, 4 * config.grant_s),
+                horizon_s=grant_horizon(config),
                 grant_s=config.grant_s,
                 headroom=config.headroom,
             )
@@ -225,7 +252,7 @@ class _Budget:
             self._owner.granted_rounds += 1
             if isinstance(outcome, Grant):
                 self.token_debt -= debt
-                self.retry_at = 0.0
+                self.retry_at = self.frees_at = 0.0
                 self.limit = (
                     "retry_delay"
                     if state.blocked_until > db_now
@@ -245,6 +272,10 @@ class _Budget:
             else:
                 self.retry_at = outcome.retry_at + offset
                 self.limit = outcome.limit
+                # Refused because the timeline (or a block) reaches past the horizon: it
+                # frees a horizon after the retry; a spent day frees at the retry itself.
+                ahead = 0.0 if outcome.limit == "requests_per_day" else grant_horizon(config)
+                self.frees_at = self.retry_at + ahead
                 if outcome.retry_at - db_now > config.max_wait_s:
                     self.fatal = (
                         f"model quota: {self.model} {outcome.limit} spent; it frees in "
@@ -257,7 +288,13 @@ class _Budget:
         finally:
             self.refill = None
             if not self._owner.closed:
+                if self.bounded:
+                    self.shed_bounded(loop.time())
                 self.pump()
+
+
+def grant_horizon(config: QuotaConfig) -> float:
+    return max(HORIZON_S, 4 * config.grant_s)
 
 
 class ModelQuotas:
@@ -291,10 +328,13 @@ class ModelQuotas:
         on_wait: QuotaWaitSink | None = None,
         *,
         deadline: float | None = None,
+        fallback_at: float | None = None,
     ) -> Slot:
         """A slot for one call of ``model``: at once when one is due, else after waiting
         (``on_wait`` told when the wait starts and ends). ``deadline`` (loop time, default
-        ``max_wait_s`` from now) bounds the wait: past it :class:`QuotaWaitExceeded`."""
+        ``max_wait_s`` from now) bounds the wait: past it :class:`QuotaWaitExceeded`.
+        ``fallback_at`` (loop time; the call has a fallback model): when the expected turn
+        passes it, or the wait reaches it, :class:`QuotaWaitTooLong` instead of waiting."""
         loop = asyncio.get_running_loop()
         now = loop.time()
         budget = self.budget(model)
@@ -302,16 +342,26 @@ class ModelQuotas:
         if slot is not None:
             return slot
         project = scope.project if scope is not None else ""
-        waiter = _Waiter(loop.create_future(), project)
+        deadline = deadline if deadline is not None else now + self.config.max_wait_s
+        if fallback_at is not None:
+            # Never waits past the maximum for this model when another could answer.
+            fallback_at = min(fallback_at, deadline)
+        waiter = _Waiter(loop.create_future(), project, fallback_at)
         budget.queue.push(waiter, project=project, age_key=scope.age_key if scope else now)
         budget.pump()
         if waiter.future.done():
             return waiter.future.result()
+        if fallback_at is not None:
+            expected = budget.expected_wait(now, project)
+            if now + expected > fallback_at:
+                budget.queue.remove(waiter)
+                waiter.future.cancel()
+                raise budget.too_long(expected, fallback_at - now)
+            budget.bounded.add(waiter)
         limit_at_start = budget.limit
-        deadline = deadline if deadline is not None else now + self.config.max_wait_s
         handed = reported = False
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(min(deadline, fallback_at or deadline)):
                 if on_wait is not None:
                     # A wait shorter than this (a grant's round trip) is not shown on the run:
                     # its event would land between a streamed step's deltas and their text.
@@ -331,11 +381,15 @@ class ModelQuotas:
             handed = True
             return slot
         except TimeoutError:
+            if fallback_at is not None:
+                expected = budget.expected_wait(loop.time(), project)
+                raise budget.too_long(expected, fallback_at - now) from None
             raise QuotaWaitExceeded(
                 f"model quota: waited {loop.time() - now:.0f} s for {model} "
                 f"({budget.limit}), the maximum wait (AGENTFLEET_MODEL_QUOTA_MAX_WAIT_S)"
             ) from None
         finally:
+            budget.bounded.discard(waiter)
             if not waiter.future.done():
                 waiter.future.cancel()
                 budget.queue.remove(waiter)
@@ -391,6 +445,8 @@ class ModelQuotas:
         budget.rps, _ = rates(budget.limits, state, headroom=self.config.headroom)
         budget.retry_at = state.blocked_until + loop.time() - db_now
         budget.limit = limit or "retry_delay"
+        if budget.bounded:
+            budget.shed_bounded(loop.time())
         _log.info(
             "model quota: 429, every process backs off",
             model=model,
@@ -419,9 +475,10 @@ class ModelQuotas:
         deadline: float,
         call: Callable[[], Awaitable[T]],
         tokens_of: Callable[[T], int],
+        fallback_at: float | None = None,
     ) -> T:
         """``call`` once a slot is granted; the slot released with the tokens it spent."""
-        slot = await self.acquire(model, scope, on_wait, deadline=deadline)
+        slot = await self.acquire(model, scope, on_wait, deadline=deadline, fallback_at=fallback_at)
         tokens = 0
         try:
             result = await call()

@@ -171,20 +171,22 @@ class ToolSource(_message.Message):
     def __init__(self, kind: _Optional[_Union[ToolSourceKind, str]] = ..., mcp_server: _Optional[str] = ...) -> None: ...
 
 class ModelConfig(_message.Message):
-    __slots__ = ("provider", "name", "temperature", "max_output_tokens", "extra", "fallback_models")
+    __slots__ = ("provider", "name", "temperature", "max_output_tokens", "extra", "fallback_models", "fallback_wait_s")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_MODELS_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_WAIT_S_FIELD_NUMBER: _ClassVar[int]
     provider: str
     name: str
     temperature: float
     max_output_tokens: int
     extra: _struct_pb2.Struct
     fallback_models: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, provider: _Optional[str] = ..., name: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fallback_models: _Optional[_Iterable[str]] = ...) -> None: ...
+    fallback_wait_s: float
+    def __init__(self, provider: _Optional[str] = ..., name: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fallback_models: _Optional[_Iterable[str]] = ..., fallback_wait_s: _Optional[float] = ...) -> None: ...
 
 class AgentDefinition(_message.Message):
     __slots__ = ("id", "project_id", "name", "description", "system_prompt", "model", "tools", "flow_type", "sub_agents", "max_iterations", "max_steps", "default_timeout", "visibility", "is_default", "tags", "trigger", "config", "product_name", "version", "create_time", "update_time", "output_schema", "streaming")

@@ -3,8 +3,10 @@ the model before them keeps failing.
 
 A model "keeps failing" when it answered 5xx, overloaded or nothing on every attempt of the
 retry policy (:class:`~agentfleet.llm.errors.TransientModelError` other than a plain 429), or
-when its expected quota wait passes the bound (:class:`~agentfleet.llm.errors.QuotaWaitTooLong`,
-raised by the quota limiter through :func:`wait_calls_for_fallback`). A plain 429 is the
+when its quota will not let it answer in time: the limiter's expected wait for it passes the
+call's bound (the definition's ``model.fallback_wait_s``, else the maximum wait), or the call
+waited that long (:class:`~agentfleet.llm.errors.QuotaWaitTooLong`), or the day's requests are
+spent (:class:`~agentfleet.llm.errors.QuotaWaitExceeded`). A plain 429 is the
 quota's business (wait for it), and a 4xx is the request's fault: the same request would fail
 on the next model too, so neither switches. The reply says which model answered and why the
 others did not; the recorder stores the model on the message and emits a SAFETY
@@ -18,21 +20,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from agentfleet.llm import ModelReply
-from agentfleet.llm.errors import ModelError, QuotaWaitTooLong, TransientModelError
+from agentfleet.llm.errors import (
+    ModelError,
+    QuotaWaitExceeded,
+    QuotaWaitTooLong,
+    TransientModelError,
+)
 from agentfleet.observability import metrics
 
 
 def falls_back_on(error: ModelError) -> bool:
     """Whether ``error`` (retries spent) sends the call to the next model."""
-    if isinstance(error, QuotaWaitTooLong):
+    if isinstance(error, QuotaWaitTooLong | QuotaWaitExceeded):
+        # Its quota will not let it answer in time (the bound, the maximum wait, or the
+        # day's requests spent): another model's quota may.
         return True
     return isinstance(error, TransientModelError) and error.status_code != 429
-
-
-def wait_calls_for_fallback(expected_wait_s: float, bound_s: float | None) -> bool:
-    """Whether a call whose model expects to wait ``expected_wait_s`` for quota should go to
-    its fallback instead (the limiter raises QuotaWaitTooLong then). ``bound_s`` None: never."""
-    return bound_s is not None and expected_wait_s > bound_s
 
 
 async def with_fallbacks(

@@ -15,6 +15,7 @@ its field path (``manifest.agents[2].flow_type``). Pure: no I/O except loading t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,6 +182,10 @@ def definition_violations(
     out.extend(flow_violations(definition, prefix))
     out.extend(output_schema_violations(definition.output_schema, f"{prefix}.output_schema"))
     out.extend(config_violations(definition.config, f"{prefix}.config"))
+    wait = definition.model.fallback_wait_s
+    if wait is not None and not math.isfinite(wait):
+        # JSON Schema's minimum/maximum let NaN through (every comparison is false).
+        out.append(FieldViolation(f"{prefix}.model.fallback_wait_s", "must be 0 to 86400 s"))
     # The proto spells the timeout as a Duration named default_timeout.
     return [
         FieldViolation(v.field.replace(".default_timeout_s", ".default_timeout"), v.description)

@@ -28,6 +28,9 @@ class ModelConfig:
     fallback_models: tuple[str, ...] = ()
     """Tried in order when the model before keeps failing
     (:mod:`services.executor.model.fallback`)."""
+    fallback_wait_s: float | None = None
+    """With fallbacks: the longest a call waits for a model's quota before the next model;
+    None: the executor's maximum quota wait."""
 
     def to_json(self) -> dict[str, Any]:
         """The jsonb document stored in ``agent_definitions.model``."""
@@ -36,6 +39,7 @@ class ModelConfig:
             "max_output_tokens": self.max_output_tokens,
             "extra": self.extra or None,
             "fallback_models": list(self.fallback_models) or None,
+            "fallback_wait_s": self.fallback_wait_s,
         }
         document: dict[str, Any] = {"provider": self.provider, "name": self.name}
         document.update({key: value for key, value in optional.items() if value is not None})
@@ -47,6 +51,7 @@ class ModelConfig:
         document = document or {}
         max_output = document.get("max_output_tokens")
         temperature = document.get("temperature")
+        fallback_wait = document.get("fallback_wait_s")
         return cls(
             provider=document.get("provider") or DEFAULT_PROVIDER,
             name=document.get("name") or DEFAULT_MODEL_NAME,
@@ -54,4 +59,5 @@ class ModelConfig:
             max_output_tokens=int(max_output) if max_output is not None else None,
             extra=dict(document.get("extra") or {}),
             fallback_models=tuple(str(name) for name in document.get("fallback_models") or ()),
+            fallback_wait_s=float(fallback_wait) if fallback_wait is not None else None,
         )

@@ -250,6 +250,9 @@ def _model_from_proto(model: common_pb2.ModelConfig) -> ModelConfig:
         max_output_tokens=model.max_output_tokens if model.HasField("max_output_tokens") else None,
         extra=_document(model, "extra", {}),
         fallback_models=tuple(model.fallback_models),
+        fallback_wait_s=(
+            round(model.fallback_wait_s, 3) if model.HasField("fallback_wait_s") else None
+        ),
     )
 
 
@@ -267,6 +270,7 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
             max_output_tokens=model.max_output_tokens,
             extra=_struct(model.extra) if model.extra else None,
             fallback_models=list(model.fallback_models),
+            fallback_wait_s=model.fallback_wait_s,
         ),
         flow_type=_FLOW_TO_PROTO[definition.flow_type],
         max_iterations=definition.max_iterations or 0,

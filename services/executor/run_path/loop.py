@@ -208,6 +208,7 @@ class AgentLoop:
         turn = Turn(
             model=definition.model.name,
             fallback_models=definition.model.fallback_models,
+            fallback_wait_s=definition.model.fallback_wait_s,
             system=definition.system_prompt or None,
             tools=function_tools(list(callable_tools.values())),
             config=with_schema_without_tools(

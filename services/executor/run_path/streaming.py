@@ -9,6 +9,7 @@ A model client that cannot stream answers unstreamed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -40,6 +41,8 @@ class ModelCall:
     """Whose call it is, for the order of calls waiting for the model's quota."""
     fallback_models: tuple[str, ...] = ()
     """Not sent: the models :func:`call_model` turns to when ``model`` keeps failing."""
+    fallback_wait_s: float | None = None
+    """Not sent as such: how long a call with a next model waits for a model's quota."""
 
     @classmethod
     def of(cls, turn: Turn, contents: Sequence[types.Content]) -> ModelCall:
@@ -51,15 +54,23 @@ class ModelCall:
             tools=turn.tools,
             config=turn.config,
             fallback_models=turn.fallback_models,
+            fallback_wait_s=turn.fallback_wait_s,
         )
 
-    def arguments(self, model: str | None = None) -> dict[str, Any]:
+    def arguments(self, model: str | None = None, *, has_next: bool = False) -> dict[str, Any]:
         """The keyword arguments of :meth:`ModelClient.generate` (the fields, not copies),
-        for ``model`` (default: the call's own)."""
-        sent = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "fallback_models"}
+        for ``model`` (default: the call's own); ``has_next``: a fallback model follows it,
+        so its quota wait is bounded (``quota_fallback_wait_s``)."""
+        sent = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SENT}
         if model is not None:
             sent["model"] = model
+        if has_next:
+            wait = self.fallback_wait_s
+            sent["quota_fallback_wait_s"] = math.inf if wait is None else wait
         return sent
+
+
+_NOT_SENT = frozenset({"fallback_models", "fallback_wait_s"})
 
 
 async def call_model(
@@ -79,13 +90,16 @@ async def call_model(
     scope = QuotaScope(project=run.project_id, age_key=run.created_at.timestamp())
     call = replace(call, quota_scope=scope)
 
+    models = (call.model, *call.fallback_models)
+
     async def one(name: str) -> ModelReply:
+        arguments = call.arguments(name, has_next=name != models[-1])
         async with quota_waits(recorder, step=step, model=name) as on_wait:
             if not streaming or not isinstance(model, StreamingModelClient):
-                return await model.generate(**call.arguments(name), on_wait=on_wait)
-            return await _streamed(model, pool, run, step, call, name, on_wait)
+                return await model.generate(**arguments, on_wait=on_wait)
+            return await _streamed(model, pool, run, step, arguments, on_wait)
 
-    return await with_fallbacks(one, (call.model, *call.fallback_models))
+    return await with_fallbacks(one, models)
 
 
 async def _streamed(
@@ -93,8 +107,7 @@ async def _streamed(
     pool: asyncpg.Pool,
     run: RunRecord,
     step: int,
-    call: ModelCall,
-    name: str,
+    arguments: dict[str, Any],
     on_wait: QuotaWaitSink,
 ) -> ModelReply:
     # Only this worker appends the run's events while it holds the lease: the step's
@@ -116,4 +129,4 @@ async def _streamed(
             ),
         )
 
-    return await model.generate_stream(**call.arguments(name), on_delta=publish, on_wait=on_wait)
+    return await model.generate_stream(**arguments, on_delta=publish, on_wait=on_wait)
