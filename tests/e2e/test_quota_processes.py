@@ -24,6 +24,11 @@ from tests.e2e.conftest import Fleet, Project, start_fleet_processes
 LIMIT, WINDOW_S = 16, 4  # the stub's quota: 4 calls a second
 GRANT_S = 0.5
 SLACK = 2  # one grant: 0.5 s at 4/s (declared at the stub's rate, 95% headroom)
+HEAVY, LIGHT = "heavy-e2e", "light-e2e"
+"""Projects with weights 3 and 1 (AGENTFLEET_MODEL_QUOTA_WEIGHTS of both executors)."""
+SHARE_TOLERANCE = 0.1
+"""Of the heavy project's share of the calls while both saturate (0.75 by weight): the
+shared budget lets a project lead by one grant, and the first calls settle the shares."""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -48,6 +53,7 @@ async def quota_fleet(
             "AGENTFLEET_SHUTDOWN_GRACE_S": "4",
             "AGENTFLEET_MODEL_QUOTAS": f"*:rpm={LIMIT * 60 // WINDOW_S}",
             "AGENTFLEET_MODEL_QUOTA_GRANT_S": str(GRANT_S),
+            "AGENTFLEET_MODEL_QUOTA_WEIGHTS": f"{HEAVY}=3,{LIGHT}=1",
             # One attempt: a 429 the limiter does not absorb would fail the run.
             "AGENTFLEET_MODEL_MAX_ATTEMPTS": "1",
             "AGENTFLEET_EXECUTOR_LEASE_S": "3",
@@ -65,8 +71,8 @@ async def quota_fleet(
         await database_factory.drop_database(database_url)
 
 
-async def project_with_agent(fleet: Fleet, prefix: str) -> Project:
-    project_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+async def project_with_agent(fleet: Fleet, prefix: str, *, exact: bool = False) -> Project:
+    project_id = prefix if exact else f"{prefix}-{uuid.uuid4().hex[:8]}"
     created = await TokenStore(fleet.pool).create(project_id=project_id, role="admin", name="e2e")
     project = Project(fleet=fleet, project_id=project_id, token=created.token)
     await project.define("worker", system_prompt="You answer.")
@@ -133,6 +139,40 @@ async def test_two_executors_live_within_one_quota_and_share_it_fairly(
     assert max(accepted for accepted, _ in windows) <= LIMIT + SLACK
     refused = sum(r for _, r in windows)
     assert refused <= max(1, 0.02 * 44)
+
+
+async def test_two_executors_split_a_saturated_quota_by_project_weight(
+    quota_fleet: Fleet,
+) -> None:
+    heavy = await project_with_agent(quota_fleet, HEAVY, exact=True)
+    light = await project_with_agent(quota_fleet, LIGHT, exact=True)
+    runs: list[str] = []
+    # Both projects' backlogs on both executors at once: at 3:1 the heavy project's 36
+    # runs are done when the light one has done 12 of its 16, so both saturate throughout.
+    for _ in range(4):
+        runs += await trigger(heavy, 5, "executor-a") + await trigger(light, 2, "executor-a")
+        runs += await trigger(heavy, 4, "executor-b") + await trigger(light, 2, "executor-b")
+    await wait_for_query(
+        quota_fleet.pool,
+        "SELECT count(*) = 52 FROM kb.agent_runs WHERE id = ANY($1::uuid[])"
+        " AND status = 'completed'",
+        runs,
+        timeout_s=90,
+        what="every run of both projects completes",
+    )
+    order = [
+        r["project_id"]
+        for r in await quota_fleet.pool.fetch(
+            "SELECT project_id FROM kb.agent_runs WHERE id = ANY($1::uuid[]) ORDER BY completed_at",
+            runs,
+        )
+    ]
+    # The first 4 settle the shares; the next 32 are served while both still wait.
+    window = order[4:36]
+    share = window.count(HEAVY) / len(window)
+    assert abs(share - 0.75) <= SHARE_TOLERANCE, f"{HEAVY} got {share:.2f}: {window}"
+    windows = quota_windows(quota_fleet)
+    assert max(accepted for accepted, _ in windows) <= LIMIT + SLACK
 
 
 async def test_a_killed_replica_frees_its_share_for_the_other(quota_fleet: Fleet) -> None:

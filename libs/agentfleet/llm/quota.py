@@ -31,6 +31,7 @@ from agentfleet.config import Settings
 from agentfleet.llm.errors import QuotaWaitExceeded, QuotaWaitTooLong
 from agentfleet.llm.quota_math import Grant, grant_size, rates
 from agentfleet.llm.quota_queue import FairQueue
+from agentfleet.llm.quota_shares import MAX_WANTED_PROJECTS
 from agentfleet.llm.quota_store import BudgetStore
 from agentfleet.llm.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
 from agentfleet.observability import metrics
@@ -95,6 +96,8 @@ class Slot:
     tokens: float
     """What its grant charged for the call's tokens."""
     model: str = ""
+    project: str = ""
+    """The project the shared budget granted it for (:mod:`.quota_shares`); "" any."""
 
 
 @dataclass(eq=False, slots=True)
@@ -121,7 +124,8 @@ class _Budget:
         self.retry_at = 0.0
         self.token_debt = 0.0
         self.tokens_per_call = FIRST_TOKENS_PER_CALL
-        self.arrivals: collections.deque[float] = collections.deque()
+        self.arrivals: collections.deque[tuple[float, str]] = collections.deque()
+        """(time, project) of the calls that asked in the last grant length."""
         self.refill: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0
@@ -131,17 +135,21 @@ class _Budget:
         """When a refused grant's budget frees (loop time), for the expected wait."""
         self.bounded: set[_Waiter] = set()
         """Waiting calls with a fallback model, checked when the expected wait changes."""
+        self.share_debt: collections.Counter[str] = collections.Counter()
+        """Calls per project used beyond (or below) what grants charged it, for the next
+        grant to settle (:func:`~agentfleet.llm.quota_shares.settle`)."""
+        """Waiting calls with a fallback model, checked when the expected wait changes."""
 
-    def take_due(self, now: float) -> Slot | None:
+    def take_due(self, now: float, project: str) -> Slot | None:
         """A slot usable now when nobody waits ahead (the call goes without waiting)."""
-        self.arrivals.append(now)
-        while self.arrivals[0] < now - self._owner.config.grant_s:
+        self.arrivals.append((now, project))
+        while self.arrivals[0][0] < now - self._owner.config.grant_s:
             self.arrivals.popleft()
         self._drop_expired(now)
         if len(self.queue) or not self.stock or self.stock[0].at > now or not self._free():
             return None
         self.in_flight += 1
-        slot = self.stock.popleft()
+        slot = self._handed(self.stock.popleft(), project)
         if len(self.stock) < len(self.arrivals) and (
             not self.stock or self.stock[-1].at - now <= self._owner.config.grant_s
         ):
@@ -169,7 +177,7 @@ class _Budget:
             if waiter is None or waiter.future.done():
                 continue
             self.in_flight += 1
-            waiter.future.set_result(self.stock.popleft())
+            waiter.future.set_result(self._handed(self.stock.popleft(), waiter.project))
         if not len(self.queue):
             return
         wake = self.stock[0].at if self.stock else None
@@ -224,6 +232,29 @@ class _Budget:
         while self.stock and self.stock[0].expires < now:
             self.stock.popleft()
 
+    def _handed(self, slot: Slot, project: str) -> Slot:
+        """``slot`` given to a call of ``project``. The local queue's order decides (a
+        newcomer's first call goes within a round here too); when the budget granted the
+        slot for another project, the next grant moves its charge to the one that used it,
+        so the shared virtual times count what each project really used."""
+        if slot.project != project and slot.project:
+            self.share_debt[project] += 1
+            self.share_debt[slot.project] -= 1
+        return slot
+
+    def _wants(self) -> dict[str, int]:
+        """Calls wanted per project: those waiting and those that asked in the last grant
+        length (about as many will come), less the slots held for it; at most
+        MAX_WANTED_PROJECTS projects, the most wanting."""
+        wants = collections.Counter(self.queue.waiting())
+        wants.update(project for _, project in self.arrivals)
+        wants.subtract(slot.project for slot in self.stock)
+        wanted = {p: n for p, n in wants.most_common(MAX_WANTED_PROJECTS) if n > 0}
+        if not wanted:
+            # Asked ahead of demand (slots cover what waits): for the last caller's project.
+            wanted = {self.arrivals[-1][1] if self.arrivals else "": 1}
+        return wanted
+
     def _start_refill(self) -> None:
         if self.refill is None and not self._owner.closed:
             self.refill = asyncio.get_running_loop().create_task(self._refill())
@@ -232,9 +263,13 @@ class _Budget:
         loop = asyncio.get_running_loop()
         config = self._owner.config
         try:
-            wanted = len(self.queue) - len(self.stock) + len(self.arrivals)
+            wants = self._wants()
+            moved = {p: n for p, n in self.share_debt.most_common() if n}
             size = grant_size(
-                self.rps, wanted=wanted, grant_s=config.grant_s, unlimited_batch=UNLIMITED_BATCH
+                self.rps,
+                wanted=sum(wants.values()),
+                grant_s=config.grant_s,
+                unlimited_batch=UNLIMITED_BATCH,
             )
             debt = self.token_debt
             db_now, state, outcome = await self._owner.store.grant(
@@ -246,7 +281,11 @@ class _Budget:
                 horizon_s=grant_horizon(config),
                 grant_s=config.grant_s,
                 headroom=config.headroom,
+                wants=wants,
+                weights={p: w for p, w in config.weights.items() if p in wants or p in moved},
+                share_debt=moved,
             )
+            self.share_debt.subtract(moved)
             offset = loop.time() - db_now
             self.rps, _ = rates(self.limits, state, headroom=config.headroom)
             self._owner.granted_rounds += 1
@@ -260,13 +299,15 @@ class _Budget:
                     if self.rps is not None
                     else "tokens_per_minute"
                 )
-                for at in outcome.slot_times():
+                tags = outcome.tags or ("",) * outcome.calls
+                for at, project in zip(outcome.slot_times(), tags, strict=True):
                     self.stock.append(
                         Slot(
                             at=at + offset,
                             expires=at + offset + outcome.valid_s,
                             tokens=outcome.tokens_per_call,
                             model=self.model,
+                            project=project,
                         )
                     )
             else:
@@ -274,7 +315,9 @@ class _Budget:
                 self.limit = outcome.limit
                 # Refused because the timeline (or a block) reaches past the horizon: it
                 # frees a horizon after the retry; a spent day frees at the retry itself.
-                ahead = 0.0 if outcome.limit == "requests_per_day" else grant_horizon(config)
+                # (A fair-share refusal frees at the retry: the others are back in step.)
+                near = outcome.limit in ("requests_per_day", "fair_share")
+                ahead = 0.0 if near else grant_horizon(config)
                 self.frees_at = self.retry_at + ahead
                 if outcome.retry_at - db_now > config.max_wait_s:
                     self.fatal = (
@@ -338,10 +381,10 @@ class ModelQuotas:
         loop = asyncio.get_running_loop()
         now = loop.time()
         budget = self.budget(model)
-        slot = budget.take_due(now)
+        project = scope.project if scope is not None else ""
+        slot = budget.take_due(now, project)
         if slot is not None:
             return slot
-        project = scope.project if scope is not None else ""
         deadline = deadline if deadline is not None else now + self.config.max_wait_s
         if fallback_at is not None:
             # Never waits past the maximum for this model when another could answer.

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo
 
+from agentfleet.llm.quota_shares import allocate, settle
 from agentfleet.quota_settings import ModelLimits
 
 _PACIFIC = ZoneInfo("America/Los_Angeles")
@@ -64,6 +66,10 @@ class BudgetState:
     recent_since: float = 0.0
     """Start of the span ``recent_calls`` counts (AIMD's first guess of the rate)."""
     recent_calls: int = 0
+    shares: dict[str, list[float]] = field(default_factory=dict)
+    """Contending projects' ``[virtual_time, last_asked]`` (:mod:`.quota_shares`)."""
+    vclock: float = 0.0
+    """Virtual time of the last call granted."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +82,8 @@ class Grant:
     valid_s: float
     tokens_per_call: float
     """The tokens each slot was charged for (what a call is expected to spend)."""
+    tags: tuple[str, ...] = ()
+    """The project each slot was granted for (empty: any), by :mod:`.quota_shares`."""
 
     def slot_times(self) -> list[float]:
         return [self.start + i * self.spacing for i in range(self.calls)]
@@ -122,6 +130,9 @@ def take_grant(
     horizon_s: float,
     grant_s: float = 1.0,
     headroom: float = 1.0,
+    wants: Mapping[str, int] | None = None,
+    weights: Mapping[str, float] | None = None,
+    share_debt: Mapping[str, int] | None = None,
 ) -> tuple[BudgetState, Grant | Refused]:
     """Up to ``calls`` slots (at most ``grant_s`` of the rate), charged ``tokens_per_call``
     each plus ``token_debt`` (tokens earlier grants' calls spent beyond their charge;
@@ -131,6 +142,9 @@ def take_grant(
     day = pacific_day(now)
     if day != state.day:
         state = replace(state, day=day, day_requests=0)
+    if share_debt:
+        shares = settle(state.shares, state.vclock, share_debt, weights or {}, now=now)
+        state = replace(state, shares=shares)
     if limits.requests_per_day is not None:
         calls = min(calls, limits.requests_per_day - state.day_requests)
         if calls <= 0:
@@ -156,6 +170,24 @@ def take_grant(
         calls = min(calls, max(MIN_GRANT_CALLS, math.floor(rps * grant_s)))
     if tps is not None and tokens_per_call > 0:
         calls = min(calls, max(MIN_GRANT_CALLS, math.floor(tps * grant_s / tokens_per_call)))
+    tags: tuple[str, ...] = ()
+    if wants:
+        # Cut between the projects wanted, by weight across every process (a project at
+        # most one grant ahead of the least-served one contending).
+        cut = allocate(
+            state.shares,
+            state.vclock,
+            wants,
+            weights or {},
+            calls=calls,
+            now=now,
+            lead=max(MIN_GRANT_CALLS, (rps or 0.0) * grant_s),
+            rps=rps,
+        )
+        state = replace(state, shares=cut.shares, vclock=cut.vclock)
+        if not cut.tags:
+            return state, Refused(retry_at=now + cut.retry_in_s, limit="fair_share")
+        calls, tags = len(cut.tags), cut.tags
     request_span = calls / rps if rps is not None else 0.0
     token_span = max(0.0, calls * tokens_per_call + token_debt) / tps if tps is not None else 0.0
     span = max(request_span, token_span)
@@ -166,6 +198,7 @@ def take_grant(
         calls=calls,
         valid_s=max(spacing / 2, 0.05),
         tokens_per_call=tokens_per_call,
+        tags=tags,
     )
     return _granted(state, grant, end=start + span, now=now), grant
 

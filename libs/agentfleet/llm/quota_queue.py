@@ -89,6 +89,10 @@ class FairQueue(Generic[T]):
         entry = self._projects.get(project)
         return len(entry.heap) if entry is not None else 0
 
+    def waiting(self) -> dict[str, int]:
+        """Items queued per project (removed ones included until reached)."""
+        return {n: len(p.heap) for n, p in self._projects.items() if p.heap}
+
     def active_projects(self) -> int:
         return sum(1 for p in self._projects.values() if p.heap)
 
