@@ -1,11 +1,18 @@
-"""The shared budgets in PostgreSQL (``kb.model_quota_budgets``): one short transaction per
-grant or per 429, the row locked while :mod:`agentfleet.llm.quota_math` decides, on the
-database's clock."""
+"""The shared budgets in PostgreSQL (``kb.model_quota_budgets``): two autocommitted round
+trips per grant or per 429, on the database's clock.
+
+The row is read (with the database's time), :mod:`agentfleet.llm.quota_math` decides in
+Python, and the row is written back only if nobody wrote it in between (``version``, a
+compare-and-set): the same serial order as locking the row in a transaction, at half the
+round trips (a transaction is BEGIN, read FOR UPDATE, write, COMMIT). A write that lost the
+race reads again; after MAX_OPTIMISTIC_TRIES losses (many processes granting at once) it
+takes the row lock instead, so a grant always finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -13,7 +20,18 @@ from agentfleet.llm.quota_math import BudgetState, Grant, Refused, take_grant, t
 from agentfleet.postgres.db import transaction
 from agentfleet.quota_settings import ModelLimits
 
+T = TypeVar("T")
+
 _COLUMNS = [f.name for f in fields(BudgetState)]
+MAX_OPTIMISTIC_TRIES = 4
+_READ = f"""
+SELECT {", ".join(_COLUMNS)}, version, extract(epoch FROM clock_timestamp())::float8 AS now
+FROM kb.model_quota_budgets WHERE model = $1 AND credential = $2
+"""
+_CREATE = """
+INSERT INTO kb.model_quota_budgets (model, credential) VALUES ($1, $2)
+ON CONFLICT (model, credential) DO NOTHING
+"""
 _LOCK = f"""
 INSERT INTO kb.model_quota_budgets AS b (model, credential) VALUES ($1, $2)
 ON CONFLICT (model, credential) DO UPDATE SET model = b.model
@@ -24,9 +42,11 @@ UPDATE kb.model_quota_budgets SET
     {", ".join(f"{c} = ${i + 3}" for i, c in enumerate(_COLUMNS))},
     granted_total = granted_total + ${len(_COLUMNS) + 3},
     throttled_total = throttled_total + ${len(_COLUMNS) + 4},
+    version = version + 1,
     updated_at = now()
 WHERE model = $1 AND credential = $2
 """
+_SAVE_IF_UNCHANGED = _SAVE.rstrip() + f" AND version = ${len(_COLUMNS) + 5}\n"
 
 
 class BudgetStore:
@@ -41,38 +61,75 @@ class BudgetStore:
     ) -> tuple[float, BudgetState, Grant | Refused]:
         """The database's time, the budget after, and a grant (or why not) per
         :func:`~agentfleet.llm.quota_math.take_grant`."""
-        async with transaction(self._pool) as conn:
-            state, now = await self._lock(conn, model)
+
+        def decide(state: BudgetState, now: float) -> tuple[BudgetState, Grant | Refused, int]:
             state, outcome = take_grant(state, limits, now=now, **request)
-            granted = outcome.calls if isinstance(outcome, Grant) else 0
-            await self._save(conn, model, state, granted=granted, throttled_calls=0)
+            return state, outcome, 0
+
+        now, state, outcome = await self._update(model, decide)
         return now, state, outcome
 
     async def throttled(
         self, model: str, limits: ModelLimits, *, retry_after_s: float | None, headroom: float
     ) -> tuple[float, BudgetState]:
         """Records a 429 for every process: the budget blocked, AIMD's rate lowered."""
-        async with transaction(self._pool) as conn:
-            state, now = await self._lock(conn, model)
+
+        def decide(state: BudgetState, now: float) -> tuple[BudgetState, None, int]:
             state = throttled(
                 state, limits, retry_after_s=retry_after_s, now=now, headroom=headroom
             )
-            await self._save(conn, model, state, granted=0, throttled_calls=1)
+            return state, None, 1
+
+        now, state, _ = await self._update(model, decide)
         return now, state
+
+    async def _update(
+        self, model: str, decide: Callable[[BudgetState, float], tuple[BudgetState, T, int]]
+    ) -> tuple[float, BudgetState, T]:
+        """``decide(state, now)`` applied to the row: (new state, outcome, 429s counted)."""
+        async with self._pool.acquire() as conn:
+            for _ in range(MAX_OPTIMISTIC_TRIES):
+                row = await conn.fetchrow(_READ, model, self.credential)
+                if row is None:
+                    await conn.execute(_CREATE, model, self.credential)
+                    continue
+                state = BudgetState(**{c: row[c] for c in _COLUMNS})
+                now = float(row["now"])
+                state, outcome, throttled_calls = decide(state, now)
+                status = await conn.execute(
+                    _SAVE_IF_UNCHANGED,
+                    model,
+                    self.credential,
+                    *self._values(state),
+                    _granted(outcome),
+                    throttled_calls,
+                    row["version"],
+                )
+                if status == "UPDATE 1":
+                    return now, state, outcome
+        # Lost every race: wait for the row's lock instead.
+        async with transaction(self._pool) as conn:
+            state, now = await self._lock(conn, model)
+            state, outcome, throttled_calls = decide(state, now)
+            await conn.execute(
+                _SAVE,
+                model,
+                self.credential,
+                *self._values(state),
+                _granted(outcome),
+                throttled_calls,
+            )
+        return now, state, outcome
 
     async def _lock(self, conn: asyncpg.Connection, model: str) -> tuple[BudgetState, float]:
         row = await conn.fetchrow(_LOCK, model, self.credential)
         assert row is not None
         return BudgetState(**{c: row[c] for c in _COLUMNS}), float(row["now"])
 
-    async def _save(
-        self,
-        conn: asyncpg.Connection,
-        model: str,
-        state: BudgetState,
-        *,
-        granted: int,
-        throttled_calls: int,
-    ) -> None:
-        values = [getattr(state, c) for c in _COLUMNS]
-        await conn.execute(_SAVE, model, self.credential, *values, granted, throttled_calls)
+    @staticmethod
+    def _values(state: BudgetState) -> list[Any]:
+        return [getattr(state, c) for c in _COLUMNS]
+
+
+def _granted(outcome: object) -> int:
+    return outcome.calls if isinstance(outcome, Grant) else 0

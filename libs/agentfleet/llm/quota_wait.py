@@ -19,7 +19,8 @@ class QuotaWait:
     """The model whose quota the call waits for, as the request named it."""
     limit: str
     """The limit that holds the call: ``requests_per_minute``, ``tokens_per_minute``,
-    ``requests_per_day``, ``concurrent_calls`` or ``retry_delay`` (the API said to wait)."""
+    ``requests_per_day``, ``concurrent_calls``, ``retry_delay`` (the API said to wait) or
+    ``fair_share`` (its project is ahead of its weighted share of a busy budget)."""
     expected_wait_s: float
     """The limiter's estimate of the wait when it starts; the time waited when it ends."""
     waiting: bool
