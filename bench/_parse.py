@@ -29,6 +29,14 @@ _INFO_PREFIXES = (
     "  executor concurrency",
     "  busy database connections",
     "spawn_agents fan-out overhead on",
+    "quota: n=",
+    # bench/quota.py's verdicts (bench/_targets.quota_checks reads them again).
+    "  failed runs:",
+    "  wall time:",
+    "  429s received:",
+    "  small project span:",
+    "  most calls in one window:",
+    "  limiter CPU per model call:",
 )
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 

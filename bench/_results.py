@@ -16,6 +16,7 @@ AREAS = {
     "dispatch.py": "Dispatch latency and per-task overhead",
     "history_pagination.py": "History pagination at 1M runs",
     "watch_fanout.py": "WatchRun fan-out",
+    "quota.py": "Living within a model's quota (two projects, two replicas, the stub's quota)",
 }
 
 

@@ -142,6 +142,25 @@ def step_cpu_checks(info: list[str], *, expected: bool = False) -> list[Check]:
     ]
 
 
+_QUOTA_LINE = re.compile(
+    r"^\s*(?P<name>[^:]+): (?P<value>.+?)  target (?P<target>.+): (?P<status>ok|MISSED)$"
+)
+
+
+def quota_checks(lines: list[str], *, expected: bool = False) -> list[Check]:
+    """Issue 31's targets as ``bench/quota.py`` checked them: each line
+    ``  NAME: MEASURED  target TARGET: ok|MISSED`` (failed runs, wall time against the ideal,
+    429s, the small project's span, the fullest window, limiter CPU per model call)."""
+    found = [
+        Check(f"quota: {m['name']} {m['target']}", m["value"], m["status"] == "ok")
+        for line in lines
+        if (m := _QUOTA_LINE.match(line))
+    ]
+    if not found and expected:
+        return [Check("quota: issue 31's targets", "no figures", None)]
+    return found
+
+
 def checks_table(checks: list[Check]) -> list[str]:
     lines = ["| target | measured | status |", "|---|---|---|"]
     for c in checks:

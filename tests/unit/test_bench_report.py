@@ -19,6 +19,7 @@ from _targets import (  # noqa: E402
     latency_checks,
     missed_lines,
     peer_checks,
+    quota_checks,
     step_cpu_checks,
 )
 from run_all import README_END, README_START, source_revision, update_readme  # noqa: E402
@@ -176,3 +177,25 @@ def test_the_bench_outputs_do_not_mark_the_tree_changed(tmp_path: Path) -> None:
     assert unmarked != "unknown"
     assert not unmarked.endswith("with uncommitted changes"), unmarked
     assert marked == f"{unmarked} with uncommitted changes"
+
+
+def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
+    text = "\n".join(
+        [
+            "quota: n=40+5 runs x 3 calls = 135 calls, Q=20/10s, two replicas, grant 1 s",
+            "  failed runs: 0  target 0: ok",
+            "  limiter CPU per model call: 0.230 ms (20 grants)  target < 0.2 ms: MISSED",
+        ]
+    )
+    parsed = parse_output(text)
+    checks = quota_checks([*parsed.info, *parsed.unparsed], expected=True)
+    assert [(c.target, c.met) for c in checks] == [
+        ("quota: failed runs 0", True),
+        ("quota: limiter CPU per model call < 0.2 ms", False),
+    ]
+    assert checks[1].measured == "0.230 ms (20 grants)"
+    assert "MISSED: quota: limiter CPU per model call < 0.2 ms" in missed_lines(checks)[0]
+    assert any(line.startswith("quota: n=") for line in parsed.info)
+    # quota.py ran but printed nothing usable: not measured, never a pass.
+    (missing,) = quota_checks([], expected=True)
+    assert missing.met is None
