@@ -38,8 +38,8 @@ from google.genai import types
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.llm import GenaiModelClient, QuotaScope, RetryPolicy
-from agentfleet.llm import quota as quota_module
 from agentfleet.llm.quota import ModelQuotas, QuotaConfig
+from agentfleet.llm.quota_budget import ModelBudget
 from agentfleet.llm.quota_store import BudgetStore
 from agentfleet.postgres import db
 from agentfleet.quota_settings import ModelLimits, parse_model_quotas
@@ -117,7 +117,7 @@ async def main(args: argparse.Namespace) -> int:
     stub.add_script(Script(name="answer", policy=lambda request: Reply(text="ok")))
     meter = CpuMeter()
     for name in ("take_due", "pump", "expected_wait"):
-        meter.wrap(quota_module._Budget, name)
+        meter.wrap(ModelBudget, name)
     meter.wrap(ModelQuotas, "release")
     declared = parse_model_quotas(f"*:rpm={int(rate * 60)}")
     async with bench_database("quota") as url:
