@@ -130,6 +130,47 @@ async def test_hostile_fallback_models_are_refused_naming_the_field(
     assert f"agent_definition.model.{field}" in (refused.value.details() or "")
 
 
+@pytest.mark.parametrize("wait", [float("nan"), -1.0, float("inf"), 86_401.0])
+async def test_a_hostile_fallback_wait_is_refused_naming_the_field(
+    deployment: Deployment, wait: float
+) -> None:
+    # A float on the wire: NaN passes JSON Schema's bounds, inf would mean wait for ever.
+    definition = common_pb2.AgentDefinition(
+        name="spender",
+        system_prompt="x",
+        model=common_pb2.ModelConfig(
+            name="gemini-2.5-pro", fallback_models=["gemini-2.5-flash"], fallback_wait_s=wait
+        ),
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await deployment.registry("admin").UpsertAgentDefinition(
+            registry_pb2.UpsertAgentDefinitionRequest(
+                project_id=PROJECT, agent_definition=definition
+            )
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "agent_definition.model.fallback_wait_s" in (refused.value.details() or "")
+
+
+async def test_a_fallback_wait_is_stored_and_read_back(deployment: Deployment) -> None:
+    registry = deployment.registry("admin")
+    definition = common_pb2.AgentDefinition(
+        name="waiter",
+        system_prompt="x",
+        model=common_pb2.ModelConfig(
+            name="gemini-2.5-pro", fallback_models=["gemini-2.5-flash"], fallback_wait_s=12.5
+        ),
+    )
+    await registry.UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(project_id=PROJECT, agent_definition=definition)
+    )
+    read = await registry.GetAgentDefinition(
+        registry_pb2.GetAgentDefinitionRequest(project_id=PROJECT, name="waiter")
+    )
+    assert read.agent_definition.model.fallback_wait_s == 12.5
+    assert read.agent_definition.model.HasField("fallback_wait_s")
+
+
 @pytest.mark.parametrize("value", [0, -1, 10**18])
 async def test_a_hostile_tree_cost_limit_is_refused_naming_the_field(
     deployment: Deployment, value: int
