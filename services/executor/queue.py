@@ -139,7 +139,7 @@ class RunQueue:
         stored = await append_run_events(
             conn, run, [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())]
         )
-        # Exact admission last (migration 0032): enqueues of one project wait on each other
+        # Exact admission last (migration 0030): enqueues of one project wait on each other
         # only for this statement and the commit. Past the cap the exception rolls the run,
         # its event and its NOTIFY back.
         if max_queued is not None and not await runs.admit_queued(conn, run, max_queued):

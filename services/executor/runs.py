@@ -124,7 +124,7 @@ class RunRecord:
     """What the request of ``request_id`` asked (column request_fingerprint, migration
     0022); None before it, or for a run the executor started itself."""
     queue_shard: int = 0
-    """Counter shard the run counts in toward the queued-runs cap (migration 0032)."""
+    """Counter shard the run counts in toward the queued-runs cap (migration 0030)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:

@@ -1,4 +1,4 @@
-"""The queued-runs cap admitted on a per-project counter (migration 0032) on a real database:
+"""The queued-runs cap admitted on a per-project counter (migration 0030) on a real database:
 exact under concurrent enqueues, kept by every transition into and out of ``queued``, and
 one project's counter never touched by another's runs."""
 

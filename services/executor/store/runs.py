@@ -23,7 +23,7 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 
 # $16: the project's cap on queued runs that count toward it (caps.capped; NULL: none, as
 # for children). The check here reads the project's counters and pending deltas (migration
-# 0032) without locking, only so that a full queue refuses before writing anything; the
+# 0030) without locking, only so that a full queue refuses before writing anything; the
 # exact check is admit_queued, the caller's last statement before its commit. $21: the
 # counter shard the run is counted in (QUEUE_SHARDS).
 _INSERT = """
@@ -51,7 +51,7 @@ SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserte
 """
 
 QUEUE_SHARDS = 16
-"""Counter shards of a project's queued-runs cap (kb.run_queue_quota, migration 0032): a run
+"""Counter shards of a project's queued-runs cap (kb.run_queue_quota, migration 0030): a run
 is counted in a random one of the first min(16, cap), so concurrent enqueues of a project
 lock different counters."""
 
@@ -206,7 +206,7 @@ async def _insert(
 
 async def admit_queued(conn: asyncpg.Connection, run: RunRecord, cap: int) -> bool:
     """Whether ``run`` (just inserted, capped) fits its project's ``cap`` of queued capped
-    runs, decided exactly (``kb.admit_queued_run``, migration 0032); the counters it read
+    runs, decided exactly (``kb.admit_queued_run``, migration 0030); the counters it read
     stay locked until the caller's transaction ends, so call it last, before the commit."""
     admitted = await conn.fetchval(
         "SELECT kb.admit_queued_run($1::text, $2::uuid, $3::smallint, $4::integer)",

@@ -24,7 +24,7 @@ raises AssertionError listing them. The rules (DESIGN §4, §5):
 - ``event_counter``: a run's ``last_event_seq`` (where the next event's seq comes from) is
   its newest event's seq, 0 with none; an event written around ``append_events`` breaks it.
 - ``queue_counter``: a project's queued-runs counter (``kb.run_queue_counts`` plus its
-  pending ``kb.run_queue_deltas``, migration 0032) is its number of queued capped runs.
+  pending ``kb.run_queue_deltas``, migration 0030) is its number of queued capped runs.
 - ``graph_status``: every task graph's status kept in ``kb.task_graph_states`` is the one
   ``kb.task_graph_status`` derives from its tasks now (DESIGN §9; migration 0020).
 
