@@ -33,6 +33,8 @@ from services.executor.coordination.tree import cancel_tree
 from services.executor.model.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
+from services.executor.registry.remote_agents import RemoteAgentRepository
+from services.executor.remote_runs import RunRouter, remote_child_runner
 from services.executor.run_path.loop import AgentLoop
 from services.executor.run_path.resume import resume_run
 from services.executor.run_requests import resume_params, run_id_violations, start_params
@@ -212,7 +214,14 @@ async def build_executor_parts(
         max_queued_per_project=settings.max_queued_per_project,
     )
     definitions = DefinitionRepository(context.pool)
-    children = ChildRuns(pool=context.pool, queue=queue, definitions=definitions, watch=watch)
+    remote_agents = RemoteAgentRepository(context.pool)
+    children = ChildRuns(
+        pool=context.pool,
+        queue=queue,
+        definitions=definitions,
+        watch=watch,
+        remote_agents=remote_agents,
+    )
     notifier = RunEventNotifier(context.pool)
     loop = AgentLoop(
         pool=context.pool,
@@ -227,7 +236,9 @@ async def build_executor_parts(
     )
     worker = RunWorker(
         queue=queue,
-        executor=loop,
+        executor=RunRouter(
+            local=loop, remote=remote_child_runner(context, owner=owner, notifier=notifier)
+        ),
         listener=listener,
         owner=owner,
         concurrency=concurrency or settings.executor_concurrency,

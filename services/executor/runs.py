@@ -68,6 +68,8 @@ class StartRunParams:
     """Stream the run's model calls as MODEL_TEXT_DELTA events (:func:`streams_deltas`)."""
     max_tree_cost_nanos: int | None = None
     """Cost limit of the tree this run roots (:mod:`services.executor.model.budgets`)."""
+    remote_agent: Mapping[str, str] | None = None
+    """A remote child: {name, card_url} of the project's remote A2A agent it runs on."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -125,6 +127,9 @@ class RunRecord:
     0022); None before it, or for a run the executor started itself."""
     queue_shard: int = 0
     """Counter shard the run counts in toward the queued-runs cap (migration 0030)."""
+    remote_agent: dict[str, str] | None = None
+    """Set for a remote child (column remote_agent, migration 0028): name, card_url, and
+    url, card_name, task_id, context_id once known (:mod:`services.executor.remote_runs`)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -141,6 +146,7 @@ class RunRecord:
         values["cost_total_tree_nanos"] = row.get("cost_total_tree_nanos") or 0
         values["max_tree_cost_nanos"] = row.get("max_tree_cost_nanos")
         values["queue_shard"] = row.get("queue_shard") or 0
+        values["remote_agent"] = row.get("remote_agent")
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -191,6 +197,7 @@ _OPTIONAL_COLUMNS = frozenset(
         "cost_total_tree_nanos",
         "max_tree_cost_nanos",
         "queue_shard",
+        "remote_agent",
     }
 )
 """Columns some statements do not select; the others are required."""

@@ -8,12 +8,17 @@ from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.egress import EgressPolicy
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
+from agentfleet.secrets.secrets_crypto import keyring_from
 from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
+from services.executor.a2a_client import egress_policy
 from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.registry.products import ProductRegistry
+from services.executor.registry.remote_agents import RemoteAgentRepository
+from services.executor.registry.remote_registry import RemoteAgentRegistry
 from services.executor.registry.server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
+from services.toolpool.mcp.store import SecretStore
 
 # Installing products and editing definitions changes what runs: administrators only.
 REGISTRY_ADMIN_METHODS = (
@@ -23,6 +28,9 @@ REGISTRY_ADMIN_METHODS = (
     "DeleteAgentDefinition",
     # A project's budgets bound what its runs may spend: set by its administrators.
     "SetProjectBudget",
+    # A remote agent is a destination the project's secrets are sent to.
+    "UpsertRemoteAgent",
+    "DeleteRemoteAgent",
 )
 
 # Deciding a held tool call lets a run do what its policy says a person must allow first.
@@ -82,6 +90,13 @@ async def build(context: ServiceContext) -> ServiceParts:
                     ),
                     definitions,
                     BudgetStore(context.pool),
+                    RemoteAgentRegistry(
+                        repository=RemoteAgentRepository(context.pool),
+                        egress=egress_policy(context),
+                        secrets=SecretStore(
+                            context.pool, keyring_from(context.settings.secrets_keys)
+                        ).resolve,
+                    ),
                 ),
                 admin_methods=REGISTRY_ADMIN_METHODS,
             ),

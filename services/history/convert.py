@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import duration_pb2, struct_pb2
 
 from agentfleet.events import run_status_proto, tool_source_proto, waiting_for_proto
+from agentfleet.events.proto import remote_run_proto
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, history_pb2
 from services.history.models import (
@@ -209,6 +210,8 @@ def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
     )
     if row.quota_wait is not None and row.quota_wait_since is not None:
         node.waiting_for.CopyFrom(waiting_for_proto(row.quota_wait, row.quota_wait_since))
+    if row.remote_agent:
+        node.remote.CopyFrom(remote_run_proto(row.remote_agent))
     return node
 
 

@@ -167,6 +167,8 @@ class TreeRow(_FromRow):
     created_at: datetime
     quota_wait: dict[str, Any] | None
     quota_wait_since: datetime | None
+    remote_agent: dict[str, Any] | None = None
+    """A remote A2A child's agent (migration 0028); None for a local run."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -29,7 +29,10 @@ from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.products import ProductRegistry
+from services.executor.registry.remote_agents import RemoteAgentRepository
+from services.executor.registry.remote_registry import RemoteAgentRegistry
 from services.executor.registry.server import AgentRegistryServicer
+from services.toolpool.mcp.store import SecretStore
 
 EXAMPLE = Path(__file__).parents[2] / "examples/products/research/manifest.json"
 ADMIN_METHODS = (
@@ -74,6 +77,11 @@ async def registry(db_pool: asyncpg.Pool) -> AsyncIterator[Registry]:
                     ),
                     definitions,
                     BudgetStore(db_pool),
+                    RemoteAgentRegistry(
+                        repository=RemoteAgentRepository(db_pool),
+                        egress=EgressPolicy(allowed_networks=LOOPBACK),
+                        secrets=SecretStore(db_pool).resolve,
+                    ),
                 ),
                 admin_methods=ADMIN_METHODS,
             )

@@ -92,7 +92,20 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
     for name, value in optional_messages.items():
         if value is not None:
             getattr(run, name).CopyFrom(value)
+    remote = get("remote_agent")
+    if remote:
+        run.remote.CopyFrom(remote_run_proto(remote))
     return run
+
+
+def remote_run_proto(remote: Mapping[str, Any]) -> common_pb2.RemoteRun:
+    """``RemoteRun`` of a run row's ``remote_agent`` (a remote A2A child)."""
+    return common_pb2.RemoteRun(
+        **{
+            name: str(remote.get(name) or "")
+            for name in ("name", "card_url", "url", "card_name", "task_id", "context_id")
+        }
+    )
 
 
 def quota_wait_message(model: str, expected_wait_s: float) -> str:

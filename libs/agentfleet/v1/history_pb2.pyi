@@ -232,7 +232,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., message_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., step: _Optional[int] = ..., tool_name: _Optional[str] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.ToolCallStatus, str]] = ..., error: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., child_run_ids: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunTreeNode(_message.Message):
-    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for", "cost_nanos", "cost_total_tree_nanos")
+    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for", "cost_nanos", "cost_total_tree_nanos", "remote")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +249,7 @@ class RunTreeNode(_message.Message):
     WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     COST_TOTAL_TREE_NANOS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     parent_run_id: str
     agent_name: str
@@ -265,7 +266,8 @@ class RunTreeNode(_message.Message):
     waiting_for: _common_pb2.RunWaitingFor
     cost_nanos: int
     cost_total_tree_nanos: int
-    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ...) -> None: ...
+    remote: _common_pb2.RemoteRun
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ...) -> None: ...
 
 class AgentStats(_message.Message):
     __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries", "cost_nanos")

@@ -11,6 +11,69 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RemoteAgent(_message.Message):
+    __slots__ = ("name", "card_url", "headers", "description", "timeout_s", "product_name", "card_name")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CARD_URL_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    PRODUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    CARD_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    card_url: str
+    headers: _containers.ScalarMap[str, str]
+    description: str
+    timeout_s: float
+    product_name: str
+    card_name: str
+    def __init__(self, name: _Optional[str] = ..., card_url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., description: _Optional[str] = ..., timeout_s: _Optional[float] = ..., product_name: _Optional[str] = ..., card_name: _Optional[str] = ...) -> None: ...
+
+class UpsertRemoteAgentRequest(_message.Message):
+    __slots__ = ("project_id", "remote_agent")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_AGENT_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    remote_agent: RemoteAgent
+    def __init__(self, project_id: _Optional[str] = ..., remote_agent: _Optional[_Union[RemoteAgent, _Mapping]] = ...) -> None: ...
+
+class UpsertRemoteAgentResponse(_message.Message):
+    __slots__ = ("remote_agent",)
+    REMOTE_AGENT_FIELD_NUMBER: _ClassVar[int]
+    remote_agent: RemoteAgent
+    def __init__(self, remote_agent: _Optional[_Union[RemoteAgent, _Mapping]] = ...) -> None: ...
+
+class ListRemoteAgentsRequest(_message.Message):
+    __slots__ = ("project_id",)
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    def __init__(self, project_id: _Optional[str] = ...) -> None: ...
+
+class ListRemoteAgentsResponse(_message.Message):
+    __slots__ = ("remote_agents",)
+    REMOTE_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    remote_agents: _containers.RepeatedCompositeFieldContainer[RemoteAgent]
+    def __init__(self, remote_agents: _Optional[_Iterable[_Union[RemoteAgent, _Mapping]]] = ...) -> None: ...
+
+class DeleteRemoteAgentRequest(_message.Message):
+    __slots__ = ("project_id", "name")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    name: str
+    def __init__(self, project_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteRemoteAgentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ProjectBudget(_message.Message):
     __slots__ = ("daily_tokens", "monthly_tokens", "daily_cost_nanos", "monthly_cost_nanos", "warn_fraction")
     DAILY_TOKENS_FIELD_NUMBER: _ClassVar[int]

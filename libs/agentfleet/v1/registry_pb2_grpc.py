@@ -80,6 +80,21 @@ class AgentRegistryServiceStub:
                 request_serializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.SerializeToString,
                 response_deserializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.FromString,
                 _registered_method=True)
+        self.UpsertRemoteAgent = channel.unary_unary(
+                '/agentfleet.v1.AgentRegistryService/UpsertRemoteAgent',
+                request_serializer=agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentResponse.FromString,
+                _registered_method=True)
+        self.ListRemoteAgents = channel.unary_unary(
+                '/agentfleet.v1.AgentRegistryService/ListRemoteAgents',
+                request_serializer=agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsResponse.FromString,
+                _registered_method=True)
+        self.DeleteRemoteAgent = channel.unary_unary(
+                '/agentfleet.v1.AgentRegistryService/DeleteRemoteAgent',
+                request_serializer=agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentResponse.FromString,
+                _registered_method=True)
 
 
 class AgentRegistryServiceServicer:
@@ -159,6 +174,33 @@ class AgentRegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpsertRemoteAgent(self, request, context):
+        """Registers a remote A2A agent (by its Agent Card URL), or replaces the one of the same
+        name. Admin tokens only. The card is fetched once through the egress guard of MCP URLs
+        (AGENTFLEET_MCP_ALLOWED_NETWORKS) to check it: a refused address, an unreachable or
+        invalid card is INVALID_ARGUMENT naming remote_agent.card_url; a name that is a local
+        definition's is ALREADY_EXISTS. spawn_agents then runs it as a remote child.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRemoteAgents(self, request, context):
+        """Lists the project's remote A2A agents, by name (headers as written: ${NAME} references,
+        never secret values).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRemoteAgent(self, request, context):
+        """Deletes a remote agent by name. Admin tokens only. Runs already made keep their
+        history. NOT_FOUND if it does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +248,21 @@ def add_AgentRegistryServiceServicer_to_server(servicer, server):
                     servicer.GetProjectBudget,
                     request_deserializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.FromString,
                     response_serializer=agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.SerializeToString,
+            ),
+            'UpsertRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertRemoteAgent,
+                    request_deserializer=agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentResponse.SerializeToString,
+            ),
+            'ListRemoteAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRemoteAgents,
+                    request_deserializer=agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsResponse.SerializeToString,
+            ),
+            'DeleteRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRemoteAgent,
+                    request_deserializer=agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentRequest.FromString,
+                    response_serializer=agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -452,6 +509,87 @@ class AgentRegistryService:
             '/agentfleet.v1.AgentRegistryService/GetProjectBudget',
             agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetRequest.SerializeToString,
             agentfleet_dot_v1_dot_registry__pb2.GetProjectBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.AgentRegistryService/UpsertRemoteAgent',
+            agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentRequest.SerializeToString,
+            agentfleet_dot_v1_dot_registry__pb2.UpsertRemoteAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRemoteAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.AgentRegistryService/ListRemoteAgents',
+            agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsRequest.SerializeToString,
+            agentfleet_dot_v1_dot_registry__pb2.ListRemoteAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentfleet.v1.AgentRegistryService/DeleteRemoteAgent',
+            agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentRequest.SerializeToString,
+            agentfleet_dot_v1_dot_registry__pb2.DeleteRemoteAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,7 @@ from agentfleet.errors import AgentFleetError, FailedPrecondition, NotFound
 from agentfleet.runs.run_watch import RunWatch
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import DefinitionRepository
+from services.executor.registry.remote_agents import RemoteAgent, RemoteAgentRepository
 from services.executor.run_path.resume import ResumeParams, resume_run
 from services.executor.runs import (
     TERMINAL_STATUSES,
@@ -122,6 +123,9 @@ class ChildRuns:
     """Wakes the wait when a child records events; without one (some tests) the wait
     polls every ``poll_s``."""
     poll_s: float = FALLBACK_POLL_S
+    remote_agents: RemoteAgentRepository | None = None
+    """The project's remote A2A agents: a task naming one (and no definition) is a remote
+    child; None: only local agents can be spawned."""
 
     async def start(self, batch: ChildBatch) -> StartedBatch:
         """Starts (or finds again) the batch's children in one transaction."""
@@ -276,7 +280,13 @@ class ChildRuns:
 
     async def _params(self, batch: ChildBatch, index: int, task: ChildTask) -> StartRunParams:
         parent = batch.parent
-        definition = await self.definitions.get(parent.project_id, task.agent_name)
+        try:
+            definition = await self.definitions.get(parent.project_id, task.agent_name)
+        except NotFound:
+            remote = await self._remote(parent.project_id, task.agent_name)
+            if remote is None:
+                raise
+            return self._remote_params(batch, index, task, remote)
         return StartRunParams(
             project_id=parent.project_id,
             agent_name=definition.name,
@@ -291,6 +301,34 @@ class ChildRuns:
             depth=parent.depth + 1,
             max_tokens=batch.max_tokens,
             labels={"spawned_by": parent.agent_name},
+        )
+
+    async def _remote(self, project_id: str, name: str) -> RemoteAgent | None:
+        if self.remote_agents is None:
+            return None
+        return await self.remote_agents.find(project_id, name)
+
+    def _remote_params(
+        self, batch: ChildBatch, index: int, task: ChildTask, remote: RemoteAgent
+    ) -> StartRunParams:
+        """A remote child (:mod:`services.executor.remote_runs`): no definition; its row names
+        the remote agent, its timeout is the spawn's, else the agent's."""
+        parent = batch.parent
+        return StartRunParams(
+            project_id=parent.project_id,
+            agent_name=remote.name,
+            agent_definition_id=None,
+            input=task.input,
+            timeout_s=_timeout_s(task, remote.timeout_s) or remote.timeout_s,
+            request_id=child_request_id(parent.id, batch.key, index),
+            trace_id=parent.trace_id,
+            trace_parent=batch.trace_parent,
+            parent_run_id=parent.id,
+            root_run_id=parent.root_run_id,
+            depth=parent.depth + 1,
+            max_tokens=batch.max_tokens,
+            labels={"spawned_by": parent.agent_name, "remote_agent": remote.name},
+            remote_agent={"name": remote.name, "card_url": remote.card_url},
         )
 
     async def _resume(self, batch: ChildBatch, index: int, task: ChildTask) -> RunRecord:

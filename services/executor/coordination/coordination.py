@@ -178,7 +178,8 @@ class Coordinator:
         return _error(f"{call.tool_name!r} is not a coordination tool", failed=True)
 
     async def list_available_agents(self, run: RunRecord) -> ToolOutcome:
-        """Every definition of the project (any visibility) but the caller's; no prompts."""
+        """Every definition of the project (any visibility) but the caller's, then its remote
+        A2A agents (``flow_type`` ``remote_a2a``, their card URL); no prompts, no headers."""
         agents = [
             {
                 "name": d.name,
@@ -189,6 +190,20 @@ class Coordinator:
             for d in await self.definitions.list_all(run.project_id)
             if d.name != run.agent_name
         ]
+        local = {a["name"] for a in agents}
+        remote = self.children.remote_agents
+        for r in await remote.list_all(run.project_id) if remote is not None else []:
+            if r.name in local or r.name == run.agent_name:
+                continue  # a definition of the name wins (spawn_agents runs that one)
+            agents.append(
+                {
+                    "name": r.name,
+                    "description": r.description,
+                    "tools": [],
+                    "flow_type": "remote_a2a",
+                    "remote": {"card_url": r.card_url},
+                }
+            )
         return ToolOutcome(result={"agents": agents})
 
     async def spawn_agents(self, run: RunRecord, call: PlannedCall) -> ToolOutcome:

@@ -35,6 +35,8 @@ from services.executor.registry.definitions import (
 )
 from services.executor.registry.model_config import DEFAULT_PROVIDER
 from services.executor.registry.products import InstallResult, Product, ProductRegistry
+from services.executor.registry.remote_agents import RemoteAgent
+from services.executor.registry.remote_registry import RemoteAgentRegistry
 from services.executor.registry.write_checks import checked_definition, manifest_document
 
 _FLOW_TO_PROTO: dict[str, int] = {
@@ -69,6 +71,7 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     products: ProductRegistry
     definitions: DefinitionRepository
     budgets: BudgetStore
+    remote_agents: RemoteAgentRegistry
 
     async def InstallProduct(
         self, request: registry_pb2.InstallProductRequest, context: grpc.aio.ServicerContext
@@ -172,6 +175,49 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
             budget=_budget_to_proto(budget),
             usage=registry_pb2.ProjectUsage(**dataclasses.asdict(usage)),
         )
+
+    async def UpsertRemoteAgent(
+        self, request: registry_pb2.UpsertRemoteAgentRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.UpsertRemoteAgentResponse:
+        message = _required_field(request, "remote_agent")
+        stored = await self.remote_agents.upsert(
+            request.project_id,
+            RemoteAgent(
+                name=message.name,
+                card_url=message.card_url,
+                headers=dict(message.headers),
+                description=message.description,
+                timeout_s=message.timeout_s,
+            ),
+        )
+        return registry_pb2.UpsertRemoteAgentResponse(remote_agent=_remote_to_proto(stored))
+
+    async def ListRemoteAgents(
+        self, request: registry_pb2.ListRemoteAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListRemoteAgentsResponse:
+        admin = current_principal.get().role == "admin"
+        agents = await self.remote_agents.list_all(request.project_id, admin=admin)
+        return registry_pb2.ListRemoteAgentsResponse(
+            remote_agents=[_remote_to_proto(a) for a in agents]
+        )
+
+    async def DeleteRemoteAgent(
+        self, request: registry_pb2.DeleteRemoteAgentRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.DeleteRemoteAgentResponse:
+        await self.remote_agents.delete(request.project_id, _required_field(request, "name"))
+        return registry_pb2.DeleteRemoteAgentResponse()
+
+
+def _remote_to_proto(agent: RemoteAgent) -> registry_pb2.RemoteAgent:
+    return registry_pb2.RemoteAgent(
+        name=agent.name,
+        card_url=agent.card_url,
+        headers=dict(agent.headers),
+        description=agent.description,
+        timeout_s=agent.timeout_s,
+        product_name=agent.product_name,
+        card_name=agent.card_name,
+    )
 
 
 def _budget_from_proto(message: registry_pb2.ProjectBudget) -> ProjectBudget:

@@ -8,7 +8,7 @@ Functions take the caller's pool or connection: the caller owns the transaction.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import asyncpg
@@ -25,16 +25,18 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 # for children). The check here reads the project's counters and pending deltas (migration
 # 0030) without locking, only so that a full queue refuses before writing anything; the
 # exact check is admit_queued, the caller's last statement before its commit. $21: the
-# counter shard the run is counted in (QUEUE_SHARDS).
+# counter shard the run is counted in (QUEUE_SHARDS). $22: a remote child's agent (migration
+# 0028).
 _INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
-    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard)
+    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
+    remote_agent)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text, $20::bigint, $21::smallint
+       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb
 WHERE $16::integer IS NULL
    OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
                 WHERE c.project_id = $1::text), 0)
@@ -201,6 +203,7 @@ async def _insert(
         params.request_fingerprint,
         params.max_tree_cost_nanos,
         0 if max_queued is None else random.randrange(min(QUEUE_SHARDS, max_queued)),
+        dict(params.remote_agent) if params.remote_agent is not None else None,
     )
 
 
@@ -216,6 +219,24 @@ async def admit_queued(conn: asyncpg.Connection, run: RunRecord, cap: int) -> bo
         cap,
     )
     return bool(admitted)
+
+
+async def set_remote_task(
+    db: Db, project_id: str, run_id: str, fields: Mapping[str, str], *, owner: str
+) -> bool:
+    """Merges ``fields`` (url, card_name, task_id, context_id) into the running remote
+    child's ``remote_agent`` while ``owner`` holds it; whether it did."""
+    updated = await db.fetchval(
+        """UPDATE kb.agent_runs SET remote_agent = remote_agent || $3::jsonb
+           WHERE id = $1::uuid AND project_id = $2 AND remote_agent IS NOT NULL
+             AND status = 'running' AND lease_owner = $4
+           RETURNING id""",
+        run_id,
+        project_id,
+        dict(fields),
+        owner,
+    )
+    return updated is not None
 
 
 async def by_request_id(db: Db, project_id: str, request_id: str) -> RunRecord | None:

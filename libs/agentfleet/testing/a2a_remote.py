@@ -1,0 +1,160 @@
+"""A small remote A2A agent written with the official ``a2a-sdk`` server classes, for tests of
+remote children: served by uvicorn on 127.0.0.1 in the test's own event loop.
+
+What it does follows the first word of the message it is sent:
+
+* ``answer <text>``: a WORKING status saying "working on it", an artifact with ``<text>`` and
+  a JSON data part ``{"echo": <text>}``, then COMPLETED;
+* ``fail <text>``: FAILED, the status message ``<text>``;
+* ``hang``: WORKING, then nothing until ``tasks/cancel`` (recorded in :attr:`cancelled`);
+* ``ask``: INPUT_REQUIRED.
+
+Every request's headers are kept (:attr:`seen_headers`, by path). Besides the agent's card
+(``/agent/.well-known/agent-card.json``) it serves a card whose endpoint is ``inward_url``
+(``/inward/card.json``) and a redirect to any URL (``/redirect?to=URL``), for the SSRF tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import uvicorn
+from a2a.helpers.proto_helpers import new_task, new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import a2a_pb2 as a2a
+from google.protobuf import struct_pb2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+CARD_PATH = "/agent/.well-known/agent-card.json"
+
+
+class _Executor(AgentExecutor):
+    def __init__(self, agent: RemoteAgentServer) -> None:
+        self._agent = agent
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = context.get_user_input()
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task(task_id, context_id, a2a.TASK_STATE_SUBMITTED))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        word, _, rest = text.partition(" ")
+        note = new_text_message("working on it", context_id=context_id, task_id=task_id)
+        if word == "answer":
+            await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
+            data = struct_pb2.Value()
+            data.struct_value.update({"echo": rest})
+            await updater.add_artifact(
+                [a2a.Part(text=rest), a2a.Part(data=data, media_type="application/json")],
+                name="answer",
+            )
+            await updater.complete()
+        elif word == "fail":
+            await updater.failed(new_text_message(rest, context_id=context_id, task_id=task_id))
+        elif word == "hang":
+            await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
+            self._agent.hanging.add(task_id)
+            await asyncio.Event().wait()  # until tasks/cancel cancels this coroutine
+        else:
+            await updater.requires_input(
+                new_text_message("which one?", context_id=context_id, task_id=task_id)
+            )
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id or ""
+        self._agent.cancelled.append(task_id)
+        await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
+
+
+@dataclass(kw_only=True)
+class RemoteAgentServer:
+    """The remote agent; :meth:`serve` starts it."""
+
+    inward_url: str = "http://169.254.169.254/"
+    """The endpoint the inward card names (a metadata address by default)."""
+    port: int = 0
+    seen_headers: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
+    hanging: set[str] = field(default_factory=set)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def card_url(self) -> str:
+        return self.base_url + CARD_PATH
+
+    def card(self, url: str) -> a2a.AgentCard:
+        return a2a.AgentCard(
+            name="remote-echo",
+            description="Echoes what it is asked, written with the a2a-sdk.",
+            version="1.0.0",
+            supported_interfaces=[
+                a2a.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+            ],
+            capabilities=a2a.AgentCapabilities(streaming=True),
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain", "application/json"],
+            skills=[a2a.AgentSkill(id="echo", name="echo", description="echo", tags=["test"])],
+        )
+
+    def app(self) -> ASGIApp:
+        card = self.card(f"{self.base_url}/agent/")
+        handler = DefaultRequestHandler(
+            agent_executor=_Executor(self), task_store=InMemoryTaskStore(), agent_card=card
+        )
+
+        async def redirect(request: Request) -> Response:
+            return RedirectResponse(request.query_params["to"], status_code=302)
+
+        routes = Starlette(
+            routes=[
+                *create_agent_card_routes(card, card_url=CARD_PATH),
+                *create_agent_card_routes(self.card(self.inward_url), card_url="/inward/card.json"),
+                *create_jsonrpc_routes(handler, rpc_url="/agent/"),
+                Route("/redirect", redirect, methods=["GET"]),
+            ]
+        )
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                self.seen_headers.setdefault(scope["path"], []).append(headers)
+            await routes(scope, receive, send)
+
+        return app
+
+    @contextlib.asynccontextmanager
+    async def serve(self) -> AsyncIterator[RemoteAgentServer]:
+        """Serves on 127.0.0.1 (a free port) until the block ends."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(
+            uvicorn.Config(self.app(), lifespan="off", log_config=None, access_log=False)
+        )
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            while not server.started:
+                if serving.done():
+                    serving.result()
+                await asyncio.sleep(0.01)
+            yield self
+        finally:
+            server.should_exit = True
+            await serving
+            sock.close()

@@ -1,0 +1,365 @@
+"""Remote children: a run whose work is a task on a project's remote A2A agent.
+
+spawn_agents starts one like any child (a ``queued`` run, claimed by any executor); its row
+carries ``remote_agent`` (name, card_url). :class:`RunRouter` hands such a run to
+:class:`RemoteChildRunner` instead of the agent loop, which
+
+1. reads the registered agent and fills its headers from the project's secrets;
+2. fetches the Agent Card and sends the run's input as one ``message/stream`` (the SDK's
+   client; every connect through the MCP egress guard, :mod:`services.executor.a2a_client`);
+3. records the remote side as the child's own events: RUN_STARTED (model ``a2a:<card
+   name>``), each status or artifact text as MODEL_TEXT (at most :data:`MAX_PROGRESS_EVENTS`,
+   each cut to :data:`MAX_EVENT_CHARS`), and the task's id, context id and endpoint on the
+   row (``remote_agent``), as they become known;
+4. ends the run as the remote task ends: completed with the answer (artifacts' text, else the
+   last message) as summary and the first JSON data part as output; failed (remote failed or
+   rejected, asked for input or auth, unreachable, refused by the guard) with the reason;
+   cancelled as the remote cancelled it.
+
+A cancel (CancelRun, a cancelled parent) is sent on as ``tasks/cancel`` before the run is
+recorded cancelled; at the run's timeout (the spawn's ``timeout_s``, else the agent's) the
+remote task is cancelled the same way and the run fails with a SAFETY ``timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import structlog
+from a2a.client.client import Client
+from a2a.types import a2a_pb2 as a2a
+from google.genai import types
+from google.protobuf import json_format
+from opentelemetry import trace
+
+from agentfleet import events
+from agentfleet.egress import EgressPolicy
+from agentfleet.errors import AgentFleetError
+from agentfleet.observability.telemetry import current_trace_id
+from agentfleet.process.service_runtime import ServiceContext
+from agentfleet.secrets.secrets_crypto import keyring_from
+from services.executor.a2a_client import (
+    RemoteAgentError,
+    a2a_client,
+    egress_policy,
+    endpoint_of,
+    fetch_card,
+    guarded_http_client,
+    remote_error,
+    resolved_headers,
+)
+from services.executor.loop_state import run_span_context
+from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgentRepository
+from services.executor.run_path.loop import RunControl
+from services.executor.runs import RunRecord, RunStatus
+from services.executor.store import runs
+from services.executor.store.persistence import RunRecorder, complete_then_cancel
+from services.executor.worker import RunExecutor
+from services.toolpool.mcp.store import SecretStore
+
+log = structlog.get_logger(__name__)
+_tracer = trace.get_tracer(__name__)
+
+MAX_PROGRESS_EVENTS = 200
+"""MODEL_TEXT events one remote task may add to its run (a peer chooses how many it sends)."""
+MAX_EVENT_CHARS = 8000
+MAX_ANSWER_CHARS = 100_000
+CANCEL_TIMEOUT_S = 10.0
+"""How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
+_S = a2a.TaskState
+_ENDS: dict[int, RunStatus] = {
+    _S.TASK_STATE_COMPLETED: "completed",
+    _S.TASK_STATE_FAILED: "failed",
+    _S.TASK_STATE_REJECTED: "failed",
+    _S.TASK_STATE_CANCELED: "cancelled",
+    # A child has nobody to answer the remote agent's question: it ends, saying so.
+    _S.TASK_STATE_INPUT_REQUIRED: "failed",
+    _S.TASK_STATE_AUTH_REQUIRED: "failed",
+}
+
+
+class _RemoteTimeout(Exception):
+    pass
+
+
+@dataclass(kw_only=True, slots=True)
+class _Task:
+    """What the remote side said so far, for one execution."""
+
+    client: Client | None = None
+    task_id: str = ""
+    context_id: str = ""
+    progress: int = 0
+    last_text: str = ""
+    answer: list[str] = field(default_factory=list)
+    output: dict[str, Any] | None = None
+    end: RunStatus | None = None
+    end_reason: str = ""
+
+
+def _texts(parts: Sequence[a2a.Part]) -> list[str]:
+    return [p.text for p in parts if p.text]
+
+
+def _data(parts: Sequence[a2a.Part]) -> dict[str, Any] | None:
+    for part in parts:
+        if part.HasField("data") and part.data.HasField("struct_value"):
+            return json_format.MessageToDict(part.data.struct_value)
+    return None
+
+
+@dataclass(kw_only=True, slots=True)
+class RemoteChildRunner:
+    """Executes remote children (see the module docstring)."""
+
+    pool: asyncpg.Pool
+    owner: str
+    remote_agents: RemoteAgentRepository
+    secrets: SecretStore
+    egress: EgressPolicy
+    notifier: events.RunEventNotifier | None = None
+
+    async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
+        """Runs the remote task of ``run`` to its end; the final row (None: left running)."""
+        recorder = RunRecorder(self.pool, run, owner=self.owner, notifier=self.notifier)
+        task = _Task()
+        timeout_s = run.timeout.total_seconds() if run.timeout else DEFAULT_TIMEOUT_S
+        with (
+            structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
+            _tracer.start_as_current_span(
+                f"invoke_agent {run.agent_name}",
+                context=run_span_context(run),
+                kind=trace.SpanKind.CLIENT,
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": run.agent_name,
+                    "agentfleet.run_id": run.id,
+                    "agentfleet.remote_agent.card_url": (run.remote_agent or {}).get(
+                        "card_url", ""
+                    ),
+                },
+            ),
+        ):
+            try:
+                try:
+                    async with asyncio.timeout(timeout_s):
+                        await self._drive(run, recorder, task)
+                except TimeoutError:
+                    raise _RemoteTimeout from None
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if control.cancel_reason is None or current is None:
+                    raise  # shutdown: the run stays running for another executor
+                current.uncancel()
+                return await complete_then_cancel(
+                    self._end(recorder, task, "cancelled", control.cancel_reason, cancel=True)
+                )
+            except _RemoteTimeout:
+                message = f"the remote agent did not finish within {timeout_s:g} s"
+                safety = events.Safety(
+                    agent_name=run.agent_name,
+                    kind="timeout",
+                    message=message,
+                    details={"timeout_s": timeout_s},
+                )
+                return await complete_then_cancel(
+                    self._end(recorder, task, "failed", message, cancel=True, extra=[safety])
+                )
+            except AgentFleetError as exc:
+                return await complete_then_cancel(
+                    self._end(recorder, task, "failed", exc.message or str(exc))
+                )
+            except Exception as exc:
+                error = remote_error(exc, "calling the remote agent")
+                log.warning("remote_child_failed", error=error.message)
+                return await complete_then_cancel(
+                    self._end(recorder, task, "failed", error.message)
+                )
+            finally:
+                if task.client is not None:
+                    with contextlib.suppress(Exception):
+                        await task.client.close()
+            assert task.end is not None
+            return await complete_then_cancel(self._end(recorder, task, task.end, task.end_reason))
+
+    async def _drive(self, run: RunRecord, recorder: RunRecorder, task: _Task) -> None:
+        remote = run.remote_agent or {}
+        agent = await self.remote_agents.find(run.project_id, str(remote.get("name", "")))
+        if agent is None:
+            raise RemoteAgentError(
+                f"remote agent {remote.get('name')!r} is no longer registered in project "
+                f"{run.project_id!r}"
+            )
+        headers = resolved_headers(agent, await self.secrets.resolve(run.project_id))
+        http = guarded_http_client(self.egress, headers, timeout_s=agent.timeout_s)
+        try:
+            card = await fetch_card(http, agent.card_url)
+        except BaseException:
+            await http.aclose()
+            raise
+        task.client = a2a_client(http, card)
+        await runs.set_remote_task(
+            self.pool,
+            run.project_id,
+            run.id,
+            {"url": endpoint_of(card), "card_name": card.name},
+            owner=self.owner,
+        )
+        if not recorder.started:
+            await recorder.record_start(
+                system_prompt="",
+                user_input=types.Content(role="user", parts=[types.Part(text=run.input)]),
+                model_name=f"a2a:{card.name}"[:200],
+                tool_names=(),
+                trace_id=current_trace_id(),
+            )
+        request = a2a.SendMessageRequest(
+            message=a2a.Message(
+                # The run's id: a message sent again by a recovered run is the same message.
+                message_id=run.id,
+                role=a2a.ROLE_USER,
+                parts=[a2a.Part(text=run.input)],
+            )
+        )
+        async for response in task.client.send_message(request):
+            await self._take(run, recorder, task, response)
+            if task.end is not None:
+                return
+        if task.end is None:
+            if task.answer or task.last_text:
+                task.end, task.end_reason = "completed", "the remote agent answered"
+            else:
+                raise RemoteAgentError("the remote agent ended its stream without an answer")
+
+    async def _take(
+        self, run: RunRecord, recorder: RunRecorder, task: _Task, response: a2a.StreamResponse
+    ) -> None:
+        texts: list[str] = []
+        state: int | None = None
+        match response.WhichOneof("payload"):
+            case "message":
+                texts = _texts(response.message.parts)
+                task.answer += texts
+                task.output = task.output or _data(response.message.parts)
+                state = _S.TASK_STATE_COMPLETED  # a direct answer is the end of it
+            case "task":
+                await self._know_task(run, task, response.task.id, response.task.context_id)
+                for artifact in response.task.artifacts:
+                    task.answer += _texts(artifact.parts)
+                    task.output = task.output or _data(artifact.parts)
+                texts = _texts(response.task.status.message.parts)
+                state = response.task.status.state
+            case "status_update":
+                update = response.status_update
+                await self._know_task(run, task, update.task_id, update.context_id)
+                texts = _texts(update.status.message.parts)
+                state = update.status.state
+            case "artifact_update":
+                update = response.artifact_update
+                await self._know_task(run, task, update.task_id, update.context_id)
+                texts = _texts(update.artifact.parts)
+                task.answer += texts
+                task.output = task.output or _data(update.artifact.parts)
+        if texts:
+            task.last_text = texts[-1]
+            await self._progress(run, recorder, task, texts)
+        end = _ENDS.get(state) if state is not None else None
+        if end is not None:
+            task.end = end
+            said = task.last_text[:MAX_EVENT_CHARS]
+            name = a2a.TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+            task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
+
+    async def _know_task(self, run: RunRecord, task: _Task, task_id: str, context_id: str) -> None:
+        if task_id and task_id != task.task_id:
+            task.task_id, task.context_id = task_id, context_id
+            await runs.set_remote_task(
+                self.pool,
+                run.project_id,
+                run.id,
+                {"task_id": task_id[:200], "context_id": context_id[:200]},
+                owner=self.owner,
+            )
+
+    async def _progress(
+        self, run: RunRecord, recorder: RunRecorder, task: _Task, texts: list[str]
+    ) -> None:
+        batch: list[events.RunEvent] = []
+        for text in texts:
+            if task.progress >= MAX_PROGRESS_EVENTS:
+                break
+            task.progress += 1
+            batch.append(
+                events.ModelText(
+                    agent_name=run.agent_name, text=text[:MAX_EVENT_CHARS], step=task.progress
+                )
+            )
+        if batch:
+            await recorder.record_note(step=task.progress, batch=batch)
+
+    async def _end(
+        self,
+        recorder: RunRecorder,
+        task: _Task,
+        status: RunStatus,
+        reason: str,
+        *,
+        cancel: bool = False,
+        extra: Sequence[events.RunEvent] = (),
+    ) -> RunRecord | None:
+        if cancel:
+            await self._cancel_remote(task)
+        answer = "\n\n".join(task.answer) or task.last_text
+        return await recorder.record_finish(
+            status=status,
+            reason=reason[:2000],
+            summary=answer[:MAX_ANSWER_CHARS] or None,
+            error_message=reason[:2000] if status == "failed" else None,
+            output=task.output if status == "completed" else None,
+            extra_events=extra,
+        )
+
+    @staticmethod
+    async def _cancel_remote(task: _Task) -> None:
+        """``tasks/cancel`` of the remote task, bounded; a failure only logged (the run ends
+        all the same: the remote agent may have finished or gone)."""
+        if task.client is None or not task.task_id:
+            return
+        try:
+            async with asyncio.timeout(CANCEL_TIMEOUT_S):
+                await task.client.cancel_task(a2a.CancelTaskRequest(id=task.task_id))
+        except Exception as exc:
+            log.warning("remote_cancel_failed", task_id=task.task_id, error=str(exc)[:500])
+
+
+@dataclass(kw_only=True, slots=True)
+class RunRouter:
+    """The worker's executor: remote children to :class:`RemoteChildRunner`, the rest to
+    the agent loop."""
+
+    local: RunExecutor
+    remote: RemoteChildRunner
+
+    async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
+        if run.remote_agent is not None:
+            return await self.remote.execute(run, control)
+        return await self.local.execute(run, control)
+
+
+def remote_child_runner(
+    context: ServiceContext, *, owner: str, notifier: events.RunEventNotifier
+) -> RemoteChildRunner:
+    """The runner with the executor's settings (:func:`egress_policy`, the secrets' keyring)."""
+    return RemoteChildRunner(
+        pool=context.pool,
+        owner=owner,
+        remote_agents=RemoteAgentRepository(context.pool),
+        secrets=SecretStore(context.pool, keyring_from(context.settings.secrets_keys)),
+        egress=egress_policy(context),
+        notifier=notifier,
+    )
