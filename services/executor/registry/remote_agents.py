@@ -100,7 +100,7 @@ def check_remote_agent(
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         bad.append(FieldViolation(f"{where}.timeout_s", f"must be in (0, {MAX_TIMEOUT_S:g}] s"))
     if bad:
-        raise InvalidArgument("invalid remote agent", violations=bad)
+        raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), violations=bad)
     return RemoteAgent(
         name=agent.name,
         card_url=agent.card_url,
