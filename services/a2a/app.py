@@ -13,10 +13,12 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from services.a2a.backend import AccessDenied, Backend, Caller, Unavailable
 from services.a2a.card import agent_card
@@ -39,7 +41,15 @@ class _CallerContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-def build_app(backend: Backend, settings: A2ASettings) -> Starlette:
+def build_app(backend: Backend, settings: A2ASettings) -> ASGIApp:
+    """The A2A HTTP application, inside OpenTelemetry's ASGI middleware: a request's W3C
+    ``traceparent`` is extracted and its server span is current while the request (and its
+    SSE stream) is served, so the gRPC calls made for it -- TriggerRun, WatchRun, CancelRun
+    -- carry that trace, and the run it starts joins the caller's trace."""
+    return OpenTelemetryMiddleware(_routes(backend, settings), exclude_spans=["receive", "send"])
+
+
+def _routes(backend: Backend, settings: A2ASettings) -> Starlette:
     dispatcher = JsonRpcDispatcher(
         request_handler=AgentRequestHandler(backend),
         context_builder=_CallerContextBuilder(),

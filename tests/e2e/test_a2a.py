@@ -509,3 +509,25 @@ async def test_a_structured_output_is_the_output_artifact(fleet: A2AFleet) -> No
     assert part.media_type == "application/json"
     assert json_format.MessageToDict(part.data) == {"title": "Use PostgreSQL", "score": 9}
     await client.close()
+
+
+async def test_a_callers_trace_context_is_the_runs_trace(fleet: A2AFleet) -> None:
+    """W3C trace context in: the traceparent of the A2A request is the trace the run joins."""
+    project_id, token, agent = await answering_agent(fleet, "Traced.")
+    trace_id = uuid.uuid4().hex
+    http = httpx.AsyncClient(
+        timeout=30,
+        headers={
+            "authorization": f"Bearer {token}",
+            "traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01",
+        },
+    )
+    card = await A2ACardResolver(http, fleet.agent_url(project_id, agent)).get_agent_card()
+    client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+    task, _ = await last_task(client.send_message(user_message("Traced?")))
+    assert task.status.state == a2a.TASK_STATE_COMPLETED
+    stored = await fleet.pool.fetchval(  # type: ignore[attr-defined]
+        "SELECT trace_id FROM kb.agent_runs WHERE id = $1::uuid", task.id
+    )
+    assert stored == trace_id
+    await client.close()
