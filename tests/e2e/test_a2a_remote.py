@@ -8,7 +8,9 @@ a card names, and the secret header: delivered to the remote agent, returned by 
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
 
 from agentfleet.auth import TokenStore
 from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
@@ -353,3 +356,69 @@ async def test_internal_addresses_are_refused_before_connecting(fleet: RemoteFle
     child = await project.finished((await project.child_of(root))["id"])
     assert child.status == common_pb2.RUN_STATUS_FAILED
     assert "refused to connect to 169.254.169.254" in child.error_message, child.error_message
+
+
+async def test_a_manifest_installs_remote_agents_and_the_cli_manages_them(
+    fleet: RemoteFleet,
+) -> None:
+    project = await project_of(fleet, "remote-manifest")
+    manifest = {
+        "name": "with-remote",
+        "version": "1.0.0",
+        "remote_agents": [
+            {
+                "name": "echo",
+                "card_url": fleet.remote.card_url,
+                "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"},
+                "timeout_s": 30,
+            }
+        ],
+    }
+    await project.registry().InstallProduct(
+        registry_pb2.InstallProductRequest(
+            project_id=project.project_id, manifest=json_format.ParseDict(manifest, Struct())
+        )
+    )
+    listed = await project.registry().ListRemoteAgents(
+        registry_pb2.ListRemoteAgentsRequest(project_id=project.project_id)
+    )
+    assert [(a.name, a.product_name, a.timeout_s) for a in listed.remote_agents] == [
+        ("echo", "with-remote", 30.0)
+    ]
+    bad = {**manifest, "remote_agents": [{"name": "x", "card_url": "http://10.0.0.7/card"}]}
+    error = await rpc_error(
+        project.registry().InstallProduct(
+            registry_pb2.InstallProductRequest(
+                project_id=project.project_id, manifest=json_format.ParseDict(bad, Struct())
+            )
+        )
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "manifest.remote_agents[0].card_url" in (error.details() or "")
+
+    async def cli(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agentfleet.cli.entry",
+            *args,
+            "--project",
+            project.project_id,
+            "--token",
+            project.token,
+            "--executor-addr",
+            fleet.stack.addresses["executor"],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        return out.decode()
+
+    added = await cli("remote-agent", "add", "other", fleet.remote.card_url, "--timeout", "5")
+    assert "registered remote agent other (card: remote-echo)" in added
+    table = await cli("remote-agent", "list")
+    assert "echo" in table
+    assert "other" in table
+    await cli("remote-agent", "remove", "other")
+    assert "other" not in await cli("remote-agent", "list")

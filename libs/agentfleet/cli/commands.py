@@ -48,7 +48,9 @@ def _group(
     """A command of actions (``mcp add``): yields the actions to add, then gives each the
     leaf flags; the handler finds the action in ``args.<name>_command``."""
     parser = _command(commands, name, help_, handler, group=True)
-    actions = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+    actions = parser.add_subparsers(
+        dest=f"{name.replace('-', '_')}_command", required=True, metavar="ACTION"
+    )
     yield actions
     for sub in actions.choices.values():
         _leaf_flags(sub)
@@ -128,6 +130,24 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
             sub = mcp.add_parser(action, help=f"{action} MCP servers")
             if action != "list":
                 sub.add_argument("name")
+
+    with _group(
+        commands,
+        "remote-agent",
+        "manage remote A2A agents (spawned as remote children)",
+        "remote_agents:remote_agent",
+    ) as remote:
+        add = remote.add_parser("add", help="register or update a remote A2A agent")
+        add.add_argument("name")
+        add.add_argument("card_url", metavar="CARD_URL", help="URL of its Agent Card")
+        add.add_argument(
+            "--header", action="append", default=[], metavar="KEY=VALUE", help="${SECRET} ok"
+        )
+        add.add_argument("--description", help="shown to coordinators (default: the card's)")
+        add.add_argument("--timeout", type=float, help="a child's time limit, seconds")
+        remote.add_parser("list", help="list remote agents")
+        remove = remote.add_parser("remove", help="remove a remote agent")
+        remove.add_argument("name")
 
     with _group(commands, "secret", "manage project secrets", "tools:secret") as secret:
         set_ = secret.add_parser("set", help="set a secret (value from --value or stdin)")

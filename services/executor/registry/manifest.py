@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.errors import FieldViolation, InvalidArgument
@@ -30,6 +30,7 @@ from services.executor.output_schema import output_schema_violations
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest_schema import schema_violations
 from services.executor.registry.model_config import ModelConfig
+from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgent
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""
@@ -52,6 +53,8 @@ class Manifest:
     """Each with project_id '' (set when installed)."""
     document: dict[str, Any]
     """The manifest as given (stored in kb.products.manifest)."""
+    remote_agents: list[RemoteAgent] = field(default_factory=list)
+    """Remote A2A agents (``remote_agents``), checked when installed."""
 
 
 def parse_manifest(
@@ -116,6 +119,16 @@ def semantic_violations(
                 )
     out.extend(_cycle_violations(manifest.agents))
     out.extend(_server_violations(manifest.mcp_servers))
+    first_remote: dict[str, int] = {}
+    for i, remote in enumerate(manifest.remote_agents):
+        path = f"manifest.remote_agents[{i}].name"
+        if remote.name in first_agent:
+            agent_at = f"manifest.agents[{first_agent[remote.name]}]"
+            out.append(_dup(path, "agent", remote.name, agent_at))
+        elif remote.name in first_remote:
+            other = f"manifest.remote_agents[{first_remote[remote.name]}]"
+            out.append(_dup(path, "remote agent", remote.name, other))
+        first_remote.setdefault(remote.name, i)
     return out
 
 
@@ -236,6 +249,16 @@ def _build(document: dict[str, Any]) -> Manifest:
         agents=[_agent(a) for a in document.get("agents", [])],
         mcp_servers=[_server(s) for s in document.get("mcp", {}).get("servers", [])],
         document=document,
+        remote_agents=[
+            RemoteAgent(
+                name=r["name"],
+                card_url=r["card_url"],
+                headers=dict(r.get("headers", {})),
+                description=r.get("description", ""),
+                timeout_s=float(r.get("timeout_s", DEFAULT_TIMEOUT_S)),
+            )
+            for r in document.get("remote_agents", [])
+        ],
     )
 
 

@@ -45,6 +45,10 @@ from services.executor.registry.product_store import (
     record_response,
     stored_request,
 )
+from services.executor.registry.remote_install import (
+    checked_remote_agents,
+    install_remote_agents,
+)
 from services.executor.registry.write_checks import checked_manifest, manifest_semantics
 
 
@@ -152,6 +156,7 @@ class ProductRegistry:
         manifest = await checked_manifest(document)
         check_url_destinations(manifest, self._mcp_url_refusal)
         check_stdio_servers(manifest, self._stdio_allowlist)
+        manifest = checked_remote_agents(manifest, self._mcp_url_refusal)
         # validate_only is not part of what the request asks: a validation under a used
         # request_id answers (or is refused) as the install itself would be.
         fingerprint = request_fingerprint(manifest.document)
@@ -241,6 +246,7 @@ class ProductRegistry:
         result.removed_mcp_server_names = await self._servers.remove_unlisted(
             conn, project_id, product_id, [s.name for s in manifest.mcp_servers]
         )
+        await install_remote_agents(conn, project_id, str(product_id), manifest, definitions)
         return result
 
     async def uninstall(self, project_id: str, product_name: str) -> UninstallResult:

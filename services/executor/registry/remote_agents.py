@@ -57,7 +57,10 @@ class RemoteAgent:
 
 
 def check_remote_agent(
-    agent: RemoteAgent, *, url_refusal: Callable[[str], str | None]
+    agent: RemoteAgent,
+    *,
+    url_refusal: Callable[[str], str | None],
+    where: str = "remote_agent",
 ) -> RemoteAgent:
     """``agent`` with defaults filled; :class:`InvalidArgument` naming every bad field.
 
@@ -65,7 +68,6 @@ def check_remote_agent(
     private address, localhost, a metadata name), so a refused card URL is never stored.
     """
     bad: list[FieldViolation] = []
-    where = "remote_agent"
     if not NAME.fullmatch(agent.name):
         bad.append(FieldViolation(f"{where}.name", "must be 1-128 of [A-Za-z0-9_.-]"))
     parts = urlsplit(agent.card_url)
@@ -184,6 +186,48 @@ class RemoteAgentRepository:
             f"project {project_id!r} has {max_per_project} remote agents, the limit; delete "
             "one first"
         )
+
+    @staticmethod
+    async def install_in(
+        conn: asyncpg.Connection, project_id: str, agent: RemoteAgent, *, product_id: str
+    ) -> bool:
+        """A product's remote agent, in the install's transaction: created, or replaced when
+        the product already owns it. False when the name is another owner's (nothing
+        written)."""
+        row = await conn.fetchval(
+            """INSERT INTO kb.remote_agents AS r
+                   (project_id, name, card_url, headers, description, timeout_s, product_id)
+               VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::uuid)
+               ON CONFLICT (project_id, name) DO UPDATE
+                  SET card_url = EXCLUDED.card_url, headers = EXCLUDED.headers,
+                      description = EXCLUDED.description, timeout_s = EXCLUDED.timeout_s,
+                      updated_at = now()
+                  WHERE r.product_id = EXCLUDED.product_id
+               RETURNING r.id""",
+            project_id,
+            agent.name,
+            agent.card_url,
+            dict(agent.headers),
+            agent.description,
+            agent.timeout_s,
+            product_id,
+        )
+        return row is not None
+
+    @staticmethod
+    async def remove_unlisted_in(
+        conn: asyncpg.Connection, project_id: str, product_id: str, keep: list[str]
+    ) -> list[str]:
+        """Deletes the product's remote agents not in ``keep``; their names."""
+        rows = await conn.fetch(
+            """DELETE FROM kb.remote_agents
+               WHERE project_id = $1 AND product_id = $2::uuid AND name <> ALL($3::text[])
+               RETURNING name""",
+            project_id,
+            product_id,
+            keep,
+        )
+        return sorted(r["name"] for r in rows)
 
     async def list_all(self, project_id: str) -> list[RemoteAgent]:
         """The project's remote agents by name (bounded by the per-project limit)."""
