@@ -110,11 +110,17 @@ async def fetch_card(http: httpx.AsyncClient, card_url: str) -> a2a.AgentCard:
                     raise RemoteAgentError(
                         f"the agent card at {card_url} is larger than {MAX_CARD_BYTES} bytes"
                     )
-        return parse_agent_card(json.loads(body))
+        card = parse_agent_card(json.loads(body))
     except RemoteAgentError:
         raise
     except Exception as exc:
         raise remote_error(exc, f"fetching the agent card at {card_url}") from exc
+    if not card.name or not endpoint_of(card):
+        raise RemoteAgentError(
+            f"fetching the agent card at {card_url}: not an Agent Card (it names no agent or "
+            "no interface to send tasks to)"
+        )
+    return card
 
 
 def remote_error(exc: BaseException, doing: str) -> RemoteAgentError:

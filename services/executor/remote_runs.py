@@ -100,6 +100,17 @@ class _Task:
     output: dict[str, Any] | None = None
     end: RunStatus | None = None
     end_reason: str = ""
+    answer_chars: int = 0
+
+    def add_answer(self, texts: Sequence[str]) -> None:
+        """Keeps answer text up to :data:`MAX_ANSWER_CHARS` in all (a peer sets how much
+        it sends)."""
+        for text in texts:
+            room = MAX_ANSWER_CHARS - self.answer_chars
+            if room <= 0:
+                return
+            self.answer.append(text[:room])
+            self.answer_chars += min(len(text), room)
 
 
 def _texts(parts: Sequence[a2a.Part]) -> list[str]:
@@ -244,13 +255,13 @@ class RemoteChildRunner:
         match response.WhichOneof("payload"):
             case "message":
                 texts = _texts(response.message.parts)
-                task.answer += texts
+                task.add_answer(texts)
                 task.output = task.output or _data(response.message.parts)
                 state = _S.TASK_STATE_COMPLETED  # a direct answer is the end of it
             case "task":
                 await self._know_task(run, task, response.task.id, response.task.context_id)
                 for artifact in response.task.artifacts:
-                    task.answer += _texts(artifact.parts)
+                    task.add_answer(_texts(artifact.parts))
                     task.output = task.output or _data(artifact.parts)
                 texts = _texts(response.task.status.message.parts)
                 state = response.task.status.state
@@ -263,7 +274,7 @@ class RemoteChildRunner:
                 update = response.artifact_update
                 await self._know_task(run, task, update.task_id, update.context_id)
                 texts = _texts(update.artifact.parts)
-                task.answer += texts
+                task.add_answer(texts)
                 task.output = task.output or _data(update.artifact.parts)
         if texts:
             task.last_text = texts[-1]

@@ -7,11 +7,14 @@ What it does follows the first word of the message it is sent:
   a JSON data part ``{"echo": <text>}``, then COMPLETED;
 * ``fail <text>``: FAILED, the status message ``<text>``;
 * ``hang``: WORKING, then nothing until ``tasks/cancel`` (recorded in :attr:`cancelled`);
-* ``ask``: INPUT_REQUIRED.
+* ``ask``: INPUT_REQUIRED;
+* ``flood <n>``: ``n`` WORKING statuses of 10,000 characters each, then COMPLETED.
 
 Every request's headers are kept (:attr:`seen_headers`, by path). Besides the agent's card
 (``/agent/.well-known/agent-card.json``) it serves a card whose endpoint is ``inward_url``
-(``/inward/card.json``) and a redirect to any URL (``/redirect?to=URL``), for the SSRF tests.
+(``/inward/card.json``), a redirect to any URL (``/redirect?to=URL``), a redirect to itself
+(``/loop``), a card too large (``/huge/card.json``) and a JSON page that is no card
+(``/not-a-card.json``), for the SSRF and hostile-peer tests.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from a2a.helpers.proto_helpers import new_task, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import a2a_pb2 as a2a
 from google.protobuf import struct_pb2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -63,6 +67,15 @@ class _Executor(AgentExecutor):
             await updater.complete()
         elif word == "fail":
             await updater.failed(new_text_message(rest, context_id=context_id, task_id=task_id))
+        elif word == "flood":
+            # A hostile peer: more progress than any run should keep, each piece too long.
+            for i in range(int(rest or "250")):
+                piece = new_text_message(
+                    f"{i} " + "x" * 10_000, context_id=context_id, task_id=task_id
+                )
+                await updater.update_status(a2a.TASK_STATE_WORKING, message=piece)
+            await updater.add_artifact([a2a.Part(text="flooded")], name="answer")
+            await updater.complete()
         elif word == "hang":
             await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
             self._agent.hanging.add(task_id)
@@ -120,12 +133,26 @@ class RemoteAgentServer:
         async def redirect(request: Request) -> Response:
             return RedirectResponse(request.query_params["to"], status_code=302)
 
+        async def loop(request: Request) -> Response:
+            return RedirectResponse(f"{self.base_url}/loop", status_code=302)
+
+        async def huge(request: Request) -> Response:
+            card = agent_card_to_dict(self.card(f"{self.base_url}/agent/"))
+            card["description"] = "y" * 300_000
+            return JSONResponse(card)
+
+        async def not_a_card(request: Request) -> Response:
+            return JSONResponse({"hello": "world"})
+
         routes = Starlette(
             routes=[
                 *create_agent_card_routes(card, card_url=CARD_PATH),
                 *create_agent_card_routes(self.card(self.inward_url), card_url="/inward/card.json"),
                 *create_jsonrpc_routes(handler, rpc_url="/agent/"),
                 Route("/redirect", redirect, methods=["GET"]),
+                Route("/loop", loop, methods=["GET"]),
+                Route("/huge/card.json", huge, methods=["GET"]),
+                Route("/not-a-card.json", not_a_card, methods=["GET"]),
             ]
         )
 
