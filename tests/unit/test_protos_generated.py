@@ -46,6 +46,9 @@ DESIGN_RPCS: dict[str, set[str]] = {
         "DeleteAgentDefinition",
         "SetProjectBudget",
         "GetProjectBudget",
+        "UpsertRemoteAgent",
+        "ListRemoteAgents",
+        "DeleteRemoteAgent",
     },
     "ToolPoolService": {
         "ListTools",

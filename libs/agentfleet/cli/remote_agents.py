@@ -39,7 +39,7 @@ async def remote_agent(conn: Connection, args: argparse.Namespace) -> int:
         console.print(f"removed remote agent {args.name}")
         return 0
     reply = await registry.ListRemoteAgents(
-        registry_pb2.ListRemoteAgentsRequest(project_id=conn.project)
+        registry_pb2.ListRemoteAgentsRequest(project_id=conn.project, page_size=100)
     )
     return print_listing(
         reply,

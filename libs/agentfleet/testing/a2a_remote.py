@@ -185,3 +185,16 @@ class RemoteAgentServer:
             server.should_exit = True
             await serving
             sock.close()
+
+
+async def _serve_forever(port: int) -> None:
+    async with RemoteAgentServer(port=port).serve() as server:
+        print(f"remote A2A agent: card at {server.card_url}", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(int(sys.argv[1]) if len(sys.argv) > 1 else 8300))

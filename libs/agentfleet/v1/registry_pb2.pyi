@@ -51,16 +51,22 @@ class UpsertRemoteAgentResponse(_message.Message):
     def __init__(self, remote_agent: _Optional[_Union[RemoteAgent, _Mapping]] = ...) -> None: ...
 
 class ListRemoteAgentsRequest(_message.Message):
-    __slots__ = ("project_id",)
+    __slots__ = ("project_id", "page_size", "page_token")
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     project_id: str
-    def __init__(self, project_id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListRemoteAgentsResponse(_message.Message):
-    __slots__ = ("remote_agents",)
+    __slots__ = ("remote_agents", "next_page_token")
     REMOTE_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     remote_agents: _containers.RepeatedCompositeFieldContainer[RemoteAgent]
-    def __init__(self, remote_agents: _Optional[_Iterable[_Union[RemoteAgent, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, remote_agents: _Optional[_Iterable[_Union[RemoteAgent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class DeleteRemoteAgentRequest(_message.Message):
     __slots__ = ("project_id", "name")

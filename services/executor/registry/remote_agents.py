@@ -24,6 +24,7 @@ from agentfleet.errors import (
     ResourceExhausted,
 )
 from agentfleet.mcp.config import references
+from agentfleet.postgres.project_rows import project_name_page
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_URL_CHARS = 2048
@@ -228,6 +229,22 @@ class RemoteAgentRepository:
             keep,
         )
         return sorted(r["name"] for r in rows)
+
+    async def page(
+        self, project_id: str, *, page_size: int, page_token: str
+    ) -> tuple[list[RemoteAgent], str]:
+        """One page of the project's remote agents by name, and the next page's token."""
+        rows, token = await project_name_page(
+            self._pool,
+            f"SELECT {_COLUMNS} FROM kb.remote_agents r LEFT JOIN kb.products p "
+            "ON p.id = r.product_id",
+            alias="r",
+            project_id=project_id,
+            page_size=page_size,
+            page_token=page_token,
+            listing="remote_agents",
+        )
+        return [_agent(r) for r in rows], token
 
     async def list_all(self, project_id: str) -> list[RemoteAgent]:
         """The project's remote agents by name (bounded by the per-project limit)."""

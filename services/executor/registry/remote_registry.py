@@ -52,15 +52,20 @@ class RemoteAgentRegistry:
         stored = await self.repository.upsert(project_id, checked)
         return dataclasses.replace(stored, card_name=card.name)
 
-    async def list_all(self, project_id: str, *, admin: bool) -> list[RemoteAgent]:
-        """The project's remote agents; a member sees only header values naming a secret."""
-        agents = await self.repository.list_all(project_id)
-        if admin:
-            return agents
-        return [
-            dataclasses.replace(a, headers=member_view({"headers": a.headers})["headers"])
-            for a in agents
-        ]
+    async def page(
+        self, project_id: str, *, admin: bool, page_size: int, page_token: str
+    ) -> tuple[list[RemoteAgent], str]:
+        """A page of the project's remote agents; a member sees only header values naming a
+        secret (as MCP servers' headers)."""
+        agents, token = await self.repository.page(
+            project_id, page_size=page_size, page_token=page_token
+        )
+        if not admin:
+            agents = [
+                dataclasses.replace(a, headers=member_view({"headers": a.headers})["headers"])
+                for a in agents
+            ]
+        return agents, token
 
     async def delete(self, project_id: str, name: str) -> None:
         await self.repository.delete(project_id, name)

@@ -196,9 +196,11 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         self, request: registry_pb2.ListRemoteAgentsRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListRemoteAgentsResponse:
         admin = current_principal.get().role == "admin"
-        agents = await self.remote_agents.list_all(request.project_id, admin=admin)
+        agents, token = await self.remote_agents.page(
+            request.project_id, admin=admin, **_paging(request)
+        )
         return registry_pb2.ListRemoteAgentsResponse(
-            remote_agents=[_remote_to_proto(a) for a in agents]
+            remote_agents=[_remote_to_proto(a) for a in agents], next_page_token=token
         )
 
     async def DeleteRemoteAgent(
