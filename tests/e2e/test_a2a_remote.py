@@ -9,6 +9,7 @@ a card names, and the secret header: delivered to the remote agent, returned by 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 import uuid
@@ -172,6 +173,30 @@ async def fleet(
         assert all(code == 0 for code in codes.values()), codes
 
 
+async def cli(fleet: RemoteFleet, project: Project, *args: str) -> str:
+    """``agentfleet ARGS`` against the fleet on the project's token; its output."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfleet.cli.entry",
+        *args,
+        "--project",
+        project.project_id,
+        "--token",
+        project.token,
+        "--executor-addr",
+        fleet.stack.addresses["executor"],
+        "--history-addr",
+        fleet.stack.addresses["history"],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
 async def project_of(fleet: RemoteFleet, prefix: str) -> Project:
     project_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
     created = await TokenStore(fleet.pool).create(project_id=project_id, role="admin", name="e2e")
@@ -243,6 +268,9 @@ async def test_a_remote_child_answers_with_the_secret_header_and_trace_context(
     assert agents["echo"]["flow_type"] == "remote_a2a"
     assert agents["echo"]["remote"]["card_url"] == fleet.remote.card_url
 
+    shown = await cli(fleet, project, "show", child.id)
+    assert f"A2A echo at {fleet.remote.base_url}/agent/" in shown
+    assert f"remote A2A {fleet.remote.base_url}/agent/" in await cli(fleet, project, "tree", root)
     tree = await project.history().GetRunTree(
         history_pb2.GetRunTreeRequest(project_id=project.project_id, run_id=root)
     )
@@ -396,29 +424,12 @@ async def test_a_manifest_installs_remote_agents_and_the_cli_manages_them(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "manifest.remote_agents[0].card_url" in (error.details() or "")
 
-    async def cli(*args: str) -> str:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agentfleet.cli.entry",
-            *args,
-            "--project",
-            project.project_id,
-            "--token",
-            project.token,
-            "--executor-addr",
-            fleet.stack.addresses["executor"],
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(process.communicate(), 60)
-        assert process.returncode == 0, err.decode()
-        return out.decode()
-
-    added = await cli("remote-agent", "add", "other", fleet.remote.card_url, "--timeout", "5")
+    added = await cli(
+        fleet, project, "remote-agent", "add", "other", fleet.remote.card_url, "--timeout", "5"
+    )
     assert "registered remote agent other (card: remote-echo)" in added
-    table = await cli("remote-agent", "list")
+    table = await cli(fleet, project, "remote-agent", "list")
     assert "echo" in table
     assert "other" in table
-    await cli("remote-agent", "remove", "other")
-    assert "other" not in await cli("remote-agent", "list")
+    await cli(fleet, project, "remote-agent", "remove", "other")
+    assert "other" not in await cli(fleet, project, "remote-agent", "list")

@@ -97,6 +97,11 @@ async def show_run(conn: Connection, args: argparse.Namespace) -> int:
         ("agent", run.agent_name),
         ("status", styled_status(run_status(run.status))),
         ("parent", run.parent_run_id or "-"),
+        *(
+            [("remote", f"A2A {run.remote.name} at {run.remote.url or run.remote.card_url}")]
+            if run.HasField("remote")
+            else []
+        ),
         ("steps", f"{run.step_count} (total {run.total_steps}, resumes {run.resume_count})"),
         ("tokens", f"{run.tokens_in} in, {run.tokens_out} out, {run.tokens_total_tree} tree"),
         ("cost", f"{usd(run.cost_nanos)}, {usd(run.cost_total_tree_nanos)} tree"),
@@ -202,6 +207,8 @@ def _label(node: history_pb2.RunTreeNode) -> Text:
         f" step {node.step_count} {node.tokens_in + node.tokens_out} tokens "
         f"{usd(node.cost_nanos)} {seconds(node.duration)}",
     )
+    if node.HasField("remote"):
+        label.append(f" remote A2A {node.remote.url or node.remote.card_url}", "cyan")
     if node.HasField("waiting_for"):
         label.append(terminal_text(f" ({node.waiting_for.message})", style="yellow"))
     return label
