@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 
 from services.a2a.backend import AccessDenied, Backend, Caller, Unavailable
 from services.a2a.card import agent_card
+from services.a2a.grpc_binding import tenant_of
 from services.a2a.handler import AgentRequestHandler
 from services.a2a.settings import A2ASettings
 
@@ -41,15 +42,18 @@ class _CallerContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-def build_app(backend: Backend, settings: A2ASettings) -> ASGIApp:
+def build_app(backend: Backend, settings: A2ASettings, *, grpc_port: int = 0) -> ASGIApp:
     """The A2A HTTP application, inside OpenTelemetry's ASGI middleware: a request's W3C
     ``traceparent`` is extracted and its server span is current while the request (and its
     SSE stream) is served, so the gRPC calls made for it -- TriggerRun, WatchRun, CancelRun
-    -- carry that trace, and the run it starts joins the caller's trace."""
-    return OpenTelemetryMiddleware(_routes(backend, settings), exclude_spans=["receive", "send"])
+    -- carry that trace, and the run it starts joins the caller's trace. ``grpc_port``: the
+    gRPC binding's port, named by each card (0: not served)."""
+    return OpenTelemetryMiddleware(
+        _routes(backend, settings, grpc_port), exclude_spans=["receive", "send"]
+    )
 
 
-def _routes(backend: Backend, settings: A2ASettings) -> Starlette:
+def _routes(backend: Backend, settings: A2ASettings, grpc_port: int) -> Starlette:
     dispatcher = JsonRpcDispatcher(
         request_handler=AgentRequestHandler(backend),
         context_builder=_CallerContextBuilder(),
@@ -84,7 +88,16 @@ def _routes(backend: Backend, settings: A2ASettings) -> Starlette:
         except Unavailable as exc:
             return _refusal(503, f"agentfleet unavailable ({exc.code.name})")
         url = str(request.url_for("rpc", project=caller.project_id, agent=caller.agent_name))
-        return JSONResponse(agent_card_to_dict(agent_card(definition, url)))
+        grpc_target = (
+            f"{request.url.hostname}:{grpc_port}" if grpc_port and request.url.hostname else ""
+        )
+        card_ = agent_card(
+            definition,
+            url,
+            grpc_target=grpc_target,
+            tenant=tenant_of(caller.project_id, caller.agent_name),
+        )
+        return JSONResponse(agent_card_to_dict(card_))
 
     async def index(request: Request) -> Response:
         token = _bearer(request)

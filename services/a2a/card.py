@@ -12,8 +12,16 @@ BEARER_SCHEME = "bearer"
 MODES = ["text/plain", "application/json"]
 
 
-def agent_card(definition: common_pb2.AgentDefinition, url: str) -> a2a.AgentCard:
-    """``url``: the agent's base URL, where its JSON-RPC endpoint is."""
+def agent_card(
+    definition: common_pb2.AgentDefinition,
+    url: str,
+    *,
+    grpc_target: str = "",
+    tenant: str = "",
+) -> a2a.AgentCard:
+    """``url``: the agent's base URL, where its JSON-RPC endpoint is; ``grpc_target``
+    (host:port) and ``tenant``: the gRPC binding's interface, listed after JSON-RPC when
+    served."""
     description = definition.description or f"agentfleet agent {definition.name}"
     skills = [
         a2a.AgentSkill(
@@ -41,7 +49,19 @@ def agent_card(definition: common_pb2.AgentDefinition, url: str) -> a2a.AgentCar
         supported_interfaces=[
             a2a.AgentInterface(
                 url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION
-            )
+            ),
+            *(
+                [
+                    a2a.AgentInterface(
+                        url=grpc_target,
+                        protocol_binding="GRPC",
+                        protocol_version=PROTOCOL_VERSION,
+                        tenant=tenant,
+                    )
+                ]
+                if grpc_target
+                else []
+            ),
         ],
         capabilities=a2a.AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=MODES,

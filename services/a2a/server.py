@@ -8,6 +8,7 @@ import contextlib
 import socket
 from collections.abc import Iterator
 
+import grpc
 import structlog
 import uvicorn
 
@@ -15,6 +16,7 @@ from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import PortInUse
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
+from services.a2a.grpc_binding import start_grpc_binding
 from services.a2a.settings import load_a2a_settings
 
 log = structlog.get_logger(__name__)
@@ -36,9 +38,19 @@ async def build(context: ServiceContext) -> ServiceParts:
     sock = bind_http(context.settings.listen_host, a2a_settings.http_port)
     port = sock.getsockname()[1]
     backend = Backend(context.settings)
+    grpc_binding: grpc.aio.Server | None = None
+    grpc_port = 0
+    if a2a_settings.grpc_binding_port >= 0:
+        grpc_binding, grpc_port = await start_grpc_binding(
+            backend,
+            host=context.settings.listen_host,
+            port=a2a_settings.grpc_binding_port,
+            max_message_bytes=a2a_settings.max_body_bytes,
+            max_concurrent=context.settings.grpc_limits.max_concurrent_rpcs,
+        )
     server = _Server(
         uvicorn.Config(
-            build_app(backend, a2a_settings),
+            build_app(backend, a2a_settings, grpc_port=grpc_port),
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -60,10 +72,12 @@ async def build(context: ServiceContext) -> ServiceParts:
             raise RuntimeError(f"the A2A HTTP server stopped (port {port})")
 
     async def close() -> None:
+        if grpc_binding is not None:
+            await grpc_binding.stop(grace=min(5.0, context.settings.shutdown_grace_s))
         await backend.close()
         sock.close()
 
-    log.info("a2a_http", port=port, host=context.settings.listen_host)
+    log.info("a2a_http", port=port, grpc_binding_port=grpc_port, host=context.settings.listen_host)
     return ServiceParts(registrations=(), background=(serve_http,), on_stop=(close,))
 
 

@@ -11,6 +11,7 @@ from agentfleet.config import _Env
 
 DEFAULT_HTTP_PORT = 50055
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_GRPC_BINDING_PORT = 50057
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -19,6 +20,9 @@ class A2ASettings:
     """AGENTFLEET_A2A_HTTP_PORT: the A2A JSON-RPC and agent-card port; 0 = any free port."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """AGENTFLEET_A2A_MAX_BODY_BYTES: largest request body read before parsing (1 MiB)."""
+    grpc_binding_port: int = DEFAULT_GRPC_BINDING_PORT
+    """AGENTFLEET_A2A_GRPC_BINDING_PORT: the A2A gRPC binding's port (lf.a2a.v1.A2AService);
+    0 = any free port, -1 = not served."""
 
 
 def load_a2a_settings(environ: Mapping[str, str] | None = None) -> A2ASettings:
@@ -32,5 +36,10 @@ def load_a2a_settings(environ: Mapping[str, str] | None = None) -> A2ASettings:
             "AGENTFLEET_A2A_MAX_BODY_BYTES",
             DEFAULT_MAX_BODY_BYTES,
             parsers.int_range(1024, 64 * 1024 * 1024),
+        ),
+        grpc_binding_port=env.get(
+            "AGENTFLEET_A2A_GRPC_BINDING_PORT",
+            DEFAULT_GRPC_BINDING_PORT,
+            parsers.int_range(-1, 65535),
         ),
     )

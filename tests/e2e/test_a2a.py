@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 import pytest_asyncio
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as a2a
+from a2a.types import a2a_pb2_grpc
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Value
@@ -531,3 +533,49 @@ async def test_a_callers_trace_context_is_the_runs_trace(fleet: A2AFleet) -> Non
     )
     assert stored == trace_id
     await client.close()
+
+
+async def test_the_grpc_binding_sends_and_refuses_like_json_rpc(fleet: A2AFleet) -> None:
+    """The card's GRPC interface (tenant = project/agent) with the SDK's gRPC client."""
+    for streaming in (False, True):
+        project_id, token, agent = await answering_agent(fleet, "Over gRPC.")
+        card, _ = await client_for(fleet, project_id, agent, token, streaming=False)
+        grpc_interface = [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
+        assert [i.tenant for i in grpc_interface] == [f"{project_id}/{agent}"]
+        target = grpc_interface[0].url
+        config = ClientConfig(
+            streaming=streaming,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=lambda url, token=token: open_channel(url, token=token),
+        )
+        client = ClientFactory(config).create(card)
+        task, seen = await last_task(client.send_message(user_message("Which binding?")))
+        if streaming:
+            states = [u.status_update.status.state for u in seen if u.HasField("status_update")]
+            assert states[-1] == a2a.TASK_STATE_COMPLETED, seen
+            artifacts = [u.artifact_update.artifact for u in seen if u.HasField("artifact_update")]
+        else:
+            assert task.status.state == a2a.TASK_STATE_COMPLETED
+            artifacts = list(task.artifacts)
+        answers = [p.text for a in artifacts for p in a.parts if a.name == "answer"]
+        assert answers == ["Over gRPC."]
+        fetched = await client.get_task(a2a.GetTaskRequest(id=task.id))
+        assert fetched.status.state == a2a.TASK_STATE_COMPLETED
+        await client.close()
+
+    other_id, other_token = await fleet.project("a2a-grpc-other")
+    refusals = {
+        # no token, another project's token, a tenant that is no agent, a bad tenant
+        (f"{project_id}/{agent}", ""): grpc.StatusCode.UNAUTHENTICATED,
+        (f"{project_id}/{agent}", other_token): grpc.StatusCode.PERMISSION_DENIED,
+        (f"{project_id}/nobody", token): grpc.StatusCode.NOT_FOUND,
+        ("no-slash", token): grpc.StatusCode.INVALID_ARGUMENT,
+    }
+    for (tenant, bearer), code in refusals.items():
+        async with open_channel(target, token=bearer or None) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)
+            request = a2a.GetTaskRequest(tenant=tenant, id=str(uuid.uuid4()))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.GetTask(request)
+            assert caught.value.code() == code, (tenant, caught.value)
+    assert other_id

@@ -329,6 +329,7 @@ async def start_process_stack(
     if "a2a" in names:
         http_port = free_port()
         env.setdefault("AGENTFLEET_A2A_HTTP_PORT", str(http_port))
+        env.setdefault("AGENTFLEET_A2A_GRPC_BINDING_PORT", str(free_port()))
         a2a_url = f"http://127.0.0.1:{env['AGENTFLEET_A2A_HTTP_PORT']}"
     processes: dict[str, asyncio.subprocess.Process] = {}
     stack = ProcessStack(
