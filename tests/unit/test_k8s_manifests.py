@@ -71,6 +71,8 @@ CALLERS = {
 }
 # Services with an HTTP port besides gRPC and metrics; their callers reach that port only.
 HTTP_PORTS = {"a2a": 50055}
+# Other ports those callers reach too (the A2A gRPC binding), as (container port name, port).
+EXTRA_PORTS = {"a2a": [("a2a-grpc", 50057)]}
 
 Object = dict[str, Any]
 
@@ -200,6 +202,7 @@ def test_each_service_has_a_deployment_with_probes_resources_and_an_account(
             ("grpc", port),
             ("metrics", metrics_port),
             *http,
+            *EXTRA_PORTS.get(service, []),
         ]
         annotations = deployment["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/port"] == str(metrics_port)
@@ -267,7 +270,8 @@ def test_network_policies_let_in_only_each_services_callers(
         assert policy["policyTypes"] == ["Ingress"]
         rule, monitoring = policy["ingress"]
         called_on = HTTP_PORTS.get(service, DEFAULT_PORTS[service])
-        assert rule["ports"] == [{"protocol": "TCP", "port": called_on}]
+        extra = [{"protocol": "TCP", "port": p} for _, p in EXTRA_PORTS.get(service, [])]
+        assert rule["ports"] == [{"protocol": "TCP", "port": called_on}, *extra]
         # Prometheus reaches the metrics port only, from a labelled monitoring namespace.
         assert monitoring == {
             "from": [{"namespaceSelector": {"matchLabels": {"agentfleet.io/monitoring": "true"}}}],
