@@ -26,15 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 import structlog
-from a2a.client.client import Client
 from a2a.types import a2a_pb2 as a2a
 from google.genai import types
-from google.protobuf import json_format
 from opentelemetry import trace
 
 from agentfleet import events
@@ -55,9 +52,10 @@ from services.executor.a2a_client import (
 )
 from services.executor.loop_state import run_span_context
 from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgentRepository
+from services.executor.remote_task import MAX_ANSWER_CHARS, RemoteTask, data_of, texts_of
 from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord, RunStatus
-from services.executor.store import runs
+from services.executor.store import messages, runs
 from services.executor.store.persistence import RunRecorder, complete_then_cancel
 from services.executor.worker import RunExecutor
 from services.toolpool.mcp.store import SecretStore
@@ -68,7 +66,6 @@ _tracer = trace.get_tracer(__name__)
 MAX_PROGRESS_EVENTS = 200
 """MODEL_TEXT events one remote task may add to its run (a peer chooses how many it sends)."""
 MAX_EVENT_CHARS = 8000
-MAX_ANSWER_CHARS = 100_000
 CANCEL_TIMEOUT_S = 10.0
 """How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
 _S = a2a.TaskState
@@ -88,43 +85,6 @@ class _RemoteTimeout(Exception):
 
 
 @dataclass(kw_only=True, slots=True)
-class _Task:
-    """What the remote side said so far, for one execution."""
-
-    client: Client | None = None
-    task_id: str = ""
-    context_id: str = ""
-    progress: int = 0
-    last_text: str = ""
-    answer: list[str] = field(default_factory=list)
-    output: dict[str, Any] | None = None
-    end: RunStatus | None = None
-    end_reason: str = ""
-    answer_chars: int = 0
-
-    def add_answer(self, texts: Sequence[str]) -> None:
-        """Keeps answer text up to :data:`MAX_ANSWER_CHARS` in all (a peer sets how much
-        it sends)."""
-        for text in texts:
-            room = MAX_ANSWER_CHARS - self.answer_chars
-            if room <= 0:
-                return
-            self.answer.append(text[:room])
-            self.answer_chars += min(len(text), room)
-
-
-def _texts(parts: Sequence[a2a.Part]) -> list[str]:
-    return [p.text for p in parts if p.text]
-
-
-def _data(parts: Sequence[a2a.Part]) -> dict[str, Any] | None:
-    for part in parts:
-        if part.HasField("data") and part.data.HasField("struct_value"):
-            return json_format.MessageToDict(part.data.struct_value)
-    return None
-
-
-@dataclass(kw_only=True, slots=True)
 class RemoteChildRunner:
     """Executes remote children (see the module docstring)."""
 
@@ -138,7 +98,7 @@ class RemoteChildRunner:
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the remote task of ``run`` to its end; the final row (None: left running)."""
         recorder = RunRecorder(self.pool, run, owner=self.owner, notifier=self.notifier)
-        task = _Task()
+        task = RemoteTask()
         timeout_s = run.timeout.total_seconds() if run.timeout else DEFAULT_TIMEOUT_S
         with (
             structlog.contextvars.bound_contextvars(run_id=run.id, project_id=run.project_id),
@@ -159,7 +119,7 @@ class RemoteChildRunner:
             try:
                 try:
                     async with asyncio.timeout(timeout_s):
-                        await self._drive(run, recorder, task)
+                        await self._drive(run, recorder, task, control)
                 except TimeoutError:
                     raise _RemoteTimeout from None
             except asyncio.CancelledError:
@@ -198,7 +158,9 @@ class RemoteChildRunner:
             assert task.end is not None
             return await complete_then_cancel(self._end(recorder, task, task.end, task.end_reason))
 
-    async def _drive(self, run: RunRecord, recorder: RunRecorder, task: _Task) -> None:
+    async def _drive(
+        self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, control: RunControl
+    ) -> None:
         remote = run.remote_agent or {}
         agent = await self.remote_agents.find(run.project_id, str(remote.get("name", "")))
         if agent is None:
@@ -221,7 +183,11 @@ class RemoteChildRunner:
             {"url": endpoint_of(card), "card_name": card.name},
             owner=self.owner,
         )
-        if not recorder.started:
+        known_task = str(remote.get("task_id") or "")
+        next_seq = (
+            0 if control.never_started else (await messages.next_position(self.pool, run.id))[0]
+        )
+        if next_seq == 0:
             await recorder.record_start(
                 system_prompt="",
                 user_input=types.Content(role="user", parts=[types.Part(text=run.input)]),
@@ -229,15 +195,40 @@ class RemoteChildRunner:
                 tool_names=(),
                 trace_id=current_trace_id(),
             )
-        request = a2a.SendMessageRequest(
-            message=a2a.Message(
-                # The run's id: a message sent again by a recovered run is the same message.
-                message_id=run.id,
-                role=a2a.ROLE_USER,
-                parts=[a2a.Part(text=run.input)],
+        else:
+            # Another execution had started it (a crash, a lost lease): continue its record.
+            recorder.continue_at(next_message_seq=next_seq, open_calls=[])
+            await recorder.record_note(
+                step=0,
+                batch=[
+                    events.RunStarted(
+                        agent_name=run.agent_name,
+                        model_name=f"a2a:{card.name}"[:200],
+                        recovered=True,
+                        worker=self.owner,
+                    )
+                ],
             )
-        )
-        async for response in task.client.send_message(request):
+        if known_task:
+            # The remote task exists already: follow it instead of sending the message again.
+            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
+            current = await task.client.get_task(a2a.GetTaskRequest(id=known_task))
+            await self._take(run, recorder, task, a2a.StreamResponse(task=current))
+            if task.end is not None:
+                return
+            stream = task.client.subscribe(a2a.SubscribeToTaskRequest(id=known_task))
+        else:
+            stream = task.client.send_message(
+                a2a.SendMessageRequest(
+                    message=a2a.Message(
+                        # The run's id: a message sent again by a recovered run is the same.
+                        message_id=run.id,
+                        role=a2a.ROLE_USER,
+                        parts=[a2a.Part(text=run.input)],
+                    )
+                )
+            )
+        async for response in stream:
             await self._take(run, recorder, task, response)
             if task.end is not None:
                 return
@@ -248,34 +239,34 @@ class RemoteChildRunner:
                 raise RemoteAgentError("the remote agent ended its stream without an answer")
 
     async def _take(
-        self, run: RunRecord, recorder: RunRecorder, task: _Task, response: a2a.StreamResponse
+        self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, response: a2a.StreamResponse
     ) -> None:
         texts: list[str] = []
         state: int | None = None
         match response.WhichOneof("payload"):
             case "message":
-                texts = _texts(response.message.parts)
+                texts = texts_of(response.message.parts)
                 task.add_answer(texts)
-                task.output = task.output or _data(response.message.parts)
+                task.output = task.output or data_of(response.message.parts)
                 state = _S.TASK_STATE_COMPLETED  # a direct answer is the end of it
             case "task":
                 await self._know_task(run, task, response.task.id, response.task.context_id)
                 for artifact in response.task.artifacts:
-                    task.add_answer(_texts(artifact.parts))
-                    task.output = task.output or _data(artifact.parts)
-                texts = _texts(response.task.status.message.parts)
+                    task.add_answer(texts_of(artifact.parts))
+                    task.output = task.output or data_of(artifact.parts)
+                texts = texts_of(response.task.status.message.parts)
                 state = response.task.status.state
             case "status_update":
                 update = response.status_update
                 await self._know_task(run, task, update.task_id, update.context_id)
-                texts = _texts(update.status.message.parts)
+                texts = texts_of(update.status.message.parts)
                 state = update.status.state
             case "artifact_update":
                 update = response.artifact_update
                 await self._know_task(run, task, update.task_id, update.context_id)
-                texts = _texts(update.artifact.parts)
+                texts = texts_of(update.artifact.parts)
                 task.add_answer(texts)
-                task.output = task.output or _data(update.artifact.parts)
+                task.output = task.output or data_of(update.artifact.parts)
         if texts:
             task.last_text = texts[-1]
             await self._progress(run, recorder, task, texts)
@@ -286,7 +277,9 @@ class RemoteChildRunner:
             name = a2a.TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
 
-    async def _know_task(self, run: RunRecord, task: _Task, task_id: str, context_id: str) -> None:
+    async def _know_task(
+        self, run: RunRecord, task: RemoteTask, task_id: str, context_id: str
+    ) -> None:
         if task_id and task_id != task.task_id:
             task.task_id, task.context_id = task_id, context_id
             await runs.set_remote_task(
@@ -298,7 +291,7 @@ class RemoteChildRunner:
             )
 
     async def _progress(
-        self, run: RunRecord, recorder: RunRecorder, task: _Task, texts: list[str]
+        self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, texts: list[str]
     ) -> None:
         batch: list[events.RunEvent] = []
         for text in texts:
@@ -316,7 +309,7 @@ class RemoteChildRunner:
     async def _end(
         self,
         recorder: RunRecorder,
-        task: _Task,
+        task: RemoteTask,
         status: RunStatus,
         reason: str,
         *,
@@ -336,7 +329,7 @@ class RemoteChildRunner:
         )
 
     @staticmethod
-    async def _cancel_remote(task: _Task) -> None:
+    async def _cancel_remote(task: RemoteTask) -> None:
         """``tasks/cancel`` of the remote task, bounded; a failure only logged (the run ends
         all the same: the remote agent may have finished or gone)."""
         if task.client is None or not task.task_id:

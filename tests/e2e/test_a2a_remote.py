@@ -30,7 +30,14 @@ from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.a2a_remote import RemoteAgentServer
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.rpc_errors import rpc_error
-from agentfleet.testing.services import ProcessStack, create_service_tokens, start_process_stack
+from agentfleet.testing.services import (
+    NO_METRICS_PORTS,
+    TEST_EGRESS_AND_SECRETS,
+    ProcessStack,
+    create_service_tokens,
+    start_process_stack,
+)
+from agentfleet.testing.stdio_allowlist import TEST_STDIO_ALLOWLIST
 from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import (
     common_pb2,
@@ -57,6 +64,8 @@ class RemoteFleet:
     pool: Any
     remote: RemoteAgentServer
     channels: list[grpc.aio.Channel]
+    executor_env: dict[str, str]
+    """What a restarted executor is started with (as start_process_stack gave it)."""
 
     def channel(self, name: str, token: str) -> grpc.aio.Channel:
         channel = open_channel(self.stack.addresses[name], token=token)
@@ -152,17 +161,40 @@ async def fleet(
     pool = await db.create_pool(database_url, min_size=1, max_size=4)
     stub = GeminiStub()
     await stub.start()
+    environ = {
+        "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+        # Short leases: a killed executor's runs are recovered within seconds.
+        "AGENTFLEET_EXECUTOR_LEASE_S": "3",
+        "AGENTFLEET_EXECUTOR_HEARTBEAT_S": "1",
+    }
+    tokens = await create_service_tokens(pool, label="e2e")
     stack = await start_process_stack(
         database_url=database_url,
         log_dir=tmp_path_factory.mktemp("a2a-remote"),
-        environ={"AGENTFLEET_GEMINI_BASE_URL": stub.base_url or ""},
+        environ=environ,
         names=NAMES,
-        service_tokens=await create_service_tokens(pool, label="e2e"),
+        service_tokens=tokens,
     )
+    executor_env = {
+        "DATABASE_URL": database_url,
+        "AGENTFLEET_LOG_FORMAT": "json",
+        "AGENTFLEET_MCP_STDIO_ALLOWLIST": TEST_STDIO_ALLOWLIST,
+        **TEST_EGRESS_AND_SECRETS,
+        **NO_METRICS_PORTS,
+        **environ,
+        "AGENTFLEET_SERVICE_TOKEN": tokens["executor"],
+    }
     channels: list[grpc.aio.Channel] = []
     try:
         async with RemoteAgentServer().serve() as remote:
-            yield RemoteFleet(stack=stack, stub=stub, pool=pool, remote=remote, channels=channels)
+            yield RemoteFleet(
+                stack=stack,
+                stub=stub,
+                pool=pool,
+                remote=remote,
+                channels=channels,
+                executor_env=executor_env,
+            )
     finally:
         for channel in channels:
             await channel.close()
@@ -433,3 +465,44 @@ async def test_a_manifest_installs_remote_agents_and_the_cli_manages_them(
     assert "other" in table
     await cli(fleet, project, "remote-agent", "remove", "other")
     assert "other" not in await cli(fleet, project, "remote-agent", "list")
+
+
+async def test_a_remote_child_recovered_after_a_crash_follows_its_remote_task(
+    fleet: RemoteFleet,
+) -> None:
+    """The executor running a remote child is killed: the next one recovers the child,
+    follows the remote task it had started (tasks/get, then subscribe) instead of sending
+    the message again, and a cancel still reaches that task."""
+    project = await project_of(fleet, "remote-crash")
+    await project.register("echo", fleet.remote.card_url)
+    root = await project.coordinator([{"agent_name": "echo", "prompt": "hang"}])
+    child_id = (await project.child_of(root))["id"]
+    task_id = await wait_for(
+        lambda: fleet.pool.fetchval(
+            "SELECT remote_agent->>'task_id' FROM kb.agent_runs WHERE id = $1::uuid", child_id
+        ),
+        "the remote task id on the child",
+    )
+    await wait_for(lambda: task_id in fleet.remote.hanging, "the remote task to hang")
+    hanging_before = set(fleet.remote.hanging)
+
+    executor = fleet.stack.processes["executor"]
+    executor.kill()
+    await executor.wait()
+    await fleet.stack.restart("executor", fleet.executor_env)
+    await wait_for_query(
+        fleet.pool,
+        "SELECT count(*) = 1 FROM kb.agent_run_events WHERE run_id = $1::uuid"
+        " AND type = 'run_started' AND (payload->>'recovered')::boolean",
+        child_id,
+        timeout_s=30,
+        what="the child recovered by the new executor",
+    )
+    await project.executor().CancelRun(
+        executor_pb2.CancelRunRequest(project_id=project.project_id, run_id=root)
+    )
+    child = await project.finished(child_id)
+    assert child.status == common_pb2.RUN_STATUS_CANCELLED, child.error_message
+    assert task_id in fleet.remote.cancelled
+    assert set(fleet.remote.hanging) == hanging_before  # no second remote task
+    assert child.remote.task_id == task_id
