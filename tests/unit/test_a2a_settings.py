@@ -17,6 +17,8 @@ def test_defaults_and_values() -> None:
     assert load_a2a_settings(
         {"AGENTFLEET_A2A_HTTP_PORT": "0", "AGENTFLEET_A2A_MAX_BODY_BYTES": "2048"}
     ) == A2ASettings(http_port=0, max_body_bytes=2048)
+    assert load_a2a_settings({}).grpc_binding_port == 50057
+    assert load_a2a_settings({"AGENTFLEET_A2A_GRPC_BINDING_PORT": "-1"}).grpc_binding_port == -1
 
 
 @pytest.mark.parametrize(
@@ -26,6 +28,8 @@ def test_defaults_and_values() -> None:
         ("AGENTFLEET_A2A_HTTP_PORT", "http"),
         ("AGENTFLEET_A2A_MAX_BODY_BYTES", "10"),
         ("AGENTFLEET_A2A_MAX_BODY_BYTES", str(65 * 1024 * 1024)),
+        ("AGENTFLEET_A2A_GRPC_BINDING_PORT", "-2"),
+        ("AGENTFLEET_A2A_GRPC_BINDING_PORT", "grpc"),
     ],
 )
 def test_a_bad_value_names_its_variable(variable: str, value: str) -> None:
