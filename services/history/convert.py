@@ -70,7 +70,7 @@ def _run(row: RunOverview | TreeRow) -> dict[str, Any]:
 
 def run_summary(row: RunOverview) -> history_pb2.RunSummary:
     """A RunSummary from an overview row."""
-    return history_pb2.RunSummary(
+    summary = history_pb2.RunSummary(
         **_run(row),
         **_same(row, "resume_count input_preview input_truncated"),
         id=str(row.id),
@@ -80,6 +80,9 @@ def run_summary(row: RunOverview) -> history_pb2.RunSummary:
         labels={str(k): str(v) for k, v in row.labels.items()},
         thread_id=row.thread_id or "",
     )
+    if row.remote_agent:
+        summary.remote.CopyFrom(remote_run_proto(row.remote_agent))
+    return summary
 
 
 def agent_summary(name: str, info: AgentInfo | None) -> common_pb2.AgentSummary:

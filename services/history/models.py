@@ -62,6 +62,8 @@ class RunOverview(_FromRow):
     labels: dict[str, Any]
     thread_id: str | None
     cost_nanos: int
+    remote_agent: dict[str, Any] | None = None
+    """A remote A2A child's agent (migration 0028); None for a local run."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -33,7 +33,8 @@ _OVERVIEW_COLUMNS = f"""
     r.id, r.agent_name, r.status, r.parent_run_id, r.root_run_id, r.depth, r.total_steps,
     r.tokens_in, r.tokens_out, left(r.input, {PREVIEW_CHARS}) AS input_preview,
     length(r.input) > {PREVIEW_CHARS} AS input_truncated, r.created_at, r.completed_at,
-    r.duration_ms, r.resume_count, r.task_id, r.labels, r.thread_id, r.cost_nanos
+    r.duration_ms, r.resume_count, r.task_id, r.labels, r.thread_id, r.cost_nanos,
+    r.remote_agent
 """
 
 # A run is an internal agent's if its project defines that agent name as internal.

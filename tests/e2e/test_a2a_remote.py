@@ -300,6 +300,10 @@ async def test_a_remote_child_answers_with_the_secret_header_and_trace_context(
     assert agents["echo"]["flow_type"] == "remote_a2a"
     assert agents["echo"]["remote"]["card_url"] == fleet.remote.card_url
 
+    listed_runs = await project.history().ListRuns(
+        history_pb2.ListRunsRequest(project_id=project.project_id, parent_run_id=root)
+    )
+    assert [(r.id, r.remote.name) for r in listed_runs.runs] == [(child.id, "echo")]
     shown = await cli(fleet, project, "show", child.id)
     assert f"A2A echo at {fleet.remote.base_url}/agent/" in shown
     assert f"remote A2A {fleet.remote.base_url}/agent/" in await cli(fleet, project, "tree", root)

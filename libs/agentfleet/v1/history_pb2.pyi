@@ -57,7 +57,7 @@ class SetHistoryRetentionResponse(_message.Message):
     def __init__(self, keep_days: _Optional[int] = ..., project_setting: _Optional[bool] = ...) -> None: ...
 
 class RunSummary(_message.Message):
-    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos")
+    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos", "remote")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class RunSummary(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent_name: str
     status: _common_pb2.RunStatus
@@ -103,7 +104,8 @@ class RunSummary(_message.Message):
     labels: _containers.ScalarMap[str, str]
     thread_id: str
     cost_nanos: int
-    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
+    remote: _common_pb2.RemoteRun
+    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ...) -> None: ...
 
 class MessageSummary(_message.Message):
     __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "preview", "truncated", "size_bytes", "function_names", "tokens", "is_internal", "create_time", "model_name", "cost_nanos")
