@@ -117,8 +117,8 @@ async def fetch_card(http: httpx.AsyncClient, card_url: str) -> a2a.AgentCard:
         raise remote_error(exc, f"fetching the agent card at {card_url}") from exc
     if not card.name or not endpoint_of(card):
         raise RemoteAgentError(
-            f"fetching the agent card at {card_url}: not an Agent Card (it names no agent or "
-            "no interface to send tasks to)"
+            f"fetching the agent card at {card_url}: not an Agent Card, or none this client can "
+            f"use (it names no agent, or no {' or '.join(BINDINGS)} interface to send tasks to)"
         )
     return card
 
@@ -134,15 +134,24 @@ def remote_error(exc: BaseException, doing: str) -> RemoteAgentError:
     return RemoteAgentError(f"{doing}: {type(exc).__name__}: {detail[:500]}")
 
 
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+"""The A2A bindings a remote child speaks: both run on the guarded httpx client. Not gRPC: a
+gRPC channel would connect outside the egress guard."""
+
+
 def a2a_client(http: httpx.AsyncClient, card: a2a.AgentCard) -> Client:
-    """The SDK client the card describes (JSON-RPC or HTTP+JSON), on ``http``."""
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+    """The SDK client for the card's first JSON-RPC or HTTP+JSON interface, on ``http``."""
+    config = ClientConfig(
+        httpx_client=http, streaming=True, supported_protocol_bindings=list(BINDINGS)
+    )
+    return ClientFactory(config).create(card)
 
 
 def endpoint_of(card: a2a.AgentCard) -> str:
-    """The URL the card tells clients to send tasks to (its first interface)."""
+    """The URL the card tells clients to send tasks to, on a binding spoken here ("" when
+    the card offers none)."""
     for interface in card.supported_interfaces:
-        if interface.url:
+        if interface.url and interface.protocol_binding in BINDINGS:
             return interface.url
     return ""
 

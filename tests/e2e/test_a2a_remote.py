@@ -510,3 +510,15 @@ async def test_a_remote_child_recovered_after_a_crash_follows_its_remote_task(
     assert task_id in fleet.remote.cancelled
     assert set(fleet.remote.hanging) == hanging_before  # no second remote task
     assert child.remote.task_id == task_id
+
+
+async def test_a_remote_agent_on_the_http_json_binding_answers(fleet: RemoteFleet) -> None:
+    """A card offering only HTTP+JSON: the child speaks that binding, on the same guard."""
+    project = await project_of(fleet, "remote-rest")
+    stored = await project.register("rest", f"{fleet.remote.base_url}/rest/card.json")
+    assert stored.card_name == "remote-echo"
+    root = await project.coordinator([{"agent_name": "rest", "prompt": "answer over rest"}])
+    child = await project.finished((await project.child_of(root))["id"])
+    assert child.status == common_pb2.RUN_STATUS_COMPLETED, child.error_message
+    assert child.summary == "over rest"
+    assert child.remote.url == f"{fleet.remote.base_url}/rest"

@@ -14,7 +14,8 @@ Every request's headers are kept (:attr:`seen_headers`, by path). Besides the ag
 (``/agent/.well-known/agent-card.json``) it serves a card whose endpoint is ``inward_url``
 (``/inward/card.json``), a redirect to any URL (``/redirect?to=URL``), a redirect to itself
 (``/loop``), a card too large (``/huge/card.json``) and a JSON page that is no card
-(``/not-a-card.json``), for the SSRF and hostile-peer tests.
+(``/not-a-card.json``), for the SSRF and hostile-peer tests; and the agent on the HTTP+JSON
+binding under ``/rest``, its card (offering only that binding) at ``/rest/card.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import a2a_pb2 as a2a
 from google.protobuf import struct_pb2
@@ -110,13 +115,13 @@ class RemoteAgentServer:
     def card_url(self) -> str:
         return self.base_url + CARD_PATH
 
-    def card(self, url: str) -> a2a.AgentCard:
+    def card(self, url: str, binding: str = "JSONRPC") -> a2a.AgentCard:
         return a2a.AgentCard(
             name="remote-echo",
             description="Echoes what it is asked, written with the a2a-sdk.",
             version="1.0.0",
             supported_interfaces=[
-                a2a.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+                a2a.AgentInterface(url=url, protocol_binding=binding, protocol_version="1.0")
             ],
             capabilities=a2a.AgentCapabilities(streaming=True),
             default_input_modes=["text/plain"],
@@ -149,6 +154,12 @@ class RemoteAgentServer:
                 *create_agent_card_routes(card, card_url=CARD_PATH),
                 *create_agent_card_routes(self.card(self.inward_url), card_url="/inward/card.json"),
                 *create_jsonrpc_routes(handler, rpc_url="/agent/"),
+                # The same agent on the HTTP+JSON binding, with a card offering only that.
+                *create_agent_card_routes(
+                    self.card(f"{self.base_url}/rest", binding="HTTP+JSON"),
+                    card_url="/rest/card.json",
+                ),
+                *create_rest_routes(handler, path_prefix="/rest"),
                 Route("/redirect", redirect, methods=["GET"]),
                 Route("/loop", loop, methods=["GET"]),
                 Route("/huge/card.json", huge, methods=["GET"]),
