@@ -159,11 +159,12 @@ class RemoteAgentServer:
                     self.card(f"{self.base_url}/rest", binding="HTTP+JSON"),
                     card_url="/rest/card.json",
                 ),
-                *create_rest_routes(handler, path_prefix="/rest"),
                 Route("/redirect", redirect, methods=["GET"]),
                 Route("/loop", loop, methods=["GET"]),
                 Route("/huge/card.json", huge, methods=["GET"]),
                 Route("/not-a-card.json", not_a_card, methods=["GET"]),
+                # Last: the REST routes' patterns would take the paths above.
+                *create_rest_routes(handler, path_prefix="/rest"),
             ]
         )
 
