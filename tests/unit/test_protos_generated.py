@@ -82,6 +82,8 @@ DESIGN_RPCS: dict[str, set[str]] = {
         "WatchRun",
         "GetRunTree",
         "GetAgentStats",
+        "PruneHistory",
+        "SetHistoryRetention",
     },
 }
 
