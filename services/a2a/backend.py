@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf import json_format
 
 from agentfleet.config import Settings
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import client_tls
+from agentfleet.structs import struct_dict
 from agentfleet.v1 import (
     common_pb2,
     executor_pb2,
@@ -286,7 +286,7 @@ def decision_of(data_parts: list[object]) -> Decision | None:
 def output_of(run: common_pb2.AgentRun) -> dict[str, object] | None:
     if not run.HasField("output"):
         return None
-    return json_format.MessageToDict(run.output)
+    return struct_dict(run.output)
 
 
 def new_context_id() -> str:

@@ -20,8 +20,8 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from google.protobuf import json_format
 
+from agentfleet.structs import struct_dict
 from agentfleet.v1 import common_pb2
 from services.a2a.backend import (
     ENDED,
@@ -171,7 +171,7 @@ def _parts(message: a2a.Message) -> list[tuple[str, object]]:
         if kind == "text":
             parts.append(("text", part.text))
         elif kind == "data":
-            parts.append(("data", json_format.MessageToDict(part.data)))
+            parts.append(("data", struct_dict(part.data)))
         else:
             raise BadRequest(f"message.parts: {kind} parts are not accepted; send text or data")
     return parts

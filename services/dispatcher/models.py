@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2
 
@@ -197,14 +196,3 @@ def _count(value: object) -> int:
     """A counter property (attempts, resume_count) as written by the dispatcher; 0 when a
     stored value is not a non-negative whole number."""
     return whole_number(value, 0, 2**31 - 1) or 0
-
-
-def jsonable(value: Any) -> Any:
-    """Struct values come back as floats; keep whole numbers whole."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [jsonable(v) for v in value]
-    return value

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import grpc
-from google.protobuf import json_format
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import canonical_id
@@ -18,6 +17,7 @@ from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.request_ids import checked_request_id
 from agentfleet.rpc.clients import service_channel
 from agentfleet.rpc.grpc_server import Registration
+from agentfleet.structs import struct_dict
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
@@ -30,7 +30,6 @@ from services.dispatcher.loop import Dispatcher
 from services.dispatcher.models import (
     GRAPH_STATUS,
     GRAPH_STATUS_NAMES,
-    jsonable,
     session_to_proto,
     task_to_proto,
 )
@@ -66,9 +65,7 @@ def new_tasks(specs: list[pb.TaskSpec]) -> list[NewTask]:
             timeout_s=(s.timeout.seconds + s.timeout.nanos / 1e9)
             if s.HasField("timeout")
             else None,
-            extra=jsonable(json_format.MessageToDict(s.properties))
-            if s.HasField("properties")
-            else {},
+            extra=struct_dict(s.properties) if s.HasField("properties") else {},
         )
         for s in specs
     ]

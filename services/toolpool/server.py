@@ -8,8 +8,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from google.protobuf import json_format, struct_pb2
-
 from agentfleet.auth import current_principal
 from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
 from agentfleet.egress import EgressPolicy, platform_endpoints_of
@@ -27,6 +25,7 @@ from agentfleet.postgres.pagination import (
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.secrets.secrets_crypto import keyring_from
+from agentfleet.structs import struct_dict, to_struct
 from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec
@@ -113,7 +112,7 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
             run_id=request.run_id,
             tool_call_id=request.tool_call_id,
             tool_name=request.tool_name,
-            arguments=json_format.MessageToDict(request.arguments),
+            arguments=struct_dict(request.arguments),
             timeout_s=request.timeout.ToTimedelta().total_seconds()
             if request.HasField("timeout")
             else None,
@@ -225,12 +224,12 @@ def tool_definition(spec: ToolSpec) -> toolpool_pb2.ToolDefinition:
     return toolpool_pb2.ToolDefinition(
         name=spec.name,
         description=spec.description,
-        parameters=_struct(spec.parameters),
+        parameters=to_struct(spec.parameters),
         source=_source(spec),
         executed_by=toolpool_pb2.TOOL_EXECUTOR_EXECUTOR
         if spec.executed_by_executor
         else toolpool_pb2.TOOL_EXECUTOR_TOOLPOOL,
-        output_schema=_struct(spec.output_schema) if spec.output_schema else None,
+        output_schema=to_struct(spec.output_schema) if spec.output_schema else None,
         mcp_tool_name=spec.mcp_tool_name,
     )
 
@@ -306,12 +305,6 @@ def _secret(info) -> toolpool_pb2.Secret:  # type: ignore[no-untyped-def]
         create_time=timestamp_proto(info.created_at),
         update_time=timestamp_proto(info.updated_at),
     )
-
-
-def _struct(value: dict) -> struct_pb2.Struct:  # type: ignore[type-arg]
-    struct = struct_pb2.Struct()
-    struct.update(value)
-    return struct
 
 
 async def _page(rows: _NamedRows, request: Any) -> tuple[list[Any], str]:

@@ -172,7 +172,8 @@ async def test_the_same_run_records_the_same_either_way(
     assert inprocess_rows == toolpool_rows
     found, foreign, bad = (r for r in toolpool_events if isinstance(r, events.ToolResponse))
     assert found.result is not None
-    assert found.result["output"]["entity"]["properties"]["count"] == 3.0  # a Struct's number
+    # A Struct carries 3 as a double; it reads back whole (issue 37).
+    assert type(found.result["output"]["entity"]["properties"]["count"]) is int
     assert "not found" in foreign.error
     assert "limit" in bad.error
 

@@ -21,13 +21,13 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from agentfleet.structs import message_dict
 from agentfleet.v1 import common_pb2
 
 _BIDI_CONTROLS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -113,7 +113,7 @@ RUN_STATUS_CHOICES = [run_status(v) for v in common_pb2.RunStatus.values() if v 
 
 
 def to_dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return message_dict(message, preserving_proto_field_name=True)
 
 
 def print_json(message: Message | dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from agentfleet.events import domain
+from agentfleet.structs import message_dict, struct_dict, to_struct
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2
 
@@ -131,7 +132,7 @@ def waiting_for_proto(quota_wait: Mapping[str, Any], since: datetime) -> common_
 
 def run_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
     """The ``run`` of RunQueued / RunFinished: a run row as AgentRun JSON (proto field names)."""
-    return json_format.MessageToDict(agent_run_to_proto(row), preserving_proto_field_name=True)
+    return message_dict(agent_run_to_proto(row), preserving_proto_field_name=True)
 
 
 # -- RunEvent protobuf <-> domain -------------------------------------------------------
@@ -175,12 +176,6 @@ def tool_source_name(source: common_pb2.ToolSource) -> str:
     return ""
 
 
-def _struct(value: Mapping[str, Any]) -> Any:
-    struct = common_pb2.google_dot_protobuf_dot_struct__pb2.Struct()
-    struct.update(value)
-    return struct
-
-
 def _payload_proto(event: domain.RunEvent) -> Any:
     match event:
         case domain.RunQueued(run=run):
@@ -201,7 +196,7 @@ def _payload_proto(event: domain.RunEvent) -> Any:
             return common_pb2.ToolRequest(
                 tool_call_id=event.tool_call_id,
                 tool_name=event.tool_name,
-                arguments=_struct(event.arguments),
+                arguments=to_struct(event.arguments),
                 step=event.step,
                 source=tool_source_proto(event.source),
             )
@@ -214,7 +209,7 @@ def _payload_proto(event: domain.RunEvent) -> Any:
                 step=event.step,
             )
             if event.result is not None:
-                response.result.CopyFrom(_struct(event.result))
+                response.result.CopyFrom(to_struct(event.result))
             response.duration.CopyFrom(_proto_time(timedelta(milliseconds=event.duration_ms)))
             return response
         case domain.ChildRunEvent():
@@ -231,7 +226,7 @@ def _payload_proto(event: domain.RunEvent) -> Any:
             return common_pb2.Safety(
                 kind=common_pb2.SafetyKind.Value("SAFETY_KIND_" + event.kind.upper()),
                 message=event.message,
-                details=_struct(event.details),
+                details=to_struct(event.details),
                 step=event.step,
             )
         case domain.StatusChanged():
@@ -285,16 +280,16 @@ def from_proto(message: common_pb2.RunEvent) -> domain.PersistedEvent:
     values: dict[str, Any] = {}
     match type_:
         case "run_queued" | "run_finished":
-            values["run"] = json_format.MessageToDict(body.run, preserving_proto_field_name=True)
+            values["run"] = message_dict(body.run, preserving_proto_field_name=True)
         case "run_started":
-            values = json_format.MessageToDict(body, preserving_proto_field_name=True)
+            values = message_dict(body, preserving_proto_field_name=True)
         case "model_text":
             values = {"text": body.text, "step": body.step, "thought": body.thought}
         case "tool_request":
             values = {
                 "tool_call_id": body.tool_call_id,
                 "tool_name": body.tool_name,
-                "arguments": json_format.MessageToDict(body.arguments),
+                "arguments": struct_dict(body.arguments),
                 "step": body.step,
                 "source": tool_source_name(body.source),
             }
@@ -305,9 +300,7 @@ def from_proto(message: common_pb2.RunEvent) -> domain.PersistedEvent:
                 "status": common_pb2.ToolCallStatus.Name(body.status)
                 .removeprefix("TOOL_CALL_STATUS_")
                 .lower(),
-                "result": json_format.MessageToDict(body.result)
-                if body.HasField("result")
-                else None,
+                "result": struct_dict(body.result) if body.HasField("result") else None,
                 "error": body.error,
                 "duration_ms": body.duration.ToMilliseconds(),
                 "step": body.step,
@@ -326,7 +319,7 @@ def from_proto(message: common_pb2.RunEvent) -> domain.PersistedEvent:
             values = {
                 "kind": common_pb2.SafetyKind.Name(body.kind).removeprefix("SAFETY_KIND_").lower(),
                 "message": body.message,
-                "details": json_format.MessageToDict(body.details),
+                "details": struct_dict(body.details),
                 "step": body.step,
             }
         case "status_changed":

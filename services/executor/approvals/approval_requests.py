@@ -3,9 +3,8 @@ validation of ExecutorService.DecideToolCall's fields (protobuf <-> domain)."""
 
 from __future__ import annotations
 
-from google.protobuf import json_format
-
 from agentfleet.errors import FieldViolation
+from agentfleet.structs import struct_dict
 from agentfleet.v1 import executor_pb2
 from services.executor.approvals.approval_store import Decision
 from services.executor.run_requests import checked_request, run_id_violations
@@ -40,9 +39,7 @@ def decision_params(request: executor_pb2.DecideToolCallRequest, *, decided_by: 
         tool_call_id=request.tool_call_id,
         approve=approve,
         reason=request.reason.strip(),
-        arguments=(
-            json_format.MessageToDict(request.arguments) if request.HasField("arguments") else None
-        ),
+        arguments=(struct_dict(request.arguments) if request.HasField("arguments") else None),
         request_id=request_id,
         decided_by=decided_by,
     )

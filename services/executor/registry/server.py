@@ -12,11 +12,12 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import duration_pb2, json_format, struct_pb2
+from google.protobuf import duration_pb2
 
 from agentfleet.auth import current_principal
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp.config import member_view
+from agentfleet.structs import struct_dict, to_struct
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.model.budgets import (
@@ -316,7 +317,7 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
             name=model.name,
             temperature=model.temperature,
             max_output_tokens=model.max_output_tokens,
-            extra=_struct(model.extra) if model.extra else None,
+            extra=to_struct(model.extra) if model.extra else None,
             fallback_models=list(model.fallback_models),
             fallback_wait_s=model.fallback_wait_s,
         ),
@@ -324,11 +325,11 @@ def definition_to_proto(definition: AgentDefinition) -> common_pb2.AgentDefiniti
         max_iterations=definition.max_iterations or 0,
         visibility=_VISIBILITY_TO_PROTO[definition.visibility],
         trigger=definition.trigger or "",
-        config=_struct(definition.config),
+        config=to_struct(definition.config),
         create_time=timestamp_proto(definition.created_at),
         update_time=timestamp_proto(definition.updated_at),
         output_schema=(
-            _struct(definition.output_schema) if definition.output_schema is not None else None
+            to_struct(definition.output_schema) if definition.output_schema is not None else None
         ),
     )
     if definition.default_timeout_s is not None:
@@ -353,7 +354,7 @@ def product_to_proto(product: Product) -> registry_pb2.Product:
     same = ("name", "version", "agent_names", "mcp_server_names")
     return registry_pb2.Product(
         **{f: getattr(product, f) for f in same},
-        manifest=_struct(product.manifest),
+        manifest=to_struct(product.manifest),
         install_time=timestamp_proto(product.installed_at),
         update_time=timestamp_proto(product.updated_at),
     )
@@ -368,10 +369,4 @@ def _install_response(result: InstallResult) -> registry_pb2.InstallProductRespo
 
 def _document(message: Any, field: str, default: Any) -> Any:
     """The Struct ``message.<field>`` as a dict, or ``default`` when it is unset."""
-    return (
-        json_format.MessageToDict(getattr(message, field)) if message.HasField(field) else default
-    )
-
-
-def _struct(document: dict) -> struct_pb2.Struct:  # type: ignore[type-arg]
-    return json_format.ParseDict(document, struct_pb2.Struct())
+    return struct_dict(getattr(message, field)) if message.HasField(field) else default

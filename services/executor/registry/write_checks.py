@@ -18,10 +18,11 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.structs import struct_dict
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest import (
     Manifest,
@@ -46,7 +47,7 @@ async def manifest_document(manifest: struct_pb2.Struct) -> dict[str, Any]:
     tags, 400 KB: 0.34 s, seconds on a busy host), so a large one is converted in a worker
     from its bytes (decoded in C)."""
     if manifest.ByteSize() <= INLINE_STRUCT_BYTES:
-        return json_format.MessageToDict(manifest)
+        return struct_dict(manifest)
     try:
         return await schema_pool().run(
             _struct_bytes_to_dict, manifest.SerializeToString(), timeout_s=WRITE_CHECK_TIMEOUT_S
@@ -56,7 +57,7 @@ async def manifest_document(manifest: struct_pb2.Struct) -> dict[str, Any]:
 
 
 def _struct_bytes_to_dict(data: bytes) -> dict[str, Any]:
-    return json_format.MessageToDict(struct_pb2.Struct.FromString(data))
+    return struct_dict(struct_pb2.Struct.FromString(data))
 
 
 async def checked_definition(definition: AgentDefinition) -> list[FieldViolation]:

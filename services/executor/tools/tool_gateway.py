@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from agentfleet.errors import FailedPrecondition
 from agentfleet.events import tool_source_name
+from agentfleet.structs import struct_dict
 from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
@@ -151,7 +152,7 @@ def resolved_tools(tools: Iterable[toolpool_pb2.ToolDefinition]) -> list[Resolve
         ResolvedTool(
             name=tool.name,
             description=tool.description,
-            parameters=json_format.MessageToDict(tool.parameters),
+            parameters=struct_dict(tool.parameters),
             source=tool_source_name(tool.source) or "builtin",
             executed_by_executor=tool.executed_by == toolpool_pb2.TOOL_EXECUTOR_EXECUTOR,
         )
@@ -160,8 +161,9 @@ def resolved_tools(tools: Iterable[toolpool_pb2.ToolDefinition]) -> list[Resolve
 
 
 def call_tool_request(request: ToolCallRequest) -> toolpool_pb2.CallToolRequest | str:
-    """The CallTool request of a call (the arguments a protobuf Struct: numbers become
-    floats, as the tool sees them); why not when the arguments are not a JSON object."""
+    """The CallTool request of a call (the arguments a protobuf Struct, read back by
+    :func:`~agentfleet.structs.struct_dict`, whole numbers whole); why not when the arguments
+    are not a JSON object."""
     arguments = struct_pb2.Struct()
     try:
         arguments.update(request.arguments)
@@ -182,7 +184,7 @@ def call_tool_request(request: ToolCallRequest) -> toolpool_pb2.CallToolRequest 
 def tool_outcome(reply: toolpool_pb2.CallToolResponse) -> ToolOutcome:
     """The outcome a CallTool reply carries."""
     return ToolOutcome(
-        result=json_format.MessageToDict(reply.result),
+        result=struct_dict(reply.result),
         is_error=reply.is_error,
         error=reply.error_message,
         duration_ms=reply.duration.ToMilliseconds(),

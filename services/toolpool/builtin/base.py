@@ -18,6 +18,7 @@ from jsonschema.exceptions import ValidationError
 
 from agentfleet.bounded.tenant_schema import MAX_COUNTED_ERRORS, first_errors
 from agentfleet.graph import GraphRepository
+from agentfleet.structs import whole_numbers
 from services.toolpool.builtin.schema_parts import obj
 
 __all__ = [
@@ -148,7 +149,9 @@ def validate_arguments(tool: BuiltinTool, args: object) -> dict[str, Any]:
     """
     if not isinstance(args, dict):
         raise ToolError(f"invalid arguments: must be an object, got {_json_type(args)}")
-    cleaned = {k: v for k, v in args.items() if k not in IGNORED_ARGUMENTS}
+    # Whole numbers as int whoever built the arguments (a Struct read elsewhere, a test): the
+    # schema's "integer" accepts 5.0, and a handler slicing rows[:5.0] would raise.
+    cleaned = {k: whole_numbers(v) for k, v in args.items() if k not in IGNORED_ARGUMENTS}
     # The model chooses how many errors there are: take the first ones, count the rest.
     found = first_errors(tool.validator.iter_errors(cleaned))
     if not found.errors:
