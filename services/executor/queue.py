@@ -26,7 +26,7 @@ import asyncpg
 
 from agentfleet import events
 from agentfleet.errors import ResourceExhausted
-from agentfleet.postgres.db import notify
+from agentfleet.postgres.db import lock_key, notify
 from agentfleet.request_ids import check_same_request
 from services.executor.approvals.approval_store import (
     SWEEP_BATCH,
@@ -108,6 +108,13 @@ class RunQueue:
         """
         capped = is_capped(params)
         async with self._pool.acquire() as conn, conn.transaction():
+            if params.thread_id is not None:
+                # Orders a thread's runs: created_at is read under this lock, held to the
+                # commit, so the runs of a thread are older in the order they commit
+                # (store.runs._INSERT). Per thread, so other enqueues never wait on it.
+                await lock_key(
+                    conn, f"agentfleet.run-queue-thread:{params.project_id}:{params.thread_id}"
+                )
             run, created, _ = await self.enqueue_in(
                 conn, params, max_queued=self._max_queued_per_project if capped else None
             )

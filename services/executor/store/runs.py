@@ -27,16 +27,22 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 # exact check is admit_queued, the caller's last statement before its commit. $21: the
 # counter shard the run is counted in (QUEUE_SHARDS). $22: a remote child's agent (migration
 # 0028).
+#
+# created_at is the clock when the row is written, not the column's default now() (the
+# transaction's start): a thread's run takes its thread's lock in between (RunQueue.enqueue),
+# and a thread's runs are claimed and continued in created_at order, which must be the order
+# they were accepted (committed). With now(), a run whose transaction began first but got the
+# lock last was older than a run already claimed, and ran without that run's turn (issue 37).
 _INSERT = """
 INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
     thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
-    remote_agent)
+    remote_agent, created_at)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb
+       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb, clock_timestamp()
 WHERE $16::integer IS NULL
    OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
                 WHERE c.project_id = $1::text), 0)
