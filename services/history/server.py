@@ -20,7 +20,7 @@ import grpc
 
 from agentfleet import events as ev
 from agentfleet.auth import current_principal
-from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
+from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
 from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener
 from agentfleet.postgres.pagination import (
@@ -35,9 +35,10 @@ from agentfleet.runs.run_watch import RunWatch
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert
 from services.history.models import RunFilters
-from services.history.queries import PREVIEW_CHARS, HistoryQueries
+from services.history.queries import PREVIEW_CHARS, TREE_LIMIT, HistoryQueries
 from services.history.retention import DEFAULT_CALL_ROOTS, MAX_CALL_ROOTS, HistoryRetention
-from services.history.tree import depth_first
+from services.history.tree import depth_first, descendants
+from services.history.tree_watch import watch_tree
 
 CHILDREN_LIMIT = 500
 MAX_PREVIEW_CHARS = 2000
@@ -59,6 +60,32 @@ def _uuid(value: str, field: str, *, required: bool = True) -> str | None:
         return str(uuid.UUID(value))
     except ValueError:
         raise InvalidArgument.for_field(field, f"is not a UUID: {value[:80]!r}") from None
+
+
+def _descendant_after_seqs(request: history_pb2.WatchRunRequest) -> dict[str, int]:
+    """``descendant_after_seq`` with canonical run ids; INVALID_ARGUMENT naming a bad entry,
+    or the map when it comes without ``include_descendants`` or holds more runs than a tree
+    can (its size is the client's to choose)."""
+    given = request.descendant_after_seq
+    if not given:
+        return {}
+    if not request.include_descendants:
+        raise InvalidArgument.for_field(
+            "descendant_after_seq", "needs include_descendants (after_seq is the run's own)"
+        )
+    if len(given) > TREE_LIMIT:
+        raise InvalidArgument.for_field(
+            "descendant_after_seq", f"names more than {TREE_LIMIT} runs, the most a tree holds"
+        )
+    seqs: dict[str, int] = {}
+    for key, seq in given.items():
+        field = f"descendant_after_seq[{key[:80]!r}]"
+        run_id = _uuid(key, field)
+        assert run_id is not None
+        if not 0 <= seq <= MAX_SEQ:
+            raise InvalidArgument.for_field(field, f"must be 0 to {MAX_SEQ}")
+        seqs[run_id] = seq
+    return seqs
 
 
 def _enum_names(enum: Any, prefix: str, values: Iterable[int], field: str) -> tuple[str, ...]:
@@ -275,8 +302,25 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         assert run_id is not None
         if not 0 <= request.after_seq <= MAX_SEQ:
             raise InvalidArgument.for_field("after_seq", f"must be 0 to {MAX_SEQ}")
-        if request.include_descendants or request.descendant_after_seq:
-            raise Unimplemented("WatchRun: include_descendants is not supported yet")
+        after_seqs = _descendant_after_seqs(request)
+        if request.include_descendants:
+            project_id = request.project_id
+
+            async def subtree() -> list[str]:
+                return descendants(await self.queries.tree(project_id, run_id), run_id)
+
+            with metrics.watch_subscriber():
+                async for event in watch_tree(
+                    self.watch,
+                    project_id=project_id,
+                    run_id=run_id,
+                    after_seq=request.after_seq,
+                    after_seqs=after_seqs,
+                    include_internal=request.include_internal,
+                    subtree=subtree,
+                ):
+                    yield event
+            return
         with metrics.watch_subscriber():
             async for event in self.watch.events(
                 project_id=request.project_id,

@@ -29,3 +29,15 @@ def depth_first(rows: Sequence[TreeRow]) -> list[TreeRow]:
         ordered.append(row)
         stack.extend(reversed(children.get(str(row.id), [])))
     return ordered
+
+
+def descendants(rows: Sequence[TreeRow], run_id: str) -> list[str]:
+    """The ids of ``run_id``'s descendants among ``rows`` (one tree), parents first."""
+    ordered = depth_first(rows)
+    below: set[str] = {run_id}
+    found: list[str] = []
+    for row in ordered:
+        if row.parent_run_id is not None and str(row.parent_run_id) in below:
+            below.add(str(row.id))
+            found.append(str(row.id))
+    return found
