@@ -84,7 +84,11 @@ def _assert_deltas_precede_and_build_text(live: Sequence[common_pb2.RunEvent]) -
     offset order, with no gap) to its text; no delta of a step follows its MODEL_TEXT.
     Returns how many deltas were checked."""
     checked = 0
-    texts = [(i, e) for i, e in enumerate(live) if e.type == common_pb2.RUN_EVENT_TYPE_MODEL_TEXT]
+    texts = [
+        (i, e)
+        for i, e in enumerate(live)
+        if e.type == common_pb2.RUN_EVENT_TYPE_MODEL_TEXT and not e.model_text.thought
+    ]
     assert len(texts) == 2
     for index, text in texts:
         step = text.model_text.step
@@ -98,10 +102,12 @@ def _assert_deltas_precede_and_build_text(live: Sequence[common_pb2.RunEvent]) -
         after = [e for e in live[index:] if e.type == DELTA and e.model_text_delta.step == step]
         assert after == []
         assert len(before) > 1, "the text came in pieces"
+        # The pieces precede the step's first stored event: its thought when it has one.
+        first = min(e.seq for e in live if e.HasField("model_text") and e.model_text.step == step)
         offset = 0
         for piece in before:
             assert piece.offset == offset
-            assert piece.before_seq == text.seq
+            assert piece.before_seq == first
             offset += len(piece.text)
         assert "".join(p.text for p in before) == text.model_text.text
         checked += len(before)
@@ -131,6 +137,9 @@ async def test_start_run_streams_deltas_before_the_stored_text_and_replay_has_no
     assert _assert_deltas_precede_and_build_text(live) > 10
     thought = [e.model_text_delta for e in live if e.type == DELTA and e.model_text_delta.thought]
     assert "".join(d.text for d in thought) == THOUGHT
+    # The whole thought is stored too, before the step's text, after its pieces.
+    (stored_thought,) = [e for e in live if e.HasField("model_text") and e.model_text.thought]
+    assert stored_thought.model_text.text == THOUGHT
     assert all(e.seq == 0 for e in live if e.type == DELTA)
     stored_seqs = [e.seq for e in live if e.type != DELTA]
     assert stored_seqs == list(range(1, len(stored_seqs) + 1))

@@ -61,6 +61,9 @@ def _paging(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-token", help="continue a listing where the last page ended")
 
 
+INTERNAL_HELP = "also show the platform's own plumbing (internal events and messages)"
+
+
 def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Adds run, runs, show, tree, cancel, resume, install, agents, mcp, secret, dag,
     approvals, approve and reject."""
@@ -74,6 +77,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     run.add_argument(
         "--max-tree-usd", help="cost limit of the whole run tree in US dollars (pauses it)"
     )
+    run.add_argument("--internal", action="store_true", help=INTERNAL_HELP)
 
     runs = _command(commands, "runs", "list runs", "runs:list_runs")
     runs.add_argument("--agent")
@@ -90,6 +94,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     what.add_argument("--tool-calls", action="store_true", help="list the tool calls")
     what.add_argument("--message", metavar="ID", help="one message in full")
     what.add_argument("--tool-call", metavar="ID", help="one tool call in full")
+    show.add_argument("--internal", action="store_true", help=INTERNAL_HELP)
     _paging(show)
 
     tree = _command(commands, "tree", "show the tree of runs under a run", "runs:show_tree")
@@ -105,6 +110,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     resume.add_argument("run_id", metavar="RUN")
     resume.add_argument("--input", help="extra input for the resumed run")
     resume.add_argument("--max-steps", type=int)
+    resume.add_argument("--internal", action="store_true", help=INTERNAL_HELP)
 
     install = _command(
         commands, "install", "install a product manifest (YAML or JSON)", "agents:install_product"

@@ -68,6 +68,7 @@ async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
         input=args.input,
         labels=key_values(args.label, "--label"),
         request_id=args.request_id or "",
+        include_internal=args.internal,
     )
     if args.max_steps is not None:
         request.max_steps = args.max_steps
@@ -76,16 +77,23 @@ async def run_agent(conn: Connection, args: argparse.Namespace) -> int:
     tree_cost = dollars_to_nanos(args.max_tree_usd, "--max-tree-usd")
     if tree_cost is not None:
         request.max_tree_cost_nanos = tree_cost
-    return await follow(conn, conn.executor().StartRun(request), json_mode=args.json)
+    return await follow(
+        conn, conn.executor().StartRun(request), json_mode=args.json, internal=args.internal
+    )
 
 
 async def resume_run(conn: Connection, args: argparse.Namespace) -> int:
     request = executor_pb2.ResumeRunRequest(
-        project_id=conn.project, run_id=args.run_id, input=args.input or ""
+        project_id=conn.project,
+        run_id=args.run_id,
+        input=args.input or "",
+        include_internal=args.internal,
     )
     if args.max_steps is not None:
         request.max_steps = args.max_steps
-    return await follow(conn, conn.executor().ResumeRun(request), json_mode=args.json)
+    return await follow(
+        conn, conn.executor().ResumeRun(request), json_mode=args.json, internal=args.internal
+    )
 
 
 async def cancel_run(conn: Connection, args: argparse.Namespace) -> int:
@@ -114,9 +122,14 @@ async def cancel_run(conn: Connection, args: argparse.Namespace) -> int:
 
 
 async def follow(
-    conn: Connection, stream: AsyncIterator[common_pb2.RunEvent], *, json_mode: bool
+    conn: Connection,
+    stream: AsyncIterator[common_pb2.RunEvent],
+    *,
+    json_mode: bool,
+    internal: bool = False,
 ) -> int:
-    """Shows a run tree live until the root run's stream ends; returns the exit code."""
+    """Shows a run tree live until the root run's stream ends; returns the exit code.
+    ``internal``: the children's streams include internal events too, as the root's does."""
     view = RunTreeView()
     streamed = StreamedText()
     queue: asyncio.Queue[common_pb2.RunEvent | None] = asyncio.Queue()
@@ -151,7 +164,9 @@ async def follow(
                     continue
                 for child_id in view.apply(event):
                     watch = history.WatchRun(
-                        history_pb2.WatchRunRequest(project_id=conn.project, run_id=child_id)
+                        history_pb2.WatchRunRequest(
+                            project_id=conn.project, run_id=child_id, include_internal=internal
+                        )
                     )
                     watchers.append(tasks.create_task(pump(watch, root=False)))
                 if live is not None:

@@ -139,7 +139,9 @@ async def _run_listing(conn: Connection, args: argparse.Namespace) -> int:
     reply: history_pb2.ListRunMessagesResponse | history_pb2.ListRunToolCallsResponse
     row: Callable[[Any], tuple[str, ...]]
     if args.messages:
-        reply = await history.ListRunMessages(history_pb2.ListRunMessagesRequest(**page))
+        reply = await history.ListRunMessages(
+            history_pb2.ListRunMessagesRequest(**page, include_internal=args.internal)
+        )
         items: Sequence[Any] = reply.messages
         columns = ("message", "seq", "step", "role", "agent", "tokens", "preview")
         row = _message_row

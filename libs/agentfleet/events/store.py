@@ -19,6 +19,7 @@ import asyncpg
 
 from agentfleet.errors import NotFound
 from agentfleet.events.domain import PersistedEvent, RunEvent, event_from_payload, event_payload
+from agentfleet.events.visibility import is_internal
 from agentfleet.postgres.sql_blocks import Statement, load_statements
 
 CHANNEL = "agentfleet_run_events"
@@ -42,7 +43,8 @@ def event_columns(
         "root_run_id": root_run_id,
         "event_types": [e.type for e in events],
         "event_agents": [e.agent_name for e in events],
-        "event_internal": [e.is_internal for e in events],
+        # Classified here, so every appending statement stores the same visibility.
+        "event_internal": [is_internal(e) for e in events],
         "event_payloads": [event_payload(e) for e in events],
     }
 

@@ -153,6 +153,8 @@ async def begin_held_continuation(
             from_status="queued",
             to_status="running",
             reason="approval decisions made; continuing",
+            # Approval plumbing (agentfleet.events.visibility): the continuation's claim.
+            is_internal=True,
         )
         await recorder.record_note(step=continuation.step, batch=[changed])
     return rows

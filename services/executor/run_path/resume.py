@@ -111,6 +111,8 @@ async def resume_run(pool: asyncpg.Pool, params: ResumeParams) -> ResumedRun:
             role="user",
             agent_name=run.agent_name,
             content=content_to_json(note),
+            # The default note is the platform's; extra input is the caller's own message.
+            is_internal=not params.input,
         )
         stored = await append_run_events(
             conn,

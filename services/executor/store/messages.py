@@ -78,13 +78,16 @@ async def insert(
     agent_name: str,
     content: dict[str, Any],
     tokens: int = 0,
+    is_internal: bool = False,
 ) -> str:
-    """Adds message ``seq`` (``content``: the ``types.Content`` JSON); its id."""
+    """Adds message ``seq`` (``content``: the ``types.Content`` JSON); its id.
+    ``is_internal``: a message the executor wrote itself (a soft stop's request, a
+    structured-output repair, a resume's default note), hidden unless asked for."""
     message_id = await db.fetchval(
         """
         INSERT INTO kb.agent_run_messages (run_id, seq, step_number, role, agent_name, content,
-                                           tokens)
-        VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7)
+                                           tokens, is_internal)
+        VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, $8)
         RETURNING id
         """,
         run_id,
@@ -94,6 +97,7 @@ async def insert(
         agent_name,
         content,
         tokens,
+        is_internal,
     )
     return str(message_id)
 

@@ -193,6 +193,13 @@ class RunRecorder:
         increment = 1 if count_step else 0
         usage = reply.usage
         batch: list[events.RunEvent] = []
+        # The reply's thoughts (Gemini's thought summaries) are stored as events too, before
+        # the text, as the model gave them (seed 004: thinking is persisted and shown).
+        thought = "".join(p.text for p in reply.content.parts or () if p.thought and p.text)
+        if thought:
+            batch.append(
+                events.ModelText(agent_name=run.agent_name, text=thought, step=step, thought=True)
+            )
         if reply.text:
             batch.append(events.ModelText(agent_name=run.agent_name, text=reply.text, step=step))
         batch.extend(tool_requests(calls, agent_name=run.agent_name, step=step))
@@ -305,14 +312,17 @@ class RunRecorder:
         user_message: types.Content | None = None,
     ) -> None:
         """Events (RUN_STARTED of a continued run, SAFETY) and optionally a user message the
-        executor adds to the conversation (a soft-stop request), in one commit."""
+        executor adds to the conversation (a soft-stop request, a structured-output request),
+        in one commit; that message is the executor's own, so it is stored internal."""
         first_seq = self._writes.next_seq
 
         async def write() -> list[events.PersistedEvent]:
             self._writes.next_seq = first_seq
             async with self._pool.acquire() as conn, conn.transaction():
                 if user_message is not None:
-                    await self._writes.insert_message(conn, step, "user", user_message)
+                    await self._writes.insert_message(
+                        conn, step, "user", user_message, is_internal=True
+                    )
                 return await self._writes.append(conn, batch)
 
         if user_message is not None:

@@ -81,6 +81,7 @@ class RunWriter:
         content: types.Content,
         *,
         tokens: int = 0,
+        is_internal: bool = False,
     ) -> str:
         seq = self.next_seq
         message_id = await message_rows.insert(
@@ -92,6 +93,7 @@ class RunWriter:
             agent_name=self.run.agent_name,
             content=content_to_json(content),
             tokens=tokens,
+            is_internal=is_internal,
         )
         self.next_seq = seq + 1
         return message_id
