@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,53 @@ async def test_a_structured_answer_keeps_its_integers(
     assert '"score": 73,' in out
     (shown,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert shown["run"]["output"] == answer
+
+
+EXTRA = {
+    "max_output_tokens": 256,
+    "seed": 7,
+    "top_k": 40,
+    "thinking_config": {"thinking_budget": 1024},
+}
+APPROVALS = {"rules": [{"tools": ["create_entity"], "deadline_s": 3600}]}
+
+
+async def test_generation_and_approval_settings_keep_their_integers(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool
+) -> None:
+    token = await stub_stack.create_token(P, "admin")
+    definition = common_pb2.AgentDefinition(
+        name="tuned",
+        system_prompt="You are tuned.",
+        model=common_pb2.ModelConfig(name="gemini-2.5-flash", extra=to_struct(EXTRA)),
+        config=to_struct({"approvals": APPROVALS}),
+        visibility=common_pb2.VISIBILITY_EXTERNAL,
+    )
+    await _registry(stub_stack, token).UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(project_id=P, agent_definition=definition)
+    )
+    stored = await db_pool.fetchrow(
+        "SELECT model::text AS model, config::text AS config FROM kb.agent_definitions "
+        "WHERE project_id = $1 AND name = 'tuned'",
+        P,
+    )
+    assert json.loads(stored["model"])["extra"] == EXTRA
+    # jsonb keeps a number's text: 256.0 would read back as "256.0".
+    assert re.search(r'"max_output_tokens": 256[,}]', stored["model"]), stored["model"]
+    assert re.search(r'"thinking_budget": 1024[,}]', stored["model"]), stored["model"]
+    assert re.search(r'"deadline_s": 3600[,}]', stored["config"]), stored["config"]
+    gemini_stub.add_script(
+        Script(name="tuned", match_system="You are tuned.", replies=[Reply(text="tuned")])
+    )
+
+    events = await _run(stub_stack, token, "tuned")
+
+    assert events[-1].run_finished.run.status == common_pb2.RUN_STATUS_COMPLETED
+    (request,) = gemini_stub.requests_for("tuned")
+    config = request.generation_config
+    thinking = config["thinkingConfig"]
+    # google-genai types top_k as a float itself; the integer settings go out as integers.
+    budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
+    sent = (config["maxOutputTokens"], config["seed"], budget)
+    assert sent == (256, 7, 1024)
+    assert [type(v) for v in sent] == [int] * 3
