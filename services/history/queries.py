@@ -225,8 +225,10 @@ class HistoryQueries:
         statuses: Sequence[str],
         after: Sequence[Any] | None,
         limit: int,
+        hidden_tools: Sequence[str] = (),
     ) -> list[ToolCallOverview]:
-        """Tool calls in (created_at, id) order after the keyset position ``after``."""
+        """Tool calls in (created_at, id) order after the keyset position ``after``, without
+        the calls of ``hidden_tools`` (internal ones, unless asked for)."""
         created, call_id = after if after is not None else (None, None)
         rows = await self._pool.fetch(
             f"""
@@ -240,6 +242,7 @@ class HistoryQueries:
               AND ($3::text IS NULL OR t.tool_name = $3)
               AND (cardinality($4::text[]) = 0 OR t.status = ANY($4::text[]))
               AND ($5::timestamptz IS NULL OR (t.created_at, t.id) > ($5, $6::uuid))
+              AND t.tool_name <> ALL($8::text[])
             ORDER BY t.created_at, t.id LIMIT $7
             """,
             run_id,
@@ -249,6 +252,7 @@ class HistoryQueries:
             created,
             call_id,
             limit,
+            list(hidden_tools),
         )
         return [ToolCallOverview.from_row(row) for row in rows]
 

@@ -21,6 +21,7 @@ import grpc
 from agentfleet import events as ev
 from agentfleet.auth import current_principal
 from agentfleet.errors import InvalidArgument, NotFound, PermissionDenied
+from agentfleet.events.visibility import INTERNAL_TOOLS
 from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener
 from agentfleet.postgres.pagination import (
@@ -269,12 +270,17 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
         page, token = await self._run_page(
             request,
             page_size,
-            {"tool_name": request.tool_name, "statuses": statuses},
+            {
+                "tool_name": request.tool_name,
+                "statuses": statuses,
+                "include_internal": request.include_internal,
+            },
             lambda run_id, after, limit: self.queries.list_tool_calls(
                 request.project_id,
                 run_id,
                 tool_name=request.tool_name or None,
                 statuses=statuses,
+                hidden_tools=() if request.include_internal else sorted(INTERNAL_TOOLS),
                 after=after,
                 limit=limit,
             ),

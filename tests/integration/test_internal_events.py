@@ -100,6 +100,21 @@ async def test_a_doom_loop_warning_and_a_routing_lookup_are_internal_thoughts_ar
     assert [e.tool_request.tool_name for e in shown if e.HasField("tool_request")] == [
         "list_entities"
     ] * 3
+    # The routing lookup's call row is listed only when asked for, like its events.
+    history = deployment.history()
+    calls = await history.ListRunToolCalls(
+        history_pb2.ListRunToolCallsRequest(project_id=PROJECT, run_id=run_id)
+    )
+    assert [c.tool_name for c in calls.tool_calls] == ["list_entities"] * 3
+    every_call = await history.ListRunToolCalls(
+        history_pb2.ListRunToolCallsRequest(
+            project_id=PROJECT, run_id=run_id, include_internal=True
+        )
+    )
+    assert [c.tool_name for c in every_call.tool_calls] == [
+        "list_available_agents",
+        *["list_entities"] * 3,
+    ]
     # The thought is a stored MODEL_TEXT, shown by default.
     (thought,) = [e for e in shown if e.HasField("model_text") and e.model_text.thought]
     assert thought.model_text.text == "Who can help? Let me look."

@@ -146,7 +146,9 @@ async def _run_listing(conn: Connection, args: argparse.Namespace) -> int:
         columns = ("message", "seq", "step", "role", "agent", "tokens", "preview")
         row = _message_row
     else:
-        reply = await history.ListRunToolCalls(history_pb2.ListRunToolCallsRequest(**page))
+        reply = await history.ListRunToolCalls(
+            history_pb2.ListRunToolCallsRequest(**page, include_internal=args.internal)
+        )
         items = reply.tool_calls
         columns = ("tool call", "step", "tool", "status", "duration", "error")
         row = _tool_call_row

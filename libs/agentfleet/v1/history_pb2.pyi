@@ -420,20 +420,22 @@ class GetRunMessageResponse(_message.Message):
     def __init__(self, message: _Optional[_Union[RunMessage, _Mapping]] = ...) -> None: ...
 
 class ListRunToolCallsRequest(_message.Message):
-    __slots__ = ("project_id", "page_size", "page_token", "run_id", "tool_name", "statuses")
+    __slots__ = ("project_id", "page_size", "page_token", "run_id", "tool_name", "statuses", "include_internal")
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     STATUSES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     page_size: int
     page_token: str
     run_id: str
     tool_name: str
     statuses: _containers.RepeatedScalarFieldContainer[_common_pb2.ToolCallStatus]
-    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., run_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.ToolCallStatus, str]]] = ...) -> None: ...
+    include_internal: bool
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., run_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.ToolCallStatus, str]]] = ..., include_internal: _Optional[bool] = ...) -> None: ...
 
 class ListRunToolCallsResponse(_message.Message):
     __slots__ = ("tool_calls", "next_page_token")
