@@ -19,7 +19,6 @@ The stream ends when that read finds nothing new.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -128,6 +127,5 @@ async def watch_tree(
         # The stream owns its pumps: a client that hangs up (or an error) stops them all.
         for task in pumps.values():
             task.cancel()
-        for task in pumps.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Their CancelledErrors are results here; a cancellation of this stream still raises.
+        await asyncio.gather(*pumps.values(), return_exceptions=True)
