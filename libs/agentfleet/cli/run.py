@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.live import Live
@@ -31,6 +32,11 @@ from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 _ENDED_BEFORE = ("completed", "failed")
 """Statuses CancelRun cannot have caused: the run had ended on its own."""
 TREE_REFRESH_S = 1.0
+TREE_DRAIN_S = 5.0
+"""How long the live tree waits, after the root run's stream ended, for the rest of its
+descendants' events (they have normally all been shown by then)."""
+_ROOT_DONE = object()
+_WATCH_DONE = object()
 STREAMED_LINES = 20
 """Lines of the streaming reply shown under the tree (the tail)."""
 
@@ -92,7 +98,11 @@ async def resume_run(conn: Connection, args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         request.max_steps = args.max_steps
     return await follow(
-        conn, conn.executor().ResumeRun(request), json_mode=args.json, internal=args.internal
+        conn,
+        conn.executor().ResumeRun(request),
+        json_mode=args.json,
+        internal=args.internal,
+        fresh=False,
     )
 
 
@@ -127,20 +137,25 @@ async def follow(
     *,
     json_mode: bool,
     internal: bool = False,
+    fresh: bool = True,
 ) -> int:
     """Shows a run tree live until the root run's stream ends; returns the exit code.
-    ``internal``: the children's streams include internal events too, as the root's does."""
+    ``internal``: the children's streams include internal events too, as the root's does.
+    ``fresh``: the run starts now (StartRun), so its whole tree is new and one WatchRun
+    include_descendants follows every descendant; a resumed run (False) has older children
+    whose history that would replay, so each child it starts now is followed alone."""
     view = RunTreeView()
     streamed = StreamedText()
-    queue: asyncio.Queue[common_pb2.RunEvent | None] = asyncio.Queue()
+    queue: asyncio.Queue[common_pb2.RunEvent | object] = asyncio.Queue()
     history = conn.history()
     finished = asyncio.Event()
 
     async def pump(source: AsyncIterator[common_pb2.RunEvent], *, root: bool) -> None:
         async for event in source:
-            queue.put_nowait(event)
-        if root:
-            queue.put_nowait(None)
+            # The tree's stream repeats the root's own events, which come from ``stream``.
+            if root or event.run_id != view.root_run_id:
+                queue.put_nowait(event)
+        queue.put_nowait(_ROOT_DONE if root else _WATCH_DONE)
 
     async def refresh_tree() -> None:
         while not finished.is_set():
@@ -149,31 +164,60 @@ async def follow(
             if view.root_run_id is not None and not finished.is_set():
                 view.merge_tree(await _tree(conn, history, view.root_run_id))
 
+    def watch(run_id: str, *, tree: bool) -> Coroutine[Any, Any, None]:
+        request = history_pb2.WatchRunRequest(
+            project_id=conn.project,
+            run_id=run_id,
+            include_descendants=tree,
+            include_internal=internal,
+        )
+        return pump(history.WatchRun(request), root=False)
+
+    loop = asyncio.get_running_loop()
     async with asyncio.TaskGroup() as tasks:
         tasks.create_task(pump(stream, root=True))
         watchers: list[asyncio.Task[None]] = []
         if not json_mode:
             tasks.create_task(refresh_tree())
         with _live(view, enabled=not json_mode) as live:
-            while (event := await queue.get()) is not None:
+            drain_until: float | None = None
+            watchers_done = 0
+            while not (drain_until is not None and watchers_done == len(watchers)):
+                wait = None if drain_until is None else max(0.0, drain_until - loop.time())
+                try:
+                    item = await asyncio.wait_for(queue.get(), wait)
+                except TimeoutError:
+                    break
+                if item is _ROOT_DONE:
+                    # Children end before their parent does: their streams are let finish
+                    # (each ends once its runs have stopped), for at most TREE_DRAIN_S.
+                    drain_until = loop.time() + TREE_DRAIN_S
+                    continue
+                if item is _WATCH_DONE:
+                    watchers_done += 1
+                    continue
+                assert isinstance(item, common_pb2.RunEvent)
+                event = item
                 if json_mode:
                     print_json(event)
                 if streamed.apply(event, root_run_id=view.root_run_id or event.run_id):
                     if live is not None:
                         live.update(streamed.render(view.render()))
                     continue
-                for child_id in view.apply(event):
-                    watch = history.WatchRun(
-                        history_pb2.WatchRunRequest(
-                            project_id=conn.project, run_id=child_id, include_internal=internal
-                        )
-                    )
-                    watchers.append(tasks.create_task(pump(watch, root=False)))
+                spawned = view.apply(event)
+                if spawned and fresh and view.root_run_id is not None:
+                    # One stream for every descendant (WatchRun include_descendants), opened
+                    # at the first child: a tree of any size costs one more stream, not one
+                    # per run against the per-token stream limit.
+                    if not watchers:
+                        watchers.append(tasks.create_task(watch(view.root_run_id, tree=True)))
+                else:
+                    watchers.extend(tasks.create_task(watch(c, tree=False)) for c in spawned)
                 if live is not None:
                     live.update(streamed.render(view.render()))
         finished.set()
-        # Children end before their parent does; whatever a watcher has not shown yet is
-        # in the persisted tree fetched below.
+        # Whatever the tree's stream has not shown by now is in the persisted tree fetched
+        # below.
         for watcher in watchers:
             watcher.cancel()
     if view.root_run_id is None:
