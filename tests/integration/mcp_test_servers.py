@@ -29,8 +29,13 @@ def free_port() -> int:
 class HttpServer:
     """The test server over SSE or streamable HTTP in its own process, on a fixed port."""
 
-    def __init__(self, transport: str, port: int | None = None) -> None:
+    def __init__(
+        self, transport: str, port: int | None = None, *, unknown_session: str = "404"
+    ) -> None:
         self.transport = transport
+        self.unknown_session = unknown_session
+        """How the server answers an unknown session id: ``404`` (the SDK), ``400`` or
+        ``400-text`` (the reference server's answer, as JSON-RPC or as text)."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}{PATHS[transport]}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -42,6 +47,7 @@ class HttpServer:
                 TEST_SERVER,
                 *("--transport", CLI_TRANSPORT[self.transport]),
                 *("--port", str(self.port)),
+                *("--unknown-session", self.unknown_session),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -25,7 +25,7 @@ from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 from agentfleet.bounded.tenant_schema import schema_refusals
 from services.toolpool.results import json_size
 
-from .connection import McpConnection, describe
+from .connection import CURRENT_MARK, McpConnection, describe
 from .errors import McpProtocolError, McpTimeoutError
 from .models import McpToolInfo, McpToolList
 
@@ -181,12 +181,16 @@ async def _request(conn: McpConnection, request: Awaitable[T], timeout_s: float)
         if exc.code == types.REQUEST_TIMEOUT:
             raise _timeout(conn, timeout_s) from None
         message = conn.redact.bounded(exc.message)
-        if exc.code == types.CONNECTION_CLOSED:
-            raise SessionLost(message, unsent=False) from None
-        if exc.code == types.INVALID_REQUEST and "session" in exc.message.lower():
+        mark = CURRENT_MARK.get()
+        # Before CONNECTION_CLOSED: the reference server's refusal uses its code, -32000.
+        if (mark is not None and mark.session_refused) or (
+            exc.code == types.INVALID_REQUEST and "session" in exc.message.lower()
+        ):
             # Streamable HTTP: the server does not know our session id (it restarted, or
             # expired the session), so it rejected the request without running it.
             raise SessionLost(message, unsent=True) from None
+        if exc.code == types.CONNECTION_CLOSED:
+            raise SessionLost(message, unsent=False) from None
         raise McpProtocolError(
             f"MCP server {conn.label} answered error {exc.code}: {message}", code=exc.code
         ) from None

@@ -306,7 +306,9 @@ class McpClientPool:
             breaker.record_failure()
             raise
         except McpProtocolError:
-            breaker.record_success()  # the server is alive and answering
+            # An error answer proves the server is up, not that it works: a server that
+            # answers every call with an error must not keep its breaker closed.
+            breaker.record_neutral()
             raise
         except BaseException:
             breaker.record_neutral()
