@@ -348,6 +348,11 @@ class Dispatcher:
             if row["status"] == "completed" and completes:
                 if row["task_completed"] and row["recheck"]:
                     self._unblock[attempt.task_id] = attempt.project_id
+                # The settle statement completed the task; its conversation follows it into
+                # the graph (the other outcomes record it in their own transaction).
+                await sessions.record_conversation(
+                    conn, attempt.project_id, attempt.session_id, str(row["id"])
+                )
                 self._forget(attempt)
                 continue
             if row["status"] == "paused" and row["resume_count"] < attempt.resumes:

@@ -67,6 +67,9 @@ SELECTION = {
     "default_agent": dispatcher_pb2.SELECTION_METHOD_DEFAULT_AGENT,
 }
 OUTCOME = {
+    # A session's own status is seed 002's "active" while its attempt runs; sessions stored
+    # before that said "in_progress".
+    "active": dispatcher_pb2.SESSION_OUTCOME_IN_PROGRESS,
     "in_progress": dispatcher_pb2.SESSION_OUTCOME_IN_PROGRESS,
     "completed": dispatcher_pb2.SESSION_OUTCOME_COMPLETED,
     "failed": dispatcher_pb2.SESSION_OUTCOME_FAILED,

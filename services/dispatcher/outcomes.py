@@ -61,6 +61,11 @@ class AttemptOutcomes:
         rejection = await self._rejection(attempt, row) if status == "completed" else None
         recheck = False
         async with self.pool.acquire() as conn, conn.transaction():
+            if attempt.run_id is not None:
+                # The conversation goes into the graph with the outcome, in its transaction.
+                await sessions.record_conversation(
+                    conn, attempt.project_id, attempt.session_id, attempt.run_id
+                )
             if rejection is not None:
                 await transitions.fail(conn, attempt, error=rejection, backoff=self.backoff)
             elif status == "completed":
@@ -133,7 +138,7 @@ class AttemptOutcomes:
                 conn,
                 attempt.project_id,
                 attempt.session_id,
-                outcome="in_progress",
+                outcome="active",
                 final=False,
                 resumed=True,
             )

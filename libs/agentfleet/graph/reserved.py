@@ -16,6 +16,12 @@ TASK_GRAPH = "TaskGraph"
 """Object type of a task graph (groups SpecTasks through their ``graph_id``)."""
 SESSION = "Session"
 """Object type of one attempt of a task (agent chosen, run, outcome)."""
+SESSION_MESSAGE = "SessionMessage"
+"""Object type of one message of a session's conversation (copied from the run at its end)."""
+DISCUSSION = "Discussion"
+"""Object type of a discussion between agents on a task (``open_discussion``)."""
+DISCUSSION_ENTRY = "DiscussionEntry"
+"""Object type of one contribution to a discussion (``join_discussion``)."""
 TASK_GRAPH_ADDITION = "TaskGraphAddition"
 """Marker object of an AddTasks request_id (idempotency)."""
 BLOCKS = "blocks"
@@ -26,9 +32,29 @@ FOLLOWS_UP = "follows_up"
 """Relationship type session -> the previous attempt's session."""
 INFORMED_BY = "informed_by"
 """Relationship type session -> a blocker's session whose output went into its prompt."""
+HAS_MESSAGE = "has_message"
+"""Relationship type session -> session message, with its ``sequence`` (1-based)."""
+HAS_DISCUSSION = "has_discussion"
+"""Relationship type task -> discussion."""
+HAS_ENTRY = "has_entry"
+"""Relationship type discussion -> discussion entry, with its ``sequence`` (1-based)."""
 
-RESERVED_OBJECT_TYPES = frozenset({SPEC_TASK, TASK_GRAPH, SESSION, TASK_GRAPH_ADDITION})
-RESERVED_RELATIONSHIP_TYPES = frozenset({BLOCKS, HAS_SESSION, FOLLOWS_UP, INFORMED_BY})
+# Conversations and discussions are records of who said what: written only by the
+# dispatcher (messages) and the discussion tools (which name the author themselves).
+RESERVED_OBJECT_TYPES = frozenset(
+    {
+        SPEC_TASK,
+        TASK_GRAPH,
+        SESSION,
+        TASK_GRAPH_ADDITION,
+        SESSION_MESSAGE,
+        DISCUSSION,
+        DISCUSSION_ENTRY,
+    }
+)
+RESERVED_RELATIONSHIP_TYPES = frozenset(
+    {BLOCKS, HAS_SESSION, FOLLOWS_UP, INFORMED_BY, HAS_MESSAGE, HAS_DISCUSSION, HAS_ENTRY}
+)
 
 
 def reserved_object_refusal(object_type: str, action: str) -> str | None:

@@ -11,7 +11,14 @@ from typing import Any
 
 import asyncpg
 
-from agentfleet.graph import BLOCKS, OBJECT_COLUMNS, GraphObject, GraphRepository
+from agentfleet.graph import (
+    BLOCKS,
+    HAS_MESSAGE,
+    OBJECT_COLUMNS,
+    SESSION_MESSAGE,
+    GraphObject,
+    GraphRepository,
+)
 from services.dispatcher.models import (
     FOLLOWS_UP,
     HAS_SESSION,
@@ -28,6 +35,7 @@ __all__ = [
     "create_session",
     "finish_session",
     "get_session",
+    "record_conversation",
     "set_run",
 ]
 
@@ -116,7 +124,7 @@ async def create_session(
         "agent_name": choice.agent_name,
         "chosen_by": choice.chosen_by,
         "reason": choice.reason,
-        "status": "in_progress",
+        "status": "active",
         "input": prompt,
         "resume_count": 0,
         "informed_by": list(informed_by),
@@ -228,3 +236,56 @@ async def finish_session(
         changes,
         1 if resumed else 0,
     )
+
+
+# The run's conversation as SessionMessage objects under the session, each with a
+# ``has_message`` edge carrying its sequence, and the session's message and token counts; one
+# statement. A message's id derives from (session, seq), so recording again (after a resume,
+# or by an adopter) adds only the messages not yet recorded. The run is read through the
+# session's project: another project's run id records nothing.
+_RECORD_CONVERSATION = f"""
+    WITH run AS (
+        SELECT r.id, r.tokens_in, r.tokens_out FROM kb.agent_runs r
+        WHERE r.id = $3::uuid AND r.project_id = $1
+    ), session AS (
+        SELECT s.id FROM kb.graph_objects s WHERE s.project_id = $1 AND s.id = $2
+    ), messages AS (
+        SELECT m.seq, m.content, m.tokens, m.is_internal, m.created_at, m.step_number,
+               CASE m.role WHEN 'model' THEN 'assistant' ELSE m.role END AS role,
+               coalesce((SELECT string_agg(coalesce(p ->> 'text', p::text), E'\n' ORDER BY o)
+                         FROM jsonb_array_elements(coalesce(m.content -> 'parts', '[]'))
+                              WITH ORDINALITY AS x (p, o)), '') AS text
+        FROM kb.agent_run_messages m JOIN run ON run.id = m.run_id
+    ), objects AS (
+        INSERT INTO kb.graph_objects (id, project_id, type, properties)
+        SELECT md5(s.id::text || ':' || m.seq)::uuid, $1, '{SESSION_MESSAGE}',
+               jsonb_build_object('role', m.role, 'content', m.text, 'sequence', m.seq + 1,
+                   'timestamp', m.created_at, 'session_id', s.id::text, 'run_id', $3::text,
+                   'step', m.step_number, 'tokens', m.tokens, 'is_internal', m.is_internal,
+                   'parts', coalesce(m.content -> 'parts', '[]'))
+        FROM messages m CROSS JOIN session s
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, (properties ->> 'sequence')::int AS sequence
+    ), edges AS (
+        INSERT INTO kb.graph_relationships (project_id, type, src_id, dst_id, properties)
+        SELECT $1, '{HAS_MESSAGE}', $2, o.id, jsonb_build_object('sequence', o.sequence)
+        FROM objects o
+        ON CONFLICT (project_id, src_id, type, dst_id) DO NOTHING
+    )
+    UPDATE kb.graph_objects g
+    SET properties = g.properties || jsonb_build_object(
+            'message_count', (SELECT count(*) FROM messages),
+            'tokens_in', run.tokens_in, 'tokens_out', run.tokens_out),
+        version = g.version + 1, updated_at = now()
+    FROM run
+    WHERE g.project_id = $1 AND g.id = $2
+    """
+
+
+async def record_conversation(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, session_id: str, run_id: str
+) -> None:
+    """Copies the run's messages into the graph under its session (SessionMessage objects,
+    ``has_message`` edges with their sequence) and sets ``message_count``, ``tokens_in`` and
+    ``tokens_out`` on the session. Idempotent."""
+    await conn.execute(_RECORD_CONVERSATION, project_id, uuid.UUID(session_id), run_id)
