@@ -74,7 +74,8 @@ async def test_a_failed_attempt_and_its_retry_read_from_the_graph(
 
     first = await conversation(ctx, failed["id"])
     assert failed["properties"]["message_count"] == len(first)
-    assert failed["properties"]["tokens_in"] > 0 and failed["properties"]["tokens_out"] > 0
+    assert failed["properties"]["tokens_in"] > 0
+    assert failed["properties"]["tokens_out"] > 0
     # As seed 002 draws it: system, user, assistant, ... in sequence.
     assert [m["role"] for m in first[:3]] == ["system", "user", "assistant"]
     assert first[0]["content"] == "You are builder."

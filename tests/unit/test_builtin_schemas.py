@@ -29,6 +29,8 @@ EXPECTED = {
     "search_fts",
     "search_hybrid",
     "create_subtasks",
+    "open_discussion",
+    "join_discussion",
 }
 GEMINI_KEYWORDS = {"type", "properties", "required", "items", "enum", "description"}
 GEMINI_TYPES = {"object", "array", "string", "integer", "number", "boolean"}

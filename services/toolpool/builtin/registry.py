@@ -12,6 +12,7 @@ from agentfleet.errors import (
     NotFound,
 )
 from services.toolpool.builtin.base import BuiltinTool, ToolContext, ToolError, validate_arguments
+from services.toolpool.builtin.discussion_tools import DISCUSSION_TOOLS
 from services.toolpool.builtin.entity_tools import ENTITY_TOOLS
 from services.toolpool.builtin.relationship_tools import RELATIONSHIP_TOOLS
 from services.toolpool.builtin.search_tools import SEARCH_TOOLS
@@ -20,7 +21,14 @@ from services.toolpool.builtin.subtasks import SUBTASK_TOOLS
 __all__ = ["BUILTIN_TOOLS", "call_builtin"]
 
 BUILTIN_TOOLS: dict[str, BuiltinTool] = {
-    tool.name: tool for tool in [*ENTITY_TOOLS, *RELATIONSHIP_TOOLS, *SEARCH_TOOLS, *SUBTASK_TOOLS]
+    tool.name: tool
+    for tool in [
+        *ENTITY_TOOLS,
+        *RELATIONSHIP_TOOLS,
+        *SEARCH_TOOLS,
+        *SUBTASK_TOOLS,
+        *DISCUSSION_TOOLS,
+    ]
 }
 """Every built-in tool by name."""
 
