@@ -121,6 +121,9 @@ class Settings:
     """AGENTFLEET_DISPATCHER_SELECTOR_MODEL: model for the LLM agent choice; unset = off."""
     dispatcher_evaluator_model: str | None
     """AGENTFLEET_DISPATCHER_EVALUATOR_MODEL: model judging task outputs; unset = off."""
+    dispatcher_triage_model: str | None = None
+    """AGENTFLEET_DISPATCHER_TRIAGE_MODEL: model deciding what to do with a failed task of a
+    graph created with ``llm_triage``; unset = mechanical retries for every graph."""
     dispatcher_task_timeout_s: float | None
     """AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S: a dispatched task's run timeout when the task
     names none (before the agent's default_timeout); unset = the agent's."""
@@ -325,6 +328,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         dispatcher_evaluator_model=env.get(
             "AGENTFLEET_DISPATCHER_EVALUATOR_MODEL", None, parsers.nonempty
+        ),
+        dispatcher_triage_model=env.get(
+            "AGENTFLEET_DISPATCHER_TRIAGE_MODEL", None, parsers.nonempty
         ),
         dispatcher_task_timeout_s=env.get(
             "AGENTFLEET_DISPATCHER_TASK_TIMEOUT_S", None, parsers.timeout_seconds

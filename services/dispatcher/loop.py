@@ -43,6 +43,7 @@ from services.dispatcher.store import claims, dependents, sessions, transitions
 from services.dispatcher.store.common import READY_CHANNEL
 from services.dispatcher.store.transitions import Attempt
 from services.dispatcher.timing import LoopTiming
+from services.dispatcher.triage import FailureTriage
 
 __all__ = ["DEFAULT_SLOTS", "Dispatcher"]
 
@@ -70,6 +71,7 @@ class Dispatcher:
         timing: LoopTiming | None = None,
         owner: str | None = None,
         evaluator: OutputEvaluator | None = None,
+        triage: FailureTriage | None = None,
     ) -> None:
         self._pool = pool
         self._dsn = dsn
@@ -88,6 +90,7 @@ class Dispatcher:
             pool=pool,
             runs=runs,
             evaluator=evaluator,
+            triage=triage,
             backoff=timing.retry_backoff,
             max_resumes=timing.max_resumes,
         )

@@ -185,6 +185,8 @@ def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
         error_message=str(p.get("error_message") or ""),
         evaluation=str(p.get("evaluation") or ""),
         follows_up_session_id=str(p.get("follows_up_session_id") or ""),
+        triage_decision=str(p.get("triage_decision") or ""),
+        triage_reason=str(p.get("triage_reason") or ""),
         informed_by_session_ids=[str(s) for s in p.get("informed_by", [])],
         resume_count=_count(p.get("resume_count")),
     )

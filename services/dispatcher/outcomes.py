@@ -15,6 +15,7 @@ from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import sessions, transitions
 from services.dispatcher.store.transitions import Attempt, RetryBackoff
+from services.dispatcher.triage import FailureTriage, TriageDecision
 
 __all__ = ["AttemptOutcomes", "Ended"]
 
@@ -40,6 +41,8 @@ class AttemptOutcomes:
     evaluator: OutputEvaluator | None
     """Judges completed outputs; None: a completed run completes its task."""
     backoff: RetryBackoff
+    triage: FailureTriage | None = None
+    """Decides what to do with failed attempts of graphs that ask for it; None: retry."""
     max_resumes: int = DEFAULT_MAX_RESUMES
     """Resumes of a paused run per attempt when the task names none (``max_resumes``)."""
 
@@ -59,6 +62,9 @@ class AttemptOutcomes:
         if status == "paused" and await self._resume(attempt, row):
             return Ended(resumed=True)
         rejection = await self._rejection(attempt, row) if status == "completed" else None
+        error = row["error_message"] or "run failed"
+        # Decided before the transaction: a model call holds no connection.
+        triaged = await self._triage(attempt, error) if status == "failed" else None
         recheck = False
         async with self.pool.acquire() as conn, conn.transaction():
             if attempt.run_id is not None:
@@ -79,10 +85,60 @@ class AttemptOutcomes:
                 await transitions.fail(
                     conn, attempt, error=f"run cancelled: {row['summary']}", backoff=self.backoff
                 )
+            elif triaged is not None:
+                await self._apply_triage(conn, attempt, error, triaged)
             else:
-                error = row["error_message"] or "run failed"
                 await transitions.fail(conn, attempt, error=error, backoff=self.backoff)
         return Ended(recheck=recheck)
+
+    async def _triage(self, attempt: Attempt, error: str) -> TriageDecision | None:
+        """The triage's decision for a failed attempt of a graph that asked for one."""
+        if self.triage is None:
+            return None
+        subject = await transitions.triage_subject(
+            self.pool, attempt.project_id, attempt.task_id, attempt.session_id
+        )
+        if subject is None:
+            return None
+        return await self.triage.decide(
+            title=subject["title"] or attempt.key,
+            description=subject["description"],
+            agent=subject["agent"] or "",
+            error=error,
+            candidates=list(subject["candidates"]),
+        )
+
+    async def _apply_triage(
+        self, conn: asyncpg.Connection, attempt: Attempt, error: str, triaged: TriageDecision
+    ) -> None:
+        reason = triaged.reason
+        if triaged.decision == "escalate":
+            # The task (and so its graph) pauses for a person; RetryTask resumes it.
+            await transitions.pause(conn, attempt, summary=f"escalated: {reason}")
+            await sessions.finish_session(
+                conn,
+                attempt.project_id,
+                attempt.session_id,
+                outcome="failed",
+                error_message=error,
+            )
+        else:
+            if triaged.decision == "retry":
+                note = f"Advice for this attempt: {triaged.advice or reason}"
+            else:
+                note = f"Reassigned to {triaged.agent}: {reason}"
+                reason = f"{triaged.agent}: {reason}"
+            await transitions.fail(conn, attempt, error=f"{error}\n\n{note}", backoff=self.backoff)
+        await sessions.record_triage(
+            conn,
+            attempt.project_id,
+            task_id=attempt.task_id,
+            session_id=attempt.session_id,
+            decision=triaged.decision,
+            reason=reason,
+            agent=triaged.agent,
+        )
+        log.info("failed task triaged", task_id=attempt.task_id, decision=triaged.decision)
 
     async def fail(self, attempt: Attempt, error: str, *, retry: bool = True) -> None:
         """The attempt failed before its run: retried while retries remain (never when

@@ -36,6 +36,7 @@ from services.dispatcher.models import (
 from services.dispatcher.runs import GrpcRunControl, RunControl
 from services.dispatcher.selector import LlmChooser, Selector
 from services.dispatcher.timing import LoopTiming
+from services.dispatcher.triage import LlmTriage
 from services.dispatcher.watch import GraphWatcher
 
 __all__ = ["DispatcherServicer", "build", "graph_to_proto", "new_tasks"]
@@ -86,6 +87,7 @@ def graph_to_proto(view: GraphView, *, with_tasks: bool) -> pb.TaskGraph:
         counts=view.counts.to_proto(),
         max_parallel=int(p.get("max_parallel", 0)),
         labels={str(k): str(v) for k, v in (p.get("labels") or {}).items()},
+        llm_triage=p.get("llm_triage") is True,
     )
     if with_tasks:
         graph.tasks.extend(task_to_proto(t) for t in view.tasks)
@@ -139,6 +141,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
             labels=dict(request.labels),
             request_id=checked_request_id(request.request_id),
             validate_only=request.validate_only,
+            llm_triage=request.llm_triage,
         )
         if graph_id is None:
             return pb.CreateTaskGraphResponse()
@@ -243,7 +246,11 @@ async def build(context: ServiceContext) -> ServiceParts:
     await watcher.start()
     servicer = DispatcherServicer(pool=context.pool, runs=runs, watcher=watcher)
     # One model client for the selector and the evaluator; its HTTP sessions close at stop.
-    needs_model = settings.dispatcher_selector_model or settings.dispatcher_evaluator_model
+    needs_model = (
+        settings.dispatcher_selector_model
+        or settings.dispatcher_evaluator_model
+        or settings.dispatcher_triage_model
+    )
     model_client = None
     if needs_model:
         # Its calls draw on the same shared budgets as the executors'.
@@ -258,6 +265,9 @@ async def build(context: ServiceContext) -> ServiceParts:
         chooser = LlmChooser(model_client, model=settings.dispatcher_selector_model)
     if model_client is not None and settings.dispatcher_evaluator_model is not None:
         evaluator = LlmEvaluator(model_client, model=settings.dispatcher_evaluator_model)
+    triage = None
+    if model_client is not None and settings.dispatcher_triage_model is not None:
+        triage = LlmTriage(model_client, model=settings.dispatcher_triage_model)
     dispatcher = Dispatcher(
         context.pool,
         dsn=context.database_url,
@@ -270,6 +280,7 @@ async def build(context: ServiceContext) -> ServiceParts:
             task_timeout_s=settings.dispatcher_task_timeout_s,
         ),
         evaluator=evaluator,
+        triage=triage,
     )
 
     async def close() -> None:

@@ -176,7 +176,7 @@ class TaskCounts(_message.Message):
     def __init__(self, total: _Optional[int] = ..., pending: _Optional[int] = ..., in_progress: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., paused: _Optional[int] = ..., cancelled: _Optional[int] = ..., blocked: _Optional[int] = ...) -> None: ...
 
 class TaskGraph(_message.Message):
-    __slots__ = ("id", "project_id", "title", "status", "counts", "tasks", "edges", "max_parallel", "labels", "create_time", "update_time", "complete_time")
+    __slots__ = ("id", "project_id", "title", "status", "counts", "tasks", "edges", "max_parallel", "labels", "create_time", "update_time", "complete_time", "llm_triage")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -196,6 +196,7 @@ class TaskGraph(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LLM_TRIAGE_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     title: str
@@ -208,10 +209,11 @@ class TaskGraph(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     complete_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., title: _Optional[str] = ..., status: _Optional[_Union[TaskGraphStatus, str]] = ..., counts: _Optional[_Union[TaskCounts, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[TaskEdge, _Mapping]]] = ..., max_parallel: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    llm_triage: bool
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., title: _Optional[str] = ..., status: _Optional[_Union[TaskGraphStatus, str]] = ..., counts: _Optional[_Union[TaskCounts, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[TaskEdge, _Mapping]]] = ..., max_parallel: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., llm_triage: _Optional[bool] = ...) -> None: ...
 
 class TaskSession(_message.Message):
-    __slots__ = ("id", "task_id", "task_key", "attempt", "run_id", "agent_name", "chosen_by", "reason", "outcome", "summary", "error_message", "evaluation", "follows_up_session_id", "informed_by_session_ids", "resume_count", "create_time", "complete_time")
+    __slots__ = ("id", "task_id", "task_key", "attempt", "run_id", "agent_name", "chosen_by", "reason", "outcome", "summary", "error_message", "evaluation", "follows_up_session_id", "informed_by_session_ids", "resume_count", "create_time", "complete_time", "triage_decision", "triage_reason")
     ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +231,8 @@ class TaskSession(_message.Message):
     RESUME_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TRIAGE_DECISION_FIELD_NUMBER: _ClassVar[int]
+    TRIAGE_REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     task_id: str
     task_key: str
@@ -246,7 +250,9 @@ class TaskSession(_message.Message):
     resume_count: int
     create_time: _timestamp_pb2.Timestamp
     complete_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_key: _Optional[str] = ..., attempt: _Optional[int] = ..., run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., chosen_by: _Optional[_Union[SelectionMethod, str]] = ..., reason: _Optional[str] = ..., outcome: _Optional[_Union[SessionOutcome, str]] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., evaluation: _Optional[str] = ..., follows_up_session_id: _Optional[str] = ..., informed_by_session_ids: _Optional[_Iterable[str]] = ..., resume_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    triage_decision: str
+    triage_reason: str
+    def __init__(self, id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_key: _Optional[str] = ..., attempt: _Optional[int] = ..., run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., chosen_by: _Optional[_Union[SelectionMethod, str]] = ..., reason: _Optional[str] = ..., outcome: _Optional[_Union[SessionOutcome, str]] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., evaluation: _Optional[str] = ..., follows_up_session_id: _Optional[str] = ..., informed_by_session_ids: _Optional[_Iterable[str]] = ..., resume_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., triage_decision: _Optional[str] = ..., triage_reason: _Optional[str] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
     __slots__ = ("type", "task_graph_id", "task", "previous_status", "session", "graph_status", "counts", "create_time")
@@ -269,7 +275,7 @@ class TaskEvent(_message.Message):
     def __init__(self, type: _Optional[_Union[TaskEventType, str]] = ..., task_graph_id: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., previous_status: _Optional[_Union[TaskStatus, str]] = ..., session: _Optional[_Union[TaskSession, _Mapping]] = ..., graph_status: _Optional[_Union[TaskGraphStatus, str]] = ..., counts: _Optional[_Union[TaskCounts, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateTaskGraphRequest(_message.Message):
-    __slots__ = ("project_id", "title", "tasks", "edges", "max_parallel", "labels", "request_id", "validate_only")
+    __slots__ = ("project_id", "title", "tasks", "edges", "max_parallel", "labels", "request_id", "validate_only", "llm_triage")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +291,7 @@ class CreateTaskGraphRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    LLM_TRIAGE_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     title: str
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
@@ -293,7 +300,8 @@ class CreateTaskGraphRequest(_message.Message):
     labels: _containers.ScalarMap[str, str]
     request_id: str
     validate_only: bool
-    def __init__(self, project_id: _Optional[str] = ..., title: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[TaskEdge, _Mapping]]] = ..., max_parallel: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    llm_triage: bool
+    def __init__(self, project_id: _Optional[str] = ..., title: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[TaskEdge, _Mapping]]] = ..., max_parallel: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ..., llm_triage: _Optional[bool] = ...) -> None: ...
 
 class CreateTaskGraphResponse(_message.Message):
     __slots__ = ("task_graph",)

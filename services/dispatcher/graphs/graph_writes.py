@@ -102,6 +102,7 @@ class GraphStore:
         labels: dict[str, str],
         request_id: str,
         validate_only: bool,
+        llm_triage: bool = False,
     ) -> str | None:
         """Creates the graph; returns its id (``None`` for validate_only). A ``request_id``
         seen before returns that graph, or is :class:`InvalidArgument` naming it when the
@@ -113,6 +114,7 @@ class GraphStore:
             "status": "active",
             "max_parallel": max_parallel,
             "labels": labels,
+            "llm_triage": llm_triage,
         }
         if request_id:
             # Beside the request_id (the graph's key), what the request asked.
@@ -123,6 +125,8 @@ class GraphStore:
                     "edges": graph.edges,
                     "max_parallel": max_parallel,
                     "labels": labels,
+                    # Only when asked for: fingerprints of requests before it stay valid.
+                    **({"llm_triage": True} if llm_triage else {}),
                 }
             )
         graph_object = NewObject(

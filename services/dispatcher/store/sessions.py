@@ -36,6 +36,7 @@ __all__ = [
     "finish_session",
     "get_session",
     "record_conversation",
+    "record_triage",
     "set_run",
 ]
 
@@ -289,3 +290,38 @@ async def record_conversation(
     ``has_message`` edges with their sequence) and sets ``message_count``, ``tokens_in`` and
     ``tokens_out`` on the session. Idempotent."""
     await conn.execute(_RECORD_CONVERSATION, project_id, uuid.UUID(session_id), run_id)
+
+
+async def record_triage(
+    conn: asyncpg.Connection,
+    project_id: str,
+    *,
+    task_id: str,
+    session_id: str,
+    decision: str,
+    reason: str,
+    agent: str = "",
+) -> None:
+    """Records the triage's decision and reason on the session; a reassignment also names
+    the task's new ``assigned_agent``, whom the next attempt's selection takes."""
+    await conn.execute(
+        """
+        WITH session AS (
+            UPDATE kb.graph_objects
+            SET properties = properties || jsonb_build_object('triage_decision', $4::text,
+                    'triage_reason', $5::text),
+                version = version + 1, updated_at = now()
+            WHERE project_id = $1 AND id = $3
+        )
+        UPDATE kb.graph_objects
+        SET properties = properties || jsonb_build_object('assigned_agent', $6::text),
+            version = version + 1, updated_at = now()
+        WHERE project_id = $1 AND id = $2 AND $6::text <> ''
+        """,
+        project_id,
+        uuid.UUID(task_id),
+        uuid.UUID(session_id),
+        decision,
+        reason,
+        agent,
+    )

@@ -351,3 +351,31 @@ async def pause(conn: asyncpg.Connection, attempt: Attempt, *, summary: str) -> 
 async def cancel(conn: asyncpg.Connection, attempt: Attempt, *, summary: str = "") -> None:
     """The graph was cancelled: the task ends CANCELLED."""
     await _end(conn, attempt, "cancelled", summary)
+
+
+async def triage_subject(
+    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, task_id: str, session_id: str
+) -> asyncpg.Record | None:
+    """What the failure triage is shown, when the task's graph asked for triage
+    (``llm_triage``) and a retry remains: title, description, the failed attempt's agent,
+    and the project's other agents (at most 50, by name). ``None`` otherwise."""
+    return await conn.fetchrow(
+        f"""
+        SELECT t.properties ->> 'title' AS title,
+               coalesce(t.properties ->> 'description', '') AS description,
+               s.properties ->> 'agent_name' AS agent,
+               coalesce((SELECT array_agg(d.name ORDER BY d.name) FROM (
+                   SELECT name FROM kb.agent_definitions
+                   WHERE project_id = $1 AND name <> s.properties ->> 'agent_name'
+                   ORDER BY name LIMIT 50) d), '{{}}') AS candidates
+        FROM kb.graph_objects t
+        JOIN kb.graph_objects g ON g.project_id = t.project_id
+             AND g.id = (t.properties ->> 'graph_id')::uuid AND g.type = '{TASK_GRAPH}'
+        JOIN kb.graph_objects s ON s.project_id = t.project_id AND s.id = $3
+        WHERE t.project_id = $1 AND t.id = $2 AND g.properties -> 'llm_triage' = 'true'
+          AND (SELECT {RETRY_COUNT} < {MAX_RETRIES} FROM kb.graph_objects WHERE id = t.id)
+        """,
+        project_id,
+        uuid.UUID(task_id),
+        uuid.UUID(session_id),
+    )
