@@ -114,14 +114,7 @@ class AttemptOutcomes:
         reason = triaged.reason
         if triaged.decision == "escalate":
             # The task (and so its graph) pauses for a person; RetryTask resumes it.
-            await transitions.pause(conn, attempt, summary=f"escalated: {reason}")
-            await sessions.finish_session(
-                conn,
-                attempt.project_id,
-                attempt.session_id,
-                outcome="failed",
-                error_message=error,
-            )
+            await transitions.escalate(conn, attempt, error=error, reason=reason)
         else:
             if triaged.decision == "retry":
                 note = f"Advice for this attempt: {triaged.advice or reason}"

@@ -118,6 +118,9 @@ async def test_failed_tasks_are_retried_reassigned_or_escalated(
     assert escalated.triage_decision == "escalate"
     assert escalated.triage_reason == "the credentials are missing"
     assert tasks["c"].status == pb.TASK_STATUS_PAUSED
+    assert tasks["c"].error_message.startswith(
+        "escalated for a person: the credentials are missing; the attempt failed with:"
+    )
     fixed.set()
     await api.RetryTask(pb.RetryTaskRequest(project_id=PROJECT, task_id=tasks["c"].id))
     graph = await wait_graph(api, graph_id)

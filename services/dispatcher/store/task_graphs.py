@@ -182,7 +182,7 @@ async def reset_for_retry(
     await conn.execute(
         f"""
         UPDATE kb.graph_objects t
-        SET properties = (t.properties - 'complete_time' - 'not_before')
+        SET properties = (t.properties - 'complete_time' - 'not_before' - 'escalated')
               || jsonb_build_object('status', 'pending', 'ready', NOT {UNFINISHED_BLOCKER},
                                     'feedback', $3::text),
             version = t.version + 1, updated_at = now()

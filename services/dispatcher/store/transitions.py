@@ -348,6 +348,31 @@ async def pause(conn: asyncpg.Connection, attempt: Attempt, *, summary: str) -> 
     await _end(conn, attempt, "paused", summary)
 
 
+async def escalate(conn: asyncpg.Connection, attempt: Attempt, *, error: str, reason: str) -> None:
+    """The triage escalated the failed attempt: the task ends PAUSED (no new attempt, its
+    dependents wait) with why in its ``error_message``, until a person calls RetryTask."""
+    await conn.execute(
+        f"""
+        UPDATE kb.graph_objects
+        SET properties = (properties {_DROP}) || jsonb_build_object(
+                'status', 'paused', 'run_id', $4::text, 'complete_time', $5::text,
+                'error_message', $6::text, 'escalated', true),
+            version = version + 1, updated_at = now()
+        WHERE {_CURRENT}
+        """,
+        attempt.project_id,
+        uuid.UUID(attempt.task_id),
+        attempt.session_id,
+        attempt.run_id,
+        iso_now(),
+        f"escalated for a person: {reason}; the attempt failed with: {error}",
+    )
+    await sessions.finish_session(
+        conn, attempt.project_id, attempt.session_id, outcome="failed", error_message=error
+    )
+    await notify_changes(conn, [attempt.graph_id])
+
+
 async def cancel(conn: asyncpg.Connection, attempt: Attempt, *, summary: str = "") -> None:
     """The graph was cancelled: the task ends CANCELLED."""
     await _end(conn, attempt, "cancelled", summary)
