@@ -14,6 +14,8 @@ Run: ``python examples/mcp/test_server/server.py --transport stdio|sse|streamabl
 know as the widely copied reference server (``server-everything``) does: HTTP 400 with
 ``{"error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}``;
 ``400-text`` the same in plain text; the default is the SDK's 404 "Session not found".
+``refuse-all`` answers that 400 to every request naming a session, known or not (a broken
+or hostile server: the client must not reconnect forever).
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ async def stats(_request: Request) -> Response:
 _NO_SESSION = "Bad Request: No valid session ID provided"
 
 
-def _unknown_session_as_400(app: Any, *, as_json: bool) -> Any:
-    """``app`` with its 404 for an unknown session id turned into the reference server's 400."""
+def _unknown_session_as_400(app: Any, *, as_json: bool, always: bool = False) -> Any:
+    """``app`` with its 404 for an unknown session id turned into the reference server's 400
+    (``always``: every request naming a session is refused so, without reaching ``app``)."""
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers = dict(scope.get("headers") or ())
@@ -120,7 +123,9 @@ def _unknown_session_as_400(app: Any, *, as_json: bool) -> Any:
 
         async def rewrite(message: dict[str, Any]) -> None:
             nonlocal replaced
-            if message["type"] == "http.response.start" and message["status"] == 404:
+            if message["type"] == "http.response.start" and message["status"] in (
+                (404, 200, 202) if always else (404,)
+            ):
                 replaced = True
                 if as_json:
                     error = {"code": -32000, "message": _NO_SESSION}
@@ -142,6 +147,10 @@ def _unknown_session_as_400(app: Any, *, as_json: bool) -> Any:
             elif not replaced:
                 await send(message)
 
+        if always:
+            # Answer before the app runs anything: the request must not be processed.
+            await rewrite({"type": "http.response.start", "status": 404})
+            return
         await app(scope, receive, rewrite)
 
     return wrapped
@@ -152,13 +161,19 @@ def main() -> None:
     parser.add_argument("--transport", choices=["stdio", "sse", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--unknown-session", choices=["404", "400", "400-text"], default="404")
+    parser.add_argument(
+        "--unknown-session", choices=["404", "400", "400-text", "refuse-all"], default="404"
+    )
     args = parser.parse_args()
     if args.transport == "stdio":
         server.run("stdio")
     elif args.transport == "streamable-http" and args.unknown_session != "404":
         app = server.streamable_http_app(host=args.host)
-        app = _unknown_session_as_400(app, as_json=args.unknown_session == "400")
+        app = _unknown_session_as_400(
+            app,
+            as_json=args.unknown_session != "400-text",
+            always=args.unknown_session == "refuse-all",
+        )
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     else:
         server.run(args.transport, host=args.host, port=args.port)
