@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -48,6 +49,13 @@ def triage(request: StubRequest) -> Reply:
 async def test_failed_tasks_are_retried_reassigned_or_escalated(
     triaging_stack: Stack, db_pool: asyncpg.Pool, gemini_stub: GeminiStub
 ) -> None:
+    await triage_scenario(await client(triaging_stack), db_pool, gemini_stub)
+
+
+async def triage_scenario(api: Any, db_pool: asyncpg.Pool, gemini_stub: GeminiStub) -> None:
+    """Three tasks of a triaged graph, each failing once: one retried with advice, one
+    reassigned, one escalated and then resumed by RetryTask. Also run on real processes
+    (tests/e2e/test_dispatcher_triage_processes.py)."""
     for name in ("coder", "weak", "strong", "lost"):
         await define(db_pool, name)
     fixed = asyncio.Event()
@@ -73,7 +81,6 @@ async def test_failed_tasks_are_retried_reassigned_or_escalated(
             policy=lambda r: Reply(text="found") if fixed.is_set() else failing,
         )
     )
-    api = await client(triaging_stack)
     created = await api.CreateTaskGraph(
         pb.CreateTaskGraphRequest(
             project_id=PROJECT,
