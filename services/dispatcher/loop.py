@@ -341,9 +341,24 @@ class Dispatcher:
         # Without an evaluator a completed run's outcome is known: the settle statement
         # applies it; with one, the output is judged first (_finish).
         completes = self._outcomes.evaluator is None
-        settled = await transitions.settle(
-            conn, [self._by_run[r] for r in dirty if r in self._by_run], complete=completes
-        )
+        try:
+            # The completions and their conversations in the graph commit together (the
+            # other outcomes record theirs in their own transaction): two round trips.
+            async with conn.transaction():
+                settled = await transitions.settle(
+                    conn, [self._by_run[r] for r in dirty if r in self._by_run], complete=completes
+                )
+                completed = [
+                    (self._by_run[row["id"]], row)
+                    for row in settled.rows
+                    if row["id"] in self._by_run and row["status"] == "completed" and completes
+                ]
+                await sessions.record_conversations(
+                    conn, [(a.project_id, a.session_id, str(row["id"])) for a, row in completed]
+                )
+        except BaseException:
+            self._dirty |= dirty  # settled again next round: nothing of it committed
+            raise
         for row in settled.rows:
             attempt = self._by_run.get(row["id"])
             if attempt is None:
@@ -351,11 +366,6 @@ class Dispatcher:
             if row["status"] == "completed" and completes:
                 if row["task_completed"] and row["recheck"]:
                     self._unblock[attempt.task_id] = attempt.project_id
-                # The settle statement completed the task; its conversation follows it into
-                # the graph (the other outcomes record it in their own transaction).
-                await sessions.record_conversation(
-                    conn, attempt.project_id, attempt.session_id, str(row["id"])
-                )
                 self._forget(attempt)
                 continue
             if row["status"] == "paused" and row["resume_count"] < attempt.resumes:

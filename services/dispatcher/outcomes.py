@@ -9,7 +9,11 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from agentfleet.graph.task_properties import task_max_resumes
+from agentfleet.graph.task_properties import (
+    agent_allowed,
+    allowed_agent_patterns,
+    task_max_resumes,
+)
 from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_TOTAL_STEPS
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
@@ -20,6 +24,9 @@ from services.dispatcher.triage import FailureTriage, TriageDecision
 __all__ = ["AttemptOutcomes", "Ended"]
 
 log = structlog.get_logger(__name__)
+
+MAX_CANDIDATES = 50
+"""Agents the triage is shown as possible reassignments (the first by name)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,8 +76,8 @@ class AttemptOutcomes:
         async with self.pool.acquire() as conn, conn.transaction():
             if attempt.run_id is not None:
                 # The conversation goes into the graph with the outcome, in its transaction.
-                await sessions.record_conversation(
-                    conn, attempt.project_id, attempt.session_id, attempt.run_id
+                await sessions.record_conversations(
+                    conn, [(attempt.project_id, attempt.session_id, attempt.run_id)]
                 )
             if rejection is not None:
                 await transitions.fail(conn, attempt, error=rejection, backoff=self.backoff)
@@ -100,12 +107,17 @@ class AttemptOutcomes:
         )
         if subject is None:
             return None
+        candidates = list(subject["candidates"])
+        # A create_subtasks task may only go to the agents its creator was allowed.
+        allowed = allowed_agent_patterns(subject["properties"] or {})
+        if allowed is not None:
+            candidates = [name for name in candidates if agent_allowed(name, allowed)]
         return await self.triage.decide(
             title=subject["title"] or attempt.key,
             description=subject["description"],
             agent=subject["agent"] or "",
             error=error,
-            candidates=list(subject["candidates"]),
+            candidates=candidates[:MAX_CANDIDATES],
         )
 
     async def _apply_triage(

@@ -89,7 +89,7 @@ class LlmTriage:
     ) -> TriageDecision | None:
         prompt = (
             f"Task: {title}\n{description[:10_000]}\n\nAgent that failed: {agent}\n"
-            f"Error: {error[:10_000]}\n\nOther agents: {', '.join(candidates[:50]) or '(none)'}"
+            f"Error: {error[:10_000]}\n\nOther agents: {', '.join(candidates) or '(none)'}"
         )
         try:
             answer = await ask_for_json(

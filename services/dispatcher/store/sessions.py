@@ -15,6 +15,7 @@ from agentfleet.graph import (
     BLOCKS,
     HAS_MESSAGE,
     OBJECT_COLUMNS,
+    SESSION,
     SESSION_MESSAGE,
     GraphObject,
     GraphRepository,
@@ -23,7 +24,6 @@ from services.dispatcher.models import (
     FOLLOWS_UP,
     HAS_SESSION,
     INFORMED_BY,
-    SESSION,
     TASK_GRAPH,
     iso_now,
 )
@@ -35,7 +35,7 @@ __all__ = [
     "create_session",
     "finish_session",
     "get_session",
-    "record_conversation",
+    "record_conversations",
     "record_triage",
     "set_run",
 ]
@@ -239,57 +239,73 @@ async def finish_session(
     )
 
 
-# The run's conversation as SessionMessage objects under the session, each with a
-# ``has_message`` edge carrying its sequence, and the session's message and token counts; one
-# statement. A message's id derives from (session, seq), so recording again (after a resume,
-# or by an adopter) adds only the messages not yet recorded. The run is read through the
-# session's project: another project's run id records nothing.
-_RECORD_CONVERSATION = f"""
+# Each run's conversation as SessionMessage objects under its session, each with a
+# ``has_message`` edge carrying its sequence, and the session's message and token counts:
+# one statement for any number of (project, session, run). A message's id derives from
+# (session, seq), so recording again (after a resume, or by an adopter) adds only the
+# messages not yet recorded. A run is read through its session's project, and only a
+# Session object gets messages: a foreign run id or a wrong id records nothing.
+_RECORD_CONVERSATIONS = f"""
     WITH run AS (
-        SELECT r.id, r.tokens_in, r.tokens_out FROM kb.agent_runs r
-        WHERE r.id = $3::uuid AND r.project_id = $1
-    ), session AS (
-        SELECT s.id FROM kb.graph_objects s WHERE s.project_id = $1 AND s.id = $2
+        SELECT p.project_id, p.session_id, r.id AS run_id, r.tokens_in, r.tokens_out
+        FROM unnest($1::text[], $2::uuid[], $3::uuid[]) AS p (project_id, session_id, run_id)
+        JOIN kb.agent_runs r ON r.id = p.run_id AND r.project_id = p.project_id
+        JOIN kb.graph_objects s ON s.project_id = p.project_id AND s.id = p.session_id
+             AND s.type = '{SESSION}'
     ), messages AS (
-        SELECT m.seq, m.content, m.tokens, m.is_internal, m.created_at, m.step_number,
+        SELECT run.project_id, run.session_id, run.run_id, m.seq, m.content, m.tokens,
+               m.is_internal, m.created_at, m.step_number,
                CASE m.role WHEN 'model' THEN 'assistant' ELSE m.role END AS role,
-               coalesce((SELECT string_agg(coalesce(p ->> 'text', p::text), E'\n' ORDER BY o)
+               coalesce((SELECT string_agg(coalesce(p ->> 'text', p::text), E'\\n' ORDER BY o)
                          FROM jsonb_array_elements(coalesce(m.content -> 'parts', '[]'))
                               WITH ORDINALITY AS x (p, o)), '') AS text
-        FROM kb.agent_run_messages m JOIN run ON run.id = m.run_id
+        FROM run JOIN kb.agent_run_messages m ON m.run_id = run.run_id
     ), objects AS (
         INSERT INTO kb.graph_objects (id, project_id, type, properties)
-        SELECT md5(s.id::text || ':' || m.seq)::uuid, $1, '{SESSION_MESSAGE}',
+        SELECT md5(m.session_id::text || ':' || m.seq)::uuid, m.project_id,
+               '{SESSION_MESSAGE}',
                jsonb_build_object('role', m.role, 'content', m.text, 'sequence', m.seq + 1,
-                   'timestamp', m.created_at, 'session_id', s.id::text, 'run_id', $3::text,
-                   'step', m.step_number, 'tokens', m.tokens, 'is_internal', m.is_internal,
-                   'parts', coalesce(m.content -> 'parts', '[]'))
-        FROM messages m CROSS JOIN session s
+                   'timestamp', m.created_at, 'session_id', m.session_id::text,
+                   'run_id', m.run_id::text, 'step', m.step_number, 'tokens', m.tokens,
+                   'is_internal', m.is_internal, 'parts', coalesce(m.content -> 'parts', '[]'))
+        FROM messages m
         ON CONFLICT (id) DO NOTHING
-        RETURNING id, (properties ->> 'sequence')::int AS sequence
+        RETURNING id, project_id, (properties ->> 'session_id')::uuid AS session_id,
+                  (properties ->> 'sequence')::int AS sequence
     ), edges AS (
         INSERT INTO kb.graph_relationships (project_id, type, src_id, dst_id, properties)
-        SELECT $1, '{HAS_MESSAGE}', $2, o.id, jsonb_build_object('sequence', o.sequence)
+        SELECT o.project_id, '{HAS_MESSAGE}', o.session_id, o.id,
+               jsonb_build_object('sequence', o.sequence)
         FROM objects o
         ON CONFLICT (project_id, src_id, type, dst_id) DO NOTHING
+    ), counts AS (
+        SELECT session_id, count(*) AS n FROM messages GROUP BY session_id
     )
     UPDATE kb.graph_objects g
     SET properties = g.properties || jsonb_build_object(
-            'message_count', (SELECT count(*) FROM messages),
+            'message_count', coalesce(c.n, 0),
             'tokens_in', run.tokens_in, 'tokens_out', run.tokens_out),
         version = g.version + 1, updated_at = now()
-    FROM run
-    WHERE g.project_id = $1 AND g.id = $2
+    FROM run LEFT JOIN counts c ON c.session_id = run.session_id
+    WHERE g.project_id = run.project_id AND g.id = run.session_id
     """
 
 
-async def record_conversation(
-    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, session_id: str, run_id: str
+async def record_conversations(
+    conn: asyncpg.Connection | asyncpg.Pool, attempts: Sequence[tuple[str, str, str]]
 ) -> None:
-    """Copies the run's messages into the graph under its session (SessionMessage objects,
-    ``has_message`` edges with their sequence) and sets ``message_count``, ``tokens_in`` and
-    ``tokens_out`` on the session. Idempotent."""
-    await conn.execute(_RECORD_CONVERSATION, project_id, uuid.UUID(session_id), run_id)
+    """Copies each (project_id, session_id, run_id)'s run messages into the graph under its
+    session (SessionMessage objects, ``has_message`` edges with their sequence) and sets
+    ``message_count``, ``tokens_in`` and ``tokens_out`` on the session. Idempotent; one
+    round trip."""
+    if not attempts:
+        return
+    await conn.execute(
+        _RECORD_CONVERSATIONS,
+        [project for project, _, _ in attempts],
+        [uuid.UUID(session) for _, session, _ in attempts],
+        [uuid.UUID(run) for _, _, run in attempts],
+    )
 
 
 async def record_triage(

@@ -383,16 +383,17 @@ async def triage_subject(
 ) -> asyncpg.Record | None:
     """What the failure triage is shown, when the task's graph asked for triage
     (``llm_triage``) and a retry remains: title, description, the failed attempt's agent,
-    and the project's other agents (at most 50, by name). ``None`` otherwise."""
+    the task's properties, and the project's other agents (the first 200 by name).
+    ``None`` otherwise."""
     return await conn.fetchrow(
         f"""
         SELECT t.properties ->> 'title' AS title,
                coalesce(t.properties ->> 'description', '') AS description,
-               s.properties ->> 'agent_name' AS agent,
+               s.properties ->> 'agent_name' AS agent, t.properties AS properties,
                coalesce((SELECT array_agg(d.name ORDER BY d.name) FROM (
                    SELECT name FROM kb.agent_definitions
                    WHERE project_id = $1 AND name <> s.properties ->> 'agent_name'
-                   ORDER BY name LIMIT 50) d), '{{}}') AS candidates
+                   ORDER BY name LIMIT 200) d), '{{}}') AS candidates
         FROM kb.graph_objects t
         JOIN kb.graph_objects g ON g.project_id = t.project_id
              AND g.id = (t.properties ->> 'graph_id')::uuid AND g.type = '{TASK_GRAPH}'
