@@ -415,6 +415,7 @@ def test_the_dispatcher_gets_the_model_key_only_with_its_llm_component(tmp_path:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["AGENTFLEET_DISPATCHER_SELECTOR_MODEL"]
     assert env["AGENTFLEET_DISPATCHER_EVALUATOR_MODEL"]
+    assert env["AGENTFLEET_DISPATCHER_TRIAGE_MODEL"]
     for service in ("toolpool", "history"):
         (other,) = deployments[service]["spec"]["template"]["spec"]["containers"]
         assert "GEMINI_API_KEY" not in secret_sources(other)[0], service
