@@ -94,18 +94,26 @@ async def triage_scenario(api: Any, db_pool: asyncpg.Pool, gemini_stub: GeminiSt
     )
     assert created.task_graph.llm_triage
     graph_id = created.task_graph.id
-    seen_paused = []
+    escalations: list[pb.TaskEvent] = []
+    graph_statuses: list[int] = []
     async with asyncio.timeout(30):
         async for event in api.WatchTaskGraph(
             pb.WatchTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id)
         ):
-            if event.task.spec.key == "c" and event.task.status == pb.TASK_STATUS_PAUSED:
-                seen_paused.append(event.task.status)
+            if event.type == pb.TASK_EVENT_TYPE_GRAPH_STATUS_CHANGED:
+                graph_statuses.append(event.graph_status)
+            elif event.task.spec.key == "c" and event.task.status == pb.TASK_STATUS_PAUSED:
+                escalations.append(event)
     graph = (
         await api.GetTaskGraph(pb.GetTaskGraphRequest(project_id=PROJECT, task_graph_id=graph_id))
     ).task_graph
     assert graph.status == pb.TASK_GRAPH_STATUS_PAUSED
-    assert seen_paused  # the escalation is visible to whoever watches the graph
+    # The escalation is visible to whoever watches the graph: the task paused with why, the
+    # session's decision, and the graph paused once nothing else of it can run.
+    (escalation,) = escalations
+    assert escalation.task.error_message.startswith("escalated for a person:")
+    assert escalation.session.triage_decision == "escalate"
+    assert graph_statuses[-1] == pb.TASK_GRAPH_STATUS_PAUSED
     tasks = {t.spec.key: t for t in graph.tasks}
 
     # Retried with the triage's advice in the next prompt.
