@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import grpc
 import pytest
+from google.protobuf import json_format
 
+from agentfleet.testing.services import start_stack
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 from services.toolpool.builtin.discussion_tools import MAX_DISCUSSIONS_PER_TASK
 from tests.integration.test_builtin_tools import agent_run
+from tests.integration.test_toolpool_service import _code, _executor, call_request, make_run
 
 P, OTHER = "proj-talk", "proj-other"
 
@@ -94,3 +98,29 @@ async def test_discussions_are_bounded_and_kept_to_their_project(db_pool: asyncp
         await call_builtin(ours, "open_discussion", {"task_id": task, "topic": "t"})
     with pytest.raises(ToolError, match="the most a task may have"):
         await call_builtin(ours, "open_discussion", {"task_id": task, "topic": "t"})
+
+
+async def test_discussion_tools_are_whitelisted_like_the_others(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    """Through the toolpool's CallTool over gRPC: a run whose definition names
+    ``open_discussion`` may open one; ``join_discussion``, not named, is refused."""
+    stack = await start_stack(database_url=database_url, pool=db_pool, names=("toolpool",))
+    try:
+        task = await task_of(db_pool, P)
+        run_id = await make_run(db_pool, P, ["open_discussion", "get_*"])
+        executor = _executor(stack)
+        opened = await executor.CallTool(
+            call_request(P, run_id, "open_discussion", task_id=task, topic="t", message="hello")
+        )
+        assert not opened.is_error, opened.error_message
+        result = json_format.MessageToDict(opened.result)
+        assert result["entries"][0]["content"] == "hello"
+        join = executor.CallTool(
+            call_request(
+                P, run_id, "join_discussion", discussion_id=result["discussion"]["id"], message="x"
+            )
+        )
+        assert await _code(join) == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        await stack.close()
