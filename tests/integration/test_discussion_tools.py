@@ -65,9 +65,23 @@ async def test_agents_open_and_join_a_discussion_on_a_task(db_pool: asyncpg.Pool
         planner, "join_discussion", {"discussion_id": discussion["id"], "after_sequence": 5}
     )
     assert [e["sequence"] for e in later["entries"]] == [6]
-    # The graph tools follow it from the task, and cannot write it.
+    # A run dispatched for the task opens one on it without naming it.
+    await db_pool.execute(
+        "UPDATE kb.graph_objects SET properties = properties || jsonb_build_object("
+        "'run_id', $2::text) WHERE id = $1::uuid",
+        task,
+        critic.run_id,
+    )
+    own = await call_builtin(critic, "open_discussion", {"topic": "mine"})
+    assert own["discussion"]["properties"]["task_id"] == task
+    with pytest.raises(ToolError, match="works on no task"):
+        await call_builtin(planner, "open_discussion", {"topic": "whose?"})
+    # The graph tools follow them from the task, and cannot write them.
     related = await call_builtin(planner, "get_related", {"id": task, "type": "has_discussion"})
-    assert [r["entity"]["id"] for r in related["related"]] == [discussion["id"]]
+    assert [r["entity"]["id"] for r in related["related"]] == [
+        discussion["id"],
+        own["discussion"]["id"],
+    ]
     with pytest.raises(ToolError, match="reserved"):
         await call_builtin(
             planner, "create_entity", {"type": "DiscussionEntry", "properties": {"content": "x"}}

@@ -119,20 +119,38 @@ async def _show(ctx: ToolContext, conn: Any, discussion: uuid.UUID, after: int) 
     }
 
 
+async def _task_of(ctx: ToolContext, conn: Any, task_id: str | None) -> uuid.UUID:
+    """The task named, else the one the calling run is an attempt of (its ``run_id``)."""
+    if task_id is not None:
+        return parse_id(task_id, "task_id")
+    found = await conn.fetchval(
+        f"""SELECT id FROM kb.graph_objects
+            WHERE project_id = $1 AND type = '{SPEC_TASK}' AND properties @> $2::jsonb
+            LIMIT 1""",
+        ctx.project_id,
+        {"run_id": ctx.run_id},
+    )
+    if found is None:
+        raise ToolError("this run works on no task: give task_id")
+    return found
+
+
 @builtin_tool(
     {
-        "task_id": object_id("Id of the SpecTask the discussion is about."),
+        "task_id": object_id(
+            "Id of the SpecTask the discussion is about (default: the task this run works on)."
+        ),
         "topic": string("What is to be discussed."),
         "message": _MESSAGE,
     },
-    required=("task_id", "topic"),
+    required=("topic",),
 )
 async def open_discussion(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     """Opens a discussion on a task, optionally with a first entry, so that other agents can
     join it (join_discussion) and read what was said. Returns the discussion and its
     entries."""
-    task = parse_id(args["task_id"], "task_id")
     async with ctx.pool.acquire() as conn, conn.transaction():
+        task = await _task_of(ctx, conn, args.get("task_id"))
         # The task row's lock serialises the per-task bound.
         is_task = await conn.fetchval(
             f"""SELECT true FROM kb.graph_objects
