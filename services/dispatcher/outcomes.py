@@ -18,6 +18,7 @@ from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_TOTAL_STEPS
 from services.dispatcher.evaluator import OutputEvaluator
 from services.dispatcher.runs import RunControl
 from services.dispatcher.store import sessions, transitions
+from services.dispatcher.store import triage as triage_store
 from services.dispatcher.store.transitions import Attempt, RetryBackoff
 from services.dispatcher.triage import FailureTriage, TriageDecision
 
@@ -102,9 +103,7 @@ class AttemptOutcomes:
         """The triage's decision for a failed attempt of a graph that asked for one."""
         if self.triage is None:
             return None
-        subject = await transitions.triage_subject(
-            self.pool, attempt.project_id, attempt.task_id, attempt.session_id
-        )
+        subject = await triage_store.triage_subject(self.pool, attempt)
         if subject is None:
             return None
         candidates = list(subject["candidates"])
@@ -126,7 +125,7 @@ class AttemptOutcomes:
         reason = triaged.reason
         if triaged.decision == "escalate":
             # The task (and so its graph) pauses for a person; RetryTask resumes it.
-            await transitions.escalate(conn, attempt, error=error, reason=reason)
+            await triage_store.escalate(conn, attempt, error=error, reason=reason)
         else:
             if triaged.decision == "retry":
                 note = f"Advice for this attempt: {triaged.advice or reason}"

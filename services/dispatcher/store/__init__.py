@@ -16,8 +16,9 @@ Modules by concept: ``common`` (shared SQL fragments and the NOTIFY channels), `
 (graphs, tasks, edges, counts, listing pages), ``task_graphs`` (request-id lookups, new-edge
 checks, cancel, retry), ``claims`` (claim, adopt, lease renewal) with ``claim_sql`` (the
 claim statement, fair across projects), ``transitions`` (how an attempt ends),
-``dependents`` (readying waiting dependents), ``sessions``, ``agents`` (reads of the
-executor's agent definitions) and ``statistics`` (planner statistics).
+``dependents`` (readying waiting dependents), ``sessions`` (attempts, their conversations
+and triage decisions), ``triage`` (what the failure triage reads, escalation), ``agents``
+(reads of the executor's agent definitions) and ``statistics`` (planner statistics).
 
 Callers keep their logic and transactions: functions take the pool or the caller's
 connection. Statements are scoped by project_id, except the dispatcher-wide ones that serve

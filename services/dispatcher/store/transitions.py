@@ -348,60 +348,6 @@ async def pause(conn: asyncpg.Connection, attempt: Attempt, *, summary: str) -> 
     await _end(conn, attempt, "paused", summary)
 
 
-async def escalate(conn: asyncpg.Connection, attempt: Attempt, *, error: str, reason: str) -> None:
-    """The triage escalated the failed attempt: the task ends PAUSED (no new attempt, its
-    dependents wait) with why in its ``error_message``, until a person calls RetryTask."""
-    await conn.execute(
-        f"""
-        UPDATE kb.graph_objects
-        SET properties = (properties {_DROP}) || jsonb_build_object(
-                'status', 'paused', 'run_id', $4::text, 'complete_time', $5::text,
-                'error_message', $6::text, 'escalated', true),
-            version = version + 1, updated_at = now()
-        WHERE {_CURRENT}
-        """,
-        attempt.project_id,
-        uuid.UUID(attempt.task_id),
-        attempt.session_id,
-        attempt.run_id,
-        iso_now(),
-        f"escalated for a person: {reason}; the attempt failed with: {error}",
-    )
-    await sessions.finish_session(
-        conn, attempt.project_id, attempt.session_id, outcome="failed", error_message=error
-    )
-    await notify_changes(conn, [attempt.graph_id])
-
-
 async def cancel(conn: asyncpg.Connection, attempt: Attempt, *, summary: str = "") -> None:
     """The graph was cancelled: the task ends CANCELLED."""
     await _end(conn, attempt, "cancelled", summary)
-
-
-async def triage_subject(
-    conn: asyncpg.Connection | asyncpg.Pool, project_id: str, task_id: str, session_id: str
-) -> asyncpg.Record | None:
-    """What the failure triage is shown, when the task's graph asked for triage
-    (``llm_triage``) and a retry remains: title, description, the failed attempt's agent,
-    the task's properties, and the project's other agents (the first 200 by name).
-    ``None`` otherwise."""
-    return await conn.fetchrow(
-        f"""
-        SELECT t.properties ->> 'title' AS title,
-               coalesce(t.properties ->> 'description', '') AS description,
-               s.properties ->> 'agent_name' AS agent, t.properties AS properties,
-               coalesce((SELECT array_agg(d.name ORDER BY d.name) FROM (
-                   SELECT name FROM kb.agent_definitions
-                   WHERE project_id = $1 AND name <> s.properties ->> 'agent_name'
-                   ORDER BY name LIMIT 200) d), '{{}}') AS candidates
-        FROM kb.graph_objects t
-        JOIN kb.graph_objects g ON g.project_id = t.project_id
-             AND g.id = (t.properties ->> 'graph_id')::uuid AND g.type = '{TASK_GRAPH}'
-        JOIN kb.graph_objects s ON s.project_id = t.project_id AND s.id = $3
-        WHERE t.project_id = $1 AND t.id = $2 AND g.properties -> 'llm_triage' = 'true'
-          AND (SELECT {RETRY_COUNT} < {MAX_RETRIES} FROM kb.graph_objects WHERE id = t.id)
-        """,
-        project_id,
-        uuid.UUID(task_id),
-        uuid.UUID(session_id),
-    )

@@ -25,8 +25,9 @@ from agentfleet.bounded.schema_pool import SchemaCheckTimeout, schema_pool
 from agentfleet.bounded.tenant_schema import schema_refusals
 from services.toolpool.results import json_size
 
-from .connection import CURRENT_MARK, McpConnection, describe
+from .connection import McpConnection, describe
 from .errors import McpProtocolError, McpTimeoutError
+from .marks import CURRENT_MARK
 from .models import McpToolInfo, McpToolList
 
 MAX_TOOL_PAGES = 50

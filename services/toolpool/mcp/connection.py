@@ -40,6 +40,7 @@ from agentfleet.mcp.jail import launcher_argv
 from .errors import McpTimeoutError, McpUnavailableError
 from .interpolate import ResolvedServer
 from .limits import LimitedTransport, MessageLimit, MessageTooLarge
+from .marks import CURRENT_MARK, note_session_refusal
 from .redaction import Redactor, redactor
 from .session import Re2ClientSession
 from .stdio import stdio_transport
@@ -48,25 +49,6 @@ log = structlog.get_logger(__name__)
 
 CLOSE_TIMEOUT_S = 5.0
 CLIENT_INFO = types.Implementation(name="agentfleet-toolpool", version="0.1.0")
-
-
-class SendMark:
-    """What one call's request met: set by the write wrapper once the request has been
-    handed to the transport, and by the HTTP client when the server refused its session."""
-
-    __slots__ = ("sent", "session_refused")
-
-    def __init__(self) -> None:
-        self.sent = False
-        self.session_refused = False
-        """Streamable HTTP: the server answered 404, or a 400 naming the session, to a
-        request carrying our session id: it does not know the session (it restarted or
-        expired it) and ran nothing."""
-
-
-CURRENT_MARK: contextvars.ContextVar[SendMark | None] = contextvars.ContextVar(
-    "mcp_send_mark", default=None
-)
 
 
 class McpConnection:
@@ -285,34 +267,6 @@ async def _inject_trace_context(request: httpx2.Request) -> None:
     propagate.inject(request.headers)
 
 
-# A 404 whose JSON-RPC error says the method (not the session) is unknown is no refusal.
-_NOT_A_SESSION_REFUSAL = (b'"code":-32601', b'"code": -32601', b'"code":-32602', b'"code": -32602')
-
-
-async def _note_session_refusal(response: httpx2.Response) -> None:
-    """Marks the calling request's :class:`SendMark` when the server refused its session.
-
-    The SDK turns these answers into JSON-RPC errors whose codes differ by server (the
-    SDK's own 404 "Session not found", the reference server's 400 -32000 "No valid session
-    ID", or a text body the SDK reports as "Server returned an error response"), so the
-    HTTP answer itself is the one reliable sign."""
-    mark = CURRENT_MARK.get()
-    request = response.request
-    if (
-        mark is None
-        or request.method != "POST"
-        or response.status_code not in (400, 404)
-        or "mcp-session-id" not in request.headers
-    ):
-        return
-    # An error body, bounded by the transport's message limit; the SDK reads it again.
-    body = (await response.aread()).lower()
-    if response.status_code == 404:
-        mark.session_refused = not any(code in body for code in _NOT_A_SESSION_REFUSAL)
-    else:
-        mark.session_refused = b"session" in body
-
-
 def _traced_http_client(
     headers: dict[str, str] | None = None,
     timeout: httpx2.Timeout | None = None,
@@ -329,7 +283,7 @@ def _traced_http_client(
         headers={**(headers or {}), "Accept-Encoding": "identity"},
         timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0),
         auth=auth,
-        event_hooks={"request": [_inject_trace_context], "response": [_note_session_refusal]},
+        event_hooks={"request": [_inject_trace_context], "response": [note_session_refusal]},
         transport=LimitedTransport(guarded_transport(egress), limit),
         trust_env=False,
     )

@@ -30,7 +30,7 @@ from agentfleet.postgres.db import Listener, Notification
 
 from .breaker import BreakerState, CircuitBreaker
 from .calls import SessionLost, call_tool, list_tools, why_lost
-from .connection import CURRENT_MARK, McpConnection, SendMark
+from .connection import McpConnection
 from .content import DEFAULT_MAX_INLINE_BYTES, map_call_result, redacted_error
 from .errors import (
     CircuitOpenError,
@@ -40,6 +40,7 @@ from .errors import (
     MissingSecretError,
 )
 from .interpolate import ResolvedServer, resolve_server
+from .marks import CURRENT_MARK, SendMark
 from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolList
 from .redaction import redactor
 from .store import CHANGES_CHANNEL
