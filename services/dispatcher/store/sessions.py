@@ -267,7 +267,7 @@ _RECORD_CONVERSATIONS = f"""
                jsonb_build_object('role', m.role, 'content', m.text, 'sequence', m.seq + 1,
                    'timestamp', m.created_at, 'session_id', m.session_id::text,
                    'run_id', m.run_id::text, 'step', m.step_number, 'tokens', m.tokens,
-                   'is_internal', m.is_internal, 'parts', coalesce(m.content -> 'parts', '[]'))
+                   'is_internal', m.is_internal)
         FROM messages m
         ON CONFLICT (id) DO NOTHING
         RETURNING id, project_id, (properties ->> 'session_id')::uuid AS session_id,
