@@ -187,6 +187,9 @@ def session_to_proto(obj: GraphObject) -> dispatcher_pb2.TaskSession:
         follows_up_session_id=str(p.get("follows_up_session_id") or ""),
         triage_decision=str(p.get("triage_decision") or ""),
         triage_reason=str(p.get("triage_reason") or ""),
+        message_count=whole_number(p.get("message_count"), 0, 2**31 - 1) or 0,
+        tokens_in=whole_number(p.get("tokens_in"), 0, 2**63 - 1) or 0,
+        tokens_out=whole_number(p.get("tokens_out"), 0, 2**63 - 1) or 0,
         informed_by_session_ids=[str(s) for s in p.get("informed_by", [])],
         resume_count=_count(p.get("resume_count")),
     )

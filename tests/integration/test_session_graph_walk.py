@@ -16,7 +16,7 @@ from agentfleet.testing.services import Stack
 from agentfleet.v1 import dispatcher_pb2 as pb
 from services.toolpool.builtin import ToolContext, ToolError, call_builtin
 from tests.integration.test_builtin_tools import agent_run
-from tests.integration.test_dispatcher_control import define
+from tests.integration.test_dispatcher_control import define, sessions_of
 from tests.integration.test_dispatcher_service import PROJECT, client, first_user_text, wait_graph
 
 SCHEMA = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
@@ -89,6 +89,11 @@ async def test_a_failed_attempt_and_its_retry_read_from_the_graph(
     assert "Previous attempt failed" in second[1]["content"]
     assert second[-1] == {**second[-1], "role": "assistant", "content": RIGHT}
     assert retry["properties"]["message_count"] == len(second)
+    # ListTaskSessions says the same.
+    listed = {x.id: x for x in await sessions_of(api, task.id)}
+    assert listed[failed["id"]].message_count == len(first)
+    assert listed[retry["id"]].tokens_in == retry["properties"]["tokens_in"] > 0
+    assert listed[retry["id"]].tokens_out == retry["properties"]["tokens_out"] > 0
 
     # Full text search finds the conversation too, and nothing can rewrite it.
     found = await call_builtin(ctx, "search_fts", {"query": "prose", "type": "SessionMessage"})

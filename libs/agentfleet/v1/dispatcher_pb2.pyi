@@ -213,7 +213,7 @@ class TaskGraph(_message.Message):
     def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., title: _Optional[str] = ..., status: _Optional[_Union[TaskGraphStatus, str]] = ..., counts: _Optional[_Union[TaskCounts, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[TaskEdge, _Mapping]]] = ..., max_parallel: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., llm_triage: _Optional[bool] = ...) -> None: ...
 
 class TaskSession(_message.Message):
-    __slots__ = ("id", "task_id", "task_key", "attempt", "run_id", "agent_name", "chosen_by", "reason", "outcome", "summary", "error_message", "evaluation", "follows_up_session_id", "informed_by_session_ids", "resume_count", "create_time", "complete_time", "triage_decision", "triage_reason")
+    __slots__ = ("id", "task_id", "task_key", "attempt", "run_id", "agent_name", "chosen_by", "reason", "outcome", "summary", "error_message", "evaluation", "follows_up_session_id", "informed_by_session_ids", "resume_count", "create_time", "complete_time", "triage_decision", "triage_reason", "message_count", "tokens_in", "tokens_out")
     ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -233,6 +233,9 @@ class TaskSession(_message.Message):
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
     TRIAGE_DECISION_FIELD_NUMBER: _ClassVar[int]
     TRIAGE_REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_IN_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_OUT_FIELD_NUMBER: _ClassVar[int]
     id: str
     task_id: str
     task_key: str
@@ -252,7 +255,10 @@ class TaskSession(_message.Message):
     complete_time: _timestamp_pb2.Timestamp
     triage_decision: str
     triage_reason: str
-    def __init__(self, id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_key: _Optional[str] = ..., attempt: _Optional[int] = ..., run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., chosen_by: _Optional[_Union[SelectionMethod, str]] = ..., reason: _Optional[str] = ..., outcome: _Optional[_Union[SessionOutcome, str]] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., evaluation: _Optional[str] = ..., follows_up_session_id: _Optional[str] = ..., informed_by_session_ids: _Optional[_Iterable[str]] = ..., resume_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., triage_decision: _Optional[str] = ..., triage_reason: _Optional[str] = ...) -> None: ...
+    message_count: int
+    tokens_in: int
+    tokens_out: int
+    def __init__(self, id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_key: _Optional[str] = ..., attempt: _Optional[int] = ..., run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., chosen_by: _Optional[_Union[SelectionMethod, str]] = ..., reason: _Optional[str] = ..., outcome: _Optional[_Union[SessionOutcome, str]] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., evaluation: _Optional[str] = ..., follows_up_session_id: _Optional[str] = ..., informed_by_session_ids: _Optional[_Iterable[str]] = ..., resume_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., triage_decision: _Optional[str] = ..., triage_reason: _Optional[str] = ..., message_count: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
     __slots__ = ("type", "task_graph_id", "task", "previous_status", "session", "graph_status", "counts", "create_time")
