@@ -5,6 +5,7 @@ A DAG file::
 
     title: Research sprint
     max_parallel: 2              # optional
+    llm_triage: true             # optional: a model decides what to do with failed tasks
     tasks:
       - key: survey
         title: Survey the field
@@ -51,7 +52,7 @@ _SPEC_KEYS = frozenset(
     }
 )
 _TASK_KEYS = _SPEC_KEYS | {"blocked_by", "timeout_s", "properties"}
-_TOP_KEYS = frozenset({"title", "max_parallel", "tasks", "edges"})
+_TOP_KEYS = frozenset({"title", "max_parallel", "llm_triage", "tasks", "edges"})
 
 
 def load_dag_file(path: str | Path, *, project_id: str) -> dispatcher_pb2.CreateTaskGraphRequest:
@@ -82,8 +83,14 @@ def graph_request(
         max_parallel = int(document.get("max_parallel") or 0)
     except (TypeError, ValueError):
         raise InvalidArgument.for_field("max_parallel", "must be an integer") from None
+    llm_triage = document.get("llm_triage", False)
+    if not isinstance(llm_triage, bool):
+        raise InvalidArgument.for_field("llm_triage", "must be true or false")
     request = dispatcher_pb2.CreateTaskGraphRequest(
-        project_id=project_id, title=str(document.get("title") or ""), max_parallel=max_parallel
+        project_id=project_id,
+        title=str(document.get("title") or ""),
+        max_parallel=max_parallel,
+        llm_triage=llm_triage,
     )
     edges: list[tuple[str, str]] = []
     for index, task in enumerate(tasks):

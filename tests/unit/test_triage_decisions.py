@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentfleet.dagfile import graph_request
+from agentfleet.errors import InvalidArgument
 from services.dispatcher.triage import MAX_REASON_CHARS, TriageDecision, usable_decision
 
 CANDIDATES = ["strong", "reviewer"]
@@ -51,3 +53,11 @@ def test_texts_are_bounded() -> None:
     decision = decide({"decision": "retry", "reason": huge, "advice": huge})
     assert decision is not None
     assert len(decision.reason) == len(decision.advice) == MAX_REASON_CHARS
+
+
+def test_dag_files_opt_in_to_triage() -> None:
+    tasks = [{"key": "a", "title": "A"}]
+    assert graph_request({"tasks": tasks, "llm_triage": True}, project_id="p").llm_triage
+    assert not graph_request({"tasks": tasks}, project_id="p").llm_triage
+    with pytest.raises(InvalidArgument, match="llm_triage"):
+        graph_request({"tasks": tasks, "llm_triage": "yes"}, project_id="p")
