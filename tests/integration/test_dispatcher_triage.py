@@ -140,6 +140,8 @@ async def triage_scenario(api: Any, db_pool: asyncpg.Pool, gemini_stub: GeminiSt
     await api.RetryTask(pb.RetryTaskRequest(project_id=PROJECT, task_id=tasks["c"].id))
     graph = await wait_graph(api, graph_id)
     assert graph.status == pb.TASK_GRAPH_STATUS_COMPLETED
+    resumed = first_user_text(gemini_stub.requests_for("lost")[-1])
+    assert "escalated for a person: the credentials are missing" in resumed
 
 
 async def test_graphs_without_triage_retry_mechanically(
