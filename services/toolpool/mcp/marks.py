@@ -33,7 +33,7 @@ CURRENT_MARK: contextvars.ContextVar[SendMark | None] = contextvars.ContextVar(
 )
 
 
-# A 404 whose JSON-RPC error says the method or its parameters (not the session) are at
+# An error whose JSON-RPC code says the method or its parameters (not the session) are at
 # fault is the server's answer to the request, not a refusal of the session.
 _ANSWERS = frozenset({types.METHOD_NOT_FOUND, types.INVALID_PARAMS})
 
@@ -57,10 +57,10 @@ async def note_session_refusal(response: httpx2.Response) -> None:
         return
     # An error body, bounded by the transport's message limit; the SDK reads it again.
     body = await response.aread()
-    if response.status_code == 404:
-        mark.session_refused = _error_code(body) not in _ANSWERS
-    else:
-        mark.session_refused = b"session" in body.lower()
+    if _error_code(body) in _ANSWERS:
+        return
+    # A 400 is also the answer to a bad request: only one naming the session refuses it.
+    mark.session_refused = response.status_code == 404 or b"session" in body.lower()
 
 
 def _error_code(body: bytes) -> object:
