@@ -13,6 +13,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import asyncpg
+
 from agentfleet.graph import (
     DISCUSSION,
     DISCUSSION_ENTRY,
@@ -37,7 +39,7 @@ MAX_SHOWN = 50
 _MESSAGE = string("What you say (at most 8000 characters).", max_length=MAX_ENTRY_CHARS)
 
 
-async def _author(ctx: ToolContext, conn: Any) -> str:
+async def _author(ctx: ToolContext, conn: asyncpg.Connection) -> str:
     name = await conn.fetchval(
         "SELECT agent_name FROM kb.agent_runs WHERE id = $1::uuid AND project_id = $2",
         ctx.run_id,
@@ -46,7 +48,9 @@ async def _author(ctx: ToolContext, conn: Any) -> str:
     return str(name or "")
 
 
-async def _add_entry(ctx: ToolContext, conn: Any, discussion: uuid.UUID, message: str) -> int:
+async def _add_entry(
+    ctx: ToolContext, conn: asyncpg.Connection, discussion: uuid.UUID, message: str
+) -> int:
     """Appends an entry under the locked discussion row; its sequence (1-based)."""
     count = await conn.fetchval(
         f"""SELECT coalesce((properties ->> 'entry_count')::int, 0) FROM kb.graph_objects
@@ -94,7 +98,9 @@ async def _add_entry(ctx: ToolContext, conn: Any, discussion: uuid.UUID, message
     return sequence
 
 
-async def _show(ctx: ToolContext, conn: Any, discussion: uuid.UUID, after: int) -> dict[str, Any]:
+async def _show(
+    ctx: ToolContext, conn: asyncpg.Connection, discussion: uuid.UUID, after: int
+) -> dict[str, Any]:
     row = await conn.fetchrow(
         f"SELECT {OBJECT_COLUMNS} FROM kb.graph_objects WHERE project_id = $1 AND id = $2",
         ctx.project_id,
@@ -119,7 +125,7 @@ async def _show(ctx: ToolContext, conn: Any, discussion: uuid.UUID, after: int) 
     }
 
 
-async def _task_of(ctx: ToolContext, conn: Any, task_id: str | None) -> uuid.UUID:
+async def _task_of(ctx: ToolContext, conn: asyncpg.Connection, task_id: str | None) -> uuid.UUID:
     """The task named, else the one the calling run is an attempt of (its ``run_id``)."""
     if task_id is not None:
         return parse_id(task_id, "task_id")
