@@ -155,6 +155,7 @@ def task_to_proto(view: TaskView) -> dispatcher_pb2.Task:
         blocker_keys=view.blocker_keys,
         blocked=view.blocked,
         created_by_run_id=str(p.get("created_by_run_id") or ""),
+        escalated=status == "paused" and p.get("escalated") is True,
         version=obj.version,
     )
     for name, value in (

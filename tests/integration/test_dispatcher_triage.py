@@ -112,6 +112,7 @@ async def triage_scenario(api: Any, db_pool: asyncpg.Pool, gemini_stub: GeminiSt
     # session's decision, and the graph paused once nothing else of it can run.
     (escalation,) = escalations
     assert escalation.task.error_message.startswith("escalated for a person:")
+    assert escalation.task.escalated
     assert escalation.session.triage_decision == "escalate"
     assert graph_statuses[-1] == pb.TASK_GRAPH_STATUS_PAUSED
     tasks = {t.spec.key: t for t in graph.tasks}
@@ -140,6 +141,7 @@ async def triage_scenario(api: Any, db_pool: asyncpg.Pool, gemini_stub: GeminiSt
     await api.RetryTask(pb.RetryTaskRequest(project_id=PROJECT, task_id=tasks["c"].id))
     graph = await wait_graph(api, graph_id)
     assert graph.status == pb.TASK_GRAPH_STATUS_COMPLETED
+    assert not graph.tasks[[t.spec.key for t in graph.tasks].index("c")].escalated
     resumed = first_user_text(gemini_stub.requests_for("lost")[-1])
     assert "escalated for a person: the credentials are missing" in resumed
 

@@ -120,7 +120,7 @@ class TaskEdge(_message.Message):
     def __init__(self, blocker_key: _Optional[str] = ..., blocked_key: _Optional[str] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "task_graph_id", "spec", "status", "attempts", "last_run_id", "summary", "error_message", "blocker_keys", "blocked", "created_by_run_id", "version", "create_time", "update_time", "start_time", "complete_time")
+    __slots__ = ("id", "task_graph_id", "spec", "status", "attempts", "last_run_id", "summary", "error_message", "blocker_keys", "blocked", "created_by_run_id", "version", "create_time", "update_time", "start_time", "complete_time", "escalated")
     ID_FIELD_NUMBER: _ClassVar[int]
     TASK_GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class Task(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ESCALATED_FIELD_NUMBER: _ClassVar[int]
     id: str
     task_graph_id: str
     spec: TaskSpec
@@ -153,7 +154,8 @@ class Task(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     start_time: _timestamp_pb2.Timestamp
     complete_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., task_graph_id: _Optional[str] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., attempts: _Optional[int] = ..., last_run_id: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., blocker_keys: _Optional[_Iterable[str]] = ..., blocked: _Optional[bool] = ..., created_by_run_id: _Optional[str] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    escalated: bool
+    def __init__(self, id: _Optional[str] = ..., task_graph_id: _Optional[str] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., attempts: _Optional[int] = ..., last_run_id: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., blocker_keys: _Optional[_Iterable[str]] = ..., blocked: _Optional[bool] = ..., created_by_run_id: _Optional[str] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., escalated: _Optional[bool] = ...) -> None: ...
 
 class TaskCounts(_message.Message):
     __slots__ = ("total", "pending", "in_progress", "completed", "failed", "paused", "cancelled", "blocked")
