@@ -22,8 +22,10 @@ from agentfleet.quota_settings import (
     parse_model_quotas,
     parse_project_weights,
 )
+from agentfleet.rpc.grpc_limits import ServerLimits
 from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.server_limits import ServerLimits
+from agentfleet.trigger_limits import TriggerLimits
 
 T = TypeVar("T")
 
@@ -75,6 +77,10 @@ class Settings:
     token_cache_ttl_s: float = 10.0
     """AGENTFLEET_TOKEN_CACHE_TTL_S: how long a token verdict is cached (revocation delay);
     open streams re-check their token every half of it (:mod:`agentfleet.rpc.stream_reauth`)."""
+    trigger_limits: TriggerLimits = field(default_factory=TriggerLimits)
+    """AGENTFLEET_TRIGGER_*, AGENTFLEET_SCHEDULE_MIN_INTERVAL_S,
+    AGENTFLEET_MAX_SCHEDULES_PER_PROJECT, AGENTFLEET_EVENT_MAX_PAYLOAD_BYTES: what triggers
+    and schedules may start (:mod:`agentfleet.trigger_limits`)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
     """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN / _PER_PROJECT and
     AGENTFLEET_MAX_UNARY_PER_TOKEN / _PER_PROJECT: the limits every gRPC server applies, one
@@ -292,6 +298,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         service_token_file=service_token_file,
         token_cache_ttl_s=env.get("AGENTFLEET_TOKEN_CACHE_TTL_S", 10.0, parsers.positive_float),
         grpc_limits=_server_limits(env),
+        trigger_limits=_trigger_limits(env),
         db_pool_min=pool_min,
         db_pool_max=pool_max,
         shutdown_grace_s=env.get("AGENTFLEET_SHUTDOWN_GRACE_S", 20.0, parsers.positive_float),
@@ -437,6 +444,38 @@ def _server_limits(env: _Env) -> ServerLimits:
         **{
             name: env.get(variable, getattr(default, name), parse)
             for name, (variable, parse) in _SERVER_LIMITS.items()
+        }
+    )
+
+
+_TRIGGER_LIMITS: Mapping[str, tuple[str, Callable[[str], int]]] = {
+    "max_chain_depth": ("AGENTFLEET_TRIGGER_MAX_CHAIN_DEPTH", parsers.int_range(1, 20)),
+    "max_queued_per_project": (
+        "AGENTFLEET_TRIGGER_MAX_QUEUED_PER_PROJECT",
+        parsers.int_range(1, 100_000),
+    ),
+    "max_per_minute": ("AGENTFLEET_TRIGGER_MAX_PER_MINUTE", parsers.int_range(1, 100_000)),
+    "max_agents_per_event": ("AGENTFLEET_TRIGGER_MAX_AGENTS_PER_EVENT", parsers.int_range(1, 200)),
+    "schedule_min_interval_s": ("AGENTFLEET_SCHEDULE_MIN_INTERVAL_S", parsers.int_range(1, 86_400)),
+    "max_schedules_per_project": (
+        "AGENTFLEET_MAX_SCHEDULES_PER_PROJECT",
+        parsers.int_range(1, 10_000),
+    ),
+    "max_event_payload_bytes": (
+        "AGENTFLEET_EVENT_MAX_PAYLOAD_BYTES",
+        parsers.int_range(2, 1024 * 1024),
+    ),
+}
+"""Each field of :class:`TriggerLimits`: its variable and how its value is read."""
+
+
+def _trigger_limits(env: _Env) -> TriggerLimits:
+    """The trigger limits; each unset variable keeps :class:`TriggerLimits`' default."""
+    default = TriggerLimits()
+    return TriggerLimits(
+        **{
+            name: env.get(variable, getattr(default, name), parse)
+            for name, (variable, parse) in _TRIGGER_LIMITS.items()
         }
     )
 

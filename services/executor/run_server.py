@@ -42,6 +42,8 @@ from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.safety import effective_max_steps
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tools.tool_gateway import GrpcToolGateway, ToolGateway
+from services.executor.triggers.consumer import TriggerConsumer
+from services.executor.triggers.schedules import ScheduleTicker
 from services.executor.worker import RunWorker, worker_name
 
 
@@ -251,6 +253,15 @@ async def build_executor_parts(
     servicer = ExecutorServicer(
         pool=context.pool, queue=queue, definitions=definitions, watch=watch
     )
+    # Every executor consumes the trigger outbox and ticks schedules: whichever claims an
+    # event or a due schedule first acts on it (services.executor.triggers).
+    consumer = TriggerConsumer(
+        context.pool,
+        listener,
+        settings.trigger_limits,
+        max_queued_per_project=settings.max_queued_per_project,
+    )
+    ticker = ScheduleTicker(context.pool)
 
     async def close() -> None:
         await notifier.flush()  # the worker has stopped: its last writes' notifications
@@ -259,4 +270,4 @@ async def build_executor_parts(
         await channel.close()
         await model.aclose()
 
-    return servicer, [worker.run], [close]
+    return servicer, [worker.run, consumer.run, ticker.run], [close]

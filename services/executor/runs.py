@@ -70,6 +70,13 @@ class StartRunParams:
     """Cost limit of the tree this run roots (:mod:`services.executor.model.budgets`)."""
     remote_agent: Mapping[str, str] | None = None
     """A remote child: {name, card_url} of the project's remote A2A agent it runs on."""
+    started_by: str | None = None
+    """trigger, schedule or event for a run a trigger started; None: rpc, parent or task,
+    as its parent and task say (:mod:`services.executor.triggers`)."""
+    trigger_origin: Mapping[str, Any] | None = None
+    """The event behind a triggered run (column trigger_origin)."""
+    chain_depth: int = 0
+    """Depth in a chain of triggered runs; 0 for a run no trigger started."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -130,6 +137,12 @@ class RunRecord:
     remote_agent: dict[str, str] | None = None
     """Set for a remote child (column remote_agent, migration 0028): name, card_url, and
     url, card_name, task_id, context_id once known (:mod:`services.executor.remote_runs`)."""
+    started_by: str = "rpc"
+    """What started it: rpc, trigger, schedule, event, parent or task (migration 0027)."""
+    trigger_origin: dict[str, Any] | None = None
+    """The event behind a trigger, schedule or event run."""
+    chain_depth: int = 0
+    """Depth in a chain of triggered runs."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -147,6 +160,9 @@ class RunRecord:
         values["max_tree_cost_nanos"] = row.get("max_tree_cost_nanos")
         values["queue_shard"] = row.get("queue_shard") or 0
         values["remote_agent"] = row.get("remote_agent")
+        values["started_by"] = row.get("started_by") or "rpc"
+        values["trigger_origin"] = row.get("trigger_origin")
+        values["chain_depth"] = row.get("chain_depth") or 0
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -198,6 +214,9 @@ _OPTIONAL_COLUMNS = frozenset(
         "max_tree_cost_nanos",
         "queue_shard",
         "remote_agent",
+        "started_by",
+        "trigger_origin",
+        "chain_depth",
     }
 )
 """Columns some statements do not select; the others are required."""

@@ -9,7 +9,14 @@ from agentfleet.egress import EgressPolicy
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.secrets.secrets_crypto import keyring_from
-from agentfleet.v1 import executor_pb2, executor_pb2_grpc, registry_pb2, registry_pb2_grpc
+from agentfleet.v1 import (
+    executor_pb2,
+    executor_pb2_grpc,
+    registry_pb2,
+    registry_pb2_grpc,
+    triggers_pb2,
+    triggers_pb2_grpc,
+)
 from services.executor.a2a_client import egress_policy
 from services.executor.model.budgets import BudgetStore
 from services.executor.registry.definitions import DefinitionRepository
@@ -18,6 +25,8 @@ from services.executor.registry.remote_agents import RemoteAgentRepository
 from services.executor.registry.remote_registry import RemoteAgentRegistry
 from services.executor.registry.server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
+from services.executor.triggers.schedules import ScheduleRepository
+from services.executor.triggers.server import TriggerServicer
 from services.toolpool.mcp.store import SecretStore
 
 # Installing products and editing definitions changes what runs: administrators only.
@@ -99,6 +108,17 @@ async def build(context: ServiceContext) -> ServiceParts:
                     ),
                 ),
                 admin_methods=REGISTRY_ADMIN_METHODS,
+            ),
+            Registration.of(
+                triggers_pb2,
+                triggers_pb2_grpc,
+                "TriggerService",
+                TriggerServicer(
+                    pool=context.pool,
+                    definitions=definitions,
+                    schedules=ScheduleRepository(context.pool, context.settings.trigger_limits),
+                    limits=context.settings.trigger_limits,
+                ),
             ),
         ],
         background=loops,

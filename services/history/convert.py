@@ -79,6 +79,8 @@ def run_summary(row: RunOverview) -> history_pb2.RunSummary:
         complete_time=timestamp_proto(row.completed_at),
         labels={str(k): str(v) for k, v in row.labels.items()},
         thread_id=row.thread_id or "",
+        started_by=row.started_by or "rpc",
+        chain_depth=row.chain_depth or 0,
     )
     if row.remote_agent:
         summary.remote.CopyFrom(remote_run_proto(row.remote_agent))

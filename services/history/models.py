@@ -33,6 +33,8 @@ class RunFilters:
     task_id: str | None = None
     thread_id: str | None = None
     """Runs of one thread (agent_runs_thread_idx)."""
+    started_by: str | None = None
+    """Runs started so (agent_runs_project_started_by_created_idx)."""
 
     def digest_fields(self) -> dict[str, Any]:
         """What a page token is bound to."""
@@ -62,6 +64,8 @@ class RunOverview(_FromRow):
     labels: dict[str, Any]
     thread_id: str | None
     cost_nanos: int
+    started_by: str
+    chain_depth: int
     remote_agent: dict[str, Any] | None = None
     """A remote A2A child's agent (migration 0028); None for a local run."""
 

@@ -34,7 +34,7 @@ _OVERVIEW_COLUMNS = f"""
     r.tokens_in, r.tokens_out, left(r.input, {PREVIEW_CHARS}) AS input_preview,
     length(r.input) > {PREVIEW_CHARS} AS input_truncated, r.created_at, r.completed_at,
     r.duration_ms, r.resume_count, r.task_id, r.labels, r.thread_id, r.cost_nanos,
-    r.remote_agent
+    r.remote_agent, r.started_by, r.chain_depth
 """
 
 # A run is an internal agent's if its project defines that agent name as internal.
@@ -78,6 +78,8 @@ class HistoryQueries:
             conditions.append(
                 f"r.thread_id = {param(filters.thread_id)} AND r.thread_id IS NOT NULL"
             )
+        if filters.started_by:
+            conditions.append(f"r.started_by = {param(filters.started_by)}")
         if filters.top_level_only:
             conditions.append("r.parent_run_id IS NULL")
         if filters.created_after is not None:

@@ -154,6 +154,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             include_internal_agents=request.include_internal_agents,
             task_id=_uuid(request.task_id, "task_id", required=False),
             thread_id=request.thread_id or None,
+            started_by=_started_by(request.started_by),
         )
         page, token = await _page(
             request.page_token,
@@ -453,3 +454,15 @@ async def build(context: ServiceContext) -> ServiceParts:
         background=[listen, retention.run],
         on_stop=[stop],
     )
+
+
+STARTED_BY = ("rpc", "trigger", "schedule", "event", "parent", "task")
+"""AgentRun.started_by's values (agent_runs.started_by, migration 0027)."""
+
+
+def _started_by(value: str) -> str | None:
+    if not value:
+        return None
+    if value not in STARTED_BY:
+        raise InvalidArgument.for_field("started_by", f"must be one of {', '.join(STARTED_BY)}")
+    return value

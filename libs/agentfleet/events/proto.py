@@ -68,6 +68,8 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         task_id=str(get("task_id") or ""),
         request_id=get("request_id") or "",
         thread_id=get("thread_id") or "",
+        started_by=get("started_by") or "rpc",
+        chain_depth=get("chain_depth") or 0,
         labels={str(k): str(v) for k, v in (get("labels") or {}).items()},
     )
     if get("max_steps") is not None:
@@ -78,6 +80,8 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         run.max_tree_cost_nanos = row["max_tree_cost_nanos"]
     if get("output") is not None:
         run.output.update(row["output"])
+    if get("trigger_origin") is not None:
+        run.trigger_origin.update(row["trigger_origin"])
     optional_messages = {
         "timeout": _proto_time(get("timeout")),
         "create_time": _proto_time(get("created_at")),

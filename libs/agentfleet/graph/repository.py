@@ -56,8 +56,12 @@ class GraphRepository(GraphRelationships, GraphReads):
     or :meth:`transaction`, on one connection so several calls share a transaction.
     """
 
-    def __init__(self, db: Executor) -> None:
+    def __init__(self, db: Executor, *, source_run_id: str | None = None) -> None:
         self._db = db
+        self._source_run_id = source_run_id
+        """The run whose tool call makes these writes: named to the graph trigger of
+        migration 0027 (``agentfleet.source_run_id``), so the runs the writes trigger
+        continue that run's chain of triggered runs (and stop at its cap)."""
 
     @classmethod
     def bound(cls, conn: asyncpg.Connection) -> GraphRepository:
@@ -72,7 +76,27 @@ class GraphRepository(GraphRelationships, GraphReads):
                 yield self
             return
         async with self._db.acquire() as conn, conn.transaction():
-            yield GraphRepository(conn)
+            yield GraphRepository(conn, source_run_id=self._source_run_id)
+
+    @contextlib.asynccontextmanager
+    async def _writer(self) -> AsyncIterator[Executor]:
+        """Where a write goes: ``self._db``, or, for a run's writes, a transaction that first
+        names the run to the graph trigger (one more round trip, only on that path)."""
+        if self._source_run_id is None:
+            yield self._db
+            return
+        if isinstance(self._db, asyncpg.Connection) and self._db.is_in_transaction():
+            await _name_source_run(self._db, self._source_run_id)
+            yield self._db
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            if isinstance(self._db, asyncpg.Connection):
+                conn = self._db
+            else:
+                conn = await stack.enter_async_context(self._db.acquire())
+            await stack.enter_async_context(conn.transaction())
+            await _name_source_run(conn, self._source_run_id)
+            yield conn
 
     @property
     def connection(self) -> asyncpg.Connection | None:
@@ -86,17 +110,18 @@ class GraphRepository(GraphRelationships, GraphReads):
     ) -> GraphObject:
         """Inserts one object at version 1. :class:`AlreadyExists` if ``key`` is taken."""
         with translated(f"{type} with key {key!r}"):
-            row = await self._db.fetchrow(
-                f"""
-                INSERT INTO kb.graph_objects (project_id, type, key, properties)
-                VALUES ($1, $2, $3, $4::jsonb)
-                RETURNING {OBJECT_COLUMNS}
-                """,
-                project_id,
-                type,
-                key,
-                dict(properties),
-            )
+            async with self._writer() as db:
+                row = await db.fetchrow(
+                    f"""
+                    INSERT INTO kb.graph_objects (project_id, type, key, properties)
+                    VALUES ($1, $2, $3, $4::jsonb)
+                    RETURNING {OBJECT_COLUMNS}
+                    """,
+                    project_id,
+                    type,
+                    key,
+                    dict(properties),
+                )
         return GraphObject.from_row(row)
 
     async def create_objects(
@@ -104,20 +129,21 @@ class GraphRepository(GraphRelationships, GraphReads):
     ) -> list[GraphObject]:
         """Inserts several objects in one statement; returned in the order given."""
         with translated("an object with one of these keys"):
-            rows = await self._db.fetch(
-                f"""
-                INSERT INTO kb.graph_objects (id, project_id, type, key, properties)
-                SELECT n.id, $1, n.type, n.key, n.properties
-                FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[])
-                     AS n (id, type, key, properties)
-                RETURNING {OBJECT_COLUMNS}
-                """,
-                project_id,
-                [o.id for o in objects],
-                [o.type for o in objects],
-                [o.key for o in objects],
-                [o.properties for o in objects],
-            )
+            async with self._writer() as db:
+                rows = await db.fetch(
+                    f"""
+                    INSERT INTO kb.graph_objects (id, project_id, type, key, properties)
+                    SELECT n.id, $1, n.type, n.key, n.properties
+                    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[])
+                         AS n (id, type, key, properties)
+                    RETURNING {OBJECT_COLUMNS}
+                    """,
+                    project_id,
+                    [o.id for o in objects],
+                    [o.type for o in objects],
+                    [o.key for o in objects],
+                    [o.properties for o in objects],
+                )
         by_id = {row["id"]: GraphObject.from_row(row) for row in rows}
         return [by_id[o.id] for o in objects]
 
@@ -168,21 +194,22 @@ class GraphRepository(GraphRelationships, GraphReads):
         """Merges ``set_properties`` into the properties, removes ``unset_properties``, and
         adds 1 to the version. With ``expected_version``, only if the object is still at that
         version: otherwise :class:`Aborted` naming the current one."""
-        row = await self._db.fetchrow(
-            f"""
-            UPDATE kb.graph_objects
-            SET properties = (properties || $3::jsonb) - $4::text[],
-                version = version + 1,
-                updated_at = now()
-            WHERE project_id = $1 AND id = $2 AND ($5::int IS NULL OR version = $5)
-            RETURNING {OBJECT_COLUMNS}
-            """,
-            project_id,
-            parse_id(object_id),
-            dict(set_properties),
-            list(unset_properties),
-            expected_version,
-        )
+        async with self._writer() as db:
+            row = await db.fetchrow(
+                f"""
+                UPDATE kb.graph_objects
+                SET properties = (properties || $3::jsonb) - $4::text[],
+                    version = version + 1,
+                    updated_at = now()
+                WHERE project_id = $1 AND id = $2 AND ($5::int IS NULL OR version = $5)
+                RETURNING {OBJECT_COLUMNS}
+                """,
+                project_id,
+                parse_id(object_id),
+                dict(set_properties),
+                list(unset_properties),
+                expected_version,
+            )
         if row is None:
             await self._raise_missing_or_stale(project_id, object_id, expected_version)
         return GraphObject.from_row(row)
@@ -269,3 +296,8 @@ def _cursor_position(cursor: str, filters: Mapping[str, Any]) -> tuple[datetime,
     """The (created_at, id) an object list resumes after; None for the first page."""
     position = decode_page_token(cursor, filters, kinds=(datetime, uuid.UUID), field="cursor")
     return None if position is None else (position[0], position[1])
+
+
+async def _name_source_run(conn: asyncpg.Connection, run_id: str) -> None:
+    """Names ``run_id`` to the graph trigger until the transaction ends (SET LOCAL)."""
+    await conn.execute("SELECT set_config('agentfleet.source_run_id', $1, true)", run_id)

@@ -225,6 +225,12 @@ _RECORDED: dict[str, _Spec] = {
         "{row}",
         "History rows deleted by retention, by project and table",
     ),
+    "trigger_firings": _Spec(
+        "counter",
+        "agentfleet.trigger.firings",
+        "{firing}",
+        "What triggers did with events (graph, external, schedule), by kind, outcome, reason",
+    ),
     "tool_duration": _Spec(
         "histogram",
         "agentfleet.tool.call.duration",
@@ -341,6 +347,7 @@ class Instruments:
     model_fallbacks: metrics.Counter
     budget_pauses: metrics.Counter
     history_pruned: metrics.Counter
+    trigger_firings: metrics.Counter
     tool_duration: metrics.Histogram
     dispatch_duration: metrics.Histogram
     rpc_duration: metrics.Histogram
@@ -421,6 +428,19 @@ def record_model_fallback(*, failed_model: str, model: str) -> None:
     """A fallback model answered after ``failed_model`` kept failing."""
     _instruments.model_fallbacks.add(
         1, {"gen_ai.request.model": failed_model, "gen_ai.response.model": model}
+    )
+
+
+def record_trigger_firing(*, kind: str, outcome: str, reason: str | None) -> None:
+    """A trigger fired or was skipped (executor, once its firing has committed); ``reason``
+    is the skip's kind (chain_depth_cap, rate_cap, ...), never a tenant's text."""
+    _instruments.trigger_firings.add(
+        1,
+        {
+            "agentfleet.trigger.kind": kind,
+            "agentfleet.trigger.outcome": outcome,
+            "agentfleet.trigger.reason": reason or "",
+        },
     )
 
 

@@ -259,7 +259,7 @@ class AgentSummary(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., flow_type: _Optional[_Union[FlowType, str]] = ..., visibility: _Optional[_Union[Visibility, str]] = ..., tools: _Optional[_Iterable[str]] = ..., model_name: _Optional[str] = ..., product_name: _Optional[str] = ..., exists: _Optional[bool] = ...) -> None: ...
 
 class AgentRun(_message.Message):
-    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time", "output", "thread_id", "cost_nanos", "cost_total_tree_nanos", "max_tree_cost_nanos", "waiting_for", "remote")
+    __slots__ = ("id", "project_id", "agent_definition_id", "agent_name", "status", "input", "summary", "error_message", "parent_run_id", "root_run_id", "depth", "step_count", "total_steps", "resume_count", "max_steps", "timeout", "tokens_in", "tokens_out", "tokens_total_tree", "max_tokens", "trace_id", "task_id", "request_id", "labels", "create_time", "start_time", "complete_time", "duration", "cancel_request_time", "output", "thread_id", "cost_nanos", "cost_total_tree_nanos", "max_tree_cost_nanos", "waiting_for", "remote", "started_by", "trigger_origin", "chain_depth")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +303,9 @@ class AgentRun(_message.Message):
     MAX_TREE_COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_DEPTH_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     agent_definition_id: str
@@ -339,7 +342,10 @@ class AgentRun(_message.Message):
     max_tree_cost_nanos: int
     waiting_for: RunWaitingFor
     remote: RemoteRun
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., max_tree_cost_nanos: _Optional[int] = ..., waiting_for: _Optional[_Union[RunWaitingFor, _Mapping]] = ..., remote: _Optional[_Union[RemoteRun, _Mapping]] = ...) -> None: ...
+    started_by: str
+    trigger_origin: _struct_pb2.Struct
+    chain_depth: int
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., agent_definition_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., input: _Optional[str] = ..., summary: _Optional[str] = ..., error_message: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., resume_count: _Optional[int] = ..., max_steps: _Optional[int] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., max_tokens: _Optional[int] = ..., trace_id: _Optional[str] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_request_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., max_tree_cost_nanos: _Optional[int] = ..., waiting_for: _Optional[_Union[RunWaitingFor, _Mapping]] = ..., remote: _Optional[_Union[RemoteRun, _Mapping]] = ..., started_by: _Optional[str] = ..., trigger_origin: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., chain_depth: _Optional[int] = ...) -> None: ...
 
 class RemoteRun(_message.Message):
     __slots__ = ("name", "card_url", "url", "card_name", "task_id", "context_id")

@@ -57,7 +57,7 @@ class SetHistoryRetentionResponse(_message.Message):
     def __init__(self, keep_days: _Optional[int] = ..., project_setting: _Optional[bool] = ...) -> None: ...
 
 class RunSummary(_message.Message):
-    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos", "remote")
+    __slots__ = ("id", "agent_name", "status", "parent_run_id", "root_run_id", "depth", "total_steps", "tokens_in", "tokens_out", "input_preview", "input_truncated", "create_time", "complete_time", "duration", "resume_count", "task_id", "labels", "thread_id", "cost_nanos", "remote", "started_by", "chain_depth")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +85,8 @@ class RunSummary(_message.Message):
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_DEPTH_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent_name: str
     status: _common_pb2.RunStatus
@@ -105,7 +107,9 @@ class RunSummary(_message.Message):
     thread_id: str
     cost_nanos: int
     remote: _common_pb2.RemoteRun
-    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ...) -> None: ...
+    started_by: str
+    chain_depth: int
+    def __init__(self, id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., input_preview: _Optional[str] = ..., input_truncated: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_count: _Optional[int] = ..., task_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., thread_id: _Optional[str] = ..., cost_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ..., started_by: _Optional[str] = ..., chain_depth: _Optional[int] = ...) -> None: ...
 
 class MessageSummary(_message.Message):
     __slots__ = ("id", "run_id", "seq", "step", "role", "agent_name", "preview", "truncated", "size_bytes", "function_names", "tokens", "is_internal", "create_time", "model_name", "cost_nanos")
@@ -314,7 +318,7 @@ class AgentStats(_message.Message):
     def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id")
+    __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id", "started_by")
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +332,7 @@ class ListRunsRequest(_message.Message):
     INCLUDE_INTERNAL_AGENTS_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     page_size: int
     page_token: str
@@ -341,7 +346,8 @@ class ListRunsRequest(_message.Message):
     include_internal_agents: bool
     task_id: str
     thread_id: str
-    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., agent_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.RunStatus, str]]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., top_level_only: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_internal_agents: _Optional[bool] = ..., task_id: _Optional[str] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    started_by: str
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., agent_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.RunStatus, str]]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., top_level_only: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_internal_agents: _Optional[bool] = ..., task_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")

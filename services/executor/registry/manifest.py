@@ -31,6 +31,7 @@ from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest_schema import schema_violations
 from services.executor.registry.model_config import ModelConfig
 from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgent
+from services.executor.triggers.grammar import trigger_violations
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest accepted, measured as compact JSON."""
@@ -109,6 +110,7 @@ def semantic_violations(
         out.extend(flow_violations(agent, path))
         out.extend(output_schema_violations(agent.output_schema, f"{path}.output_schema"))
         out.extend(config_violations(agent.config, f"{path}.config"))
+        out.extend(trigger_violations(agent.trigger, agent.config, path))
         for j, member in enumerate(agent.sub_agents):
             if project_agents is not None and member not in known and member != agent.name:
                 out.append(
@@ -199,6 +201,7 @@ def definition_violations(
     if wait is not None and not math.isfinite(wait):
         # JSON Schema's minimum/maximum let NaN through (every comparison is false).
         out.append(FieldViolation(f"{prefix}.model.fallback_wait_s", "must be 0 to 86400 s"))
+    out.extend(trigger_violations(definition.trigger, definition.config, prefix))
     # The proto spells the timeout as a Duration named default_timeout.
     return [
         FieldViolation(v.field.replace(".default_timeout_s", ".default_timeout"), v.description)

@@ -38,11 +38,14 @@ INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
     thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
-    remote_agent, created_at)
+    remote_agent, started_by, trigger_origin, chain_depth, created_at)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb, clock_timestamp()
+       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb,
+       coalesce($23::text, CASE WHEN $9::uuid IS NOT NULL THEN 'task'
+                                WHEN $12::uuid IS NOT NULL THEN 'parent' ELSE 'rpc' END),
+       $24::jsonb, $25::integer, clock_timestamp()
 WHERE $16::integer IS NULL
    OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
                 WHERE c.project_id = $1::text), 0)
@@ -210,6 +213,9 @@ async def _insert(
         params.max_tree_cost_nanos,
         0 if max_queued is None else random.randrange(min(QUEUE_SHARDS, max_queued)),
         dict(params.remote_agent) if params.remote_agent is not None else None,
+        params.started_by,
+        dict(params.trigger_origin) if params.trigger_origin is not None else None,
+        params.chain_depth,
     )
 
 

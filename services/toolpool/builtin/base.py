@@ -66,7 +66,7 @@ class ToolContext:
 
     def __post_init__(self) -> None:
         if self.repository is None:
-            self.repository = GraphRepository(self.pool)
+            self.repository = GraphRepository(self.pool, source_run_id=self.run_id or None)
 
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[dict[str, Any]]]
