@@ -22,7 +22,6 @@ from agentfleet.quota_settings import (
     parse_model_quotas,
     parse_project_weights,
 )
-from agentfleet.rpc.grpc_limits import ServerLimits
 from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
 from agentfleet.server_limits import ServerLimits
 from agentfleet.trigger_limits import TriggerLimits
