@@ -37,6 +37,7 @@ DESIGN_COLUMNS = {
         "trace_id", "task_id", "request_id", "lease_owner", "lease_expires_at",
         "cancel_requested_at", "created_at", "started_at", "completed_at", "duration_ms",
         "trace_parent", "cost_nanos", "cost_total_tree_nanos", "max_tree_cost_nanos",
+        "started_by", "trigger_origin", "chain_depth",
     },
     "agent_run_messages": {
         "id", "run_id", "seq", "step_number", "role", "agent_name", "content", "tokens",
@@ -74,7 +75,7 @@ DESIGN_COLUMNS = {
 EXPECTED_INDEXES = {
     "agent_definitions": {
         "agent_definitions_pkey", "agent_definitions_project_name_key",
-        "agent_definitions_product_idx",
+        "agent_definitions_product_idx", "agent_definitions_trigger_idx",
     },
     "products": {"products_pkey", "products_project_name_key"},
     "agent_runs": {
@@ -85,6 +86,7 @@ EXPECTED_INDEXES = {
         "agent_runs_running_lease_idx", "agent_runs_request_id_uidx", "agent_runs_task_idx",
         "agent_runs_definition_idx", "agent_runs_thread_idx", "agent_runs_thread_active_idx",
         "agent_runs_prune_idx",
+        "agent_runs_project_started_by_created_idx", "agent_runs_queued_triggered_idx",
     },
     "agent_run_messages": {"agent_run_messages_pkey", "agent_run_messages_run_seq_key"},
     "agent_run_tool_calls": {
@@ -120,6 +122,18 @@ EXPECTED_INDEXES = {
     "project_usage": {"project_usage_pkey"},
     "schema_migrations": {"schema_migrations_pkey"},
     "model_quota_budgets": {"model_quota_budgets_pkey"},
+    "trigger_outbox": {
+        "trigger_outbox_pkey", "trigger_outbox_pending_idx", "trigger_outbox_request_id_uidx",
+        "trigger_outbox_schedule_tick_uidx",
+    },
+    "trigger_schedules": {
+        "trigger_schedules_pkey", "trigger_schedules_project_name_key",
+        "trigger_schedules_due_idx",
+    },
+    "trigger_firings": {
+        "trigger_firings_pkey", "trigger_firings_outbox_agent_uidx",
+        "trigger_firings_project_created_idx", "trigger_firings_run_idx",
+    },
 }  # fmt: skip
 
 

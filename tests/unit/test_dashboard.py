@@ -81,6 +81,7 @@ def _record_every_hook() -> None:
     metrics.record_model_fallback(failed_model="gemini-pro", model="gemini")
     metrics.record_budget_pause(project="p", limit="daily_tokens")
     metrics.record_history_pruned(project="p", table="agent_runs", rows=3)
+    metrics.record_trigger_firing(kind="object_created", outcome="skipped", reason="rate_cap")
     metrics.record_dispatch(metrics.dispatch_started())
     metrics.record_model_rate_limited(model="m")
     metrics.quota_wait_started(model="m")

@@ -31,6 +31,7 @@ from agentfleet.v1 import (
     history_pb2_grpc,
     registry_pb2_grpc,
     toolpool_pb2_grpc,
+    triggers_pb2_grpc,
 )
 
 # Unary calls give up after this long; streams (run, watch) have no deadline.
@@ -109,6 +110,9 @@ class Connection:
 
     def registry(self) -> Any:
         return self._stub("executor", registry_pb2_grpc.AgentRegistryServiceStub)
+
+    def triggers(self) -> Any:
+        return self._stub("executor", triggers_pb2_grpc.TriggerServiceStub)
 
     def toolpool(self) -> Any:
         return self._stub("toolpool", toolpool_pb2_grpc.ToolPoolServiceStub)

@@ -11,6 +11,7 @@ from agentfleet.cli.budget import add_budget_arguments
 from agentfleet.cli.client import Connection, add_connection_flags
 from agentfleet.cli.render import RUN_STATUS_CHOICES
 from agentfleet.cli.retention import add_history_commands
+from agentfleet.cli.triggers import add_trigger_commands
 
 Handler = Callable[[Connection, argparse.Namespace], Awaitable[int]]
 
@@ -85,6 +86,11 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     runs.add_argument("--parent", metavar="RUN")
     runs.add_argument("--root", metavar="RUN")
     runs.add_argument("--top-level", action="store_true", help="only runs without a parent")
+    runs.add_argument(
+        "--started-by",
+        choices=["rpc", "trigger", "schedule", "event", "parent", "task"],
+        help="only runs started so",
+    )
     _paging(runs)
 
     show = _command(commands, "show", "show a run, its messages or its tool calls", "runs:show_run")
@@ -181,6 +187,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     ) as history:
         add_history_commands(history)
     add_approval_commands(commands, _command)
+    add_trigger_commands(commands, _command, _group, _paging)
 
 
 def resolve_handler(spec: str) -> Handler:

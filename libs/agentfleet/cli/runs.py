@@ -40,6 +40,7 @@ async def list_runs(conn: Connection, args: argparse.Namespace) -> int:
         parent_run_id=args.parent or "",
         root_run_id=args.root or "",
         top_level_only=args.top_level,
+        started_by=args.started_by or "",
     )
     reply = await conn.history().ListRuns(request)
     return print_listing(
