@@ -109,8 +109,8 @@ async def test_sigkill_of_one_consumer_fires_each_event_once(
         assert {row["runs"] for row in per_object} == {1}
         assert (
             await db_pool.fetchval(
-                "SELECT count(*) FROM kb.agent_runs WHERE started_by = 'trigger' AND chain_depth =
-                1"
+                "SELECT count(*) FROM kb.agent_runs"
+                " WHERE started_by = 'trigger' AND chain_depth = 1"
             )
             == EVENTS
         )

@@ -98,9 +98,10 @@ class TriggerConsumer:
                 try:
                     while not stop.is_set() and await self.consume_one():
                         pass
-                except (OSError, asyncpg.PostgresError) as exc:
-                    if not is_disconnect(exc):
-                        log.exception("trigger consumer failed on an event; retrying")
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    # An outage (or the pool closing at shutdown): try again at the next wake.
+                    if not is_disconnect(exc) and not stop.is_set():
+                        log.exception("trigger consumer failed; retrying")
                 wake = asyncio.ensure_future(self._wake.wait())
                 try:
                     await asyncio.wait(
@@ -117,7 +118,18 @@ class TriggerConsumer:
             event = await store.claim_next(conn)
             if event is None:
                 return False
-            fired = await self._fire(conn, event)
+            try:
+                async with conn.transaction():
+                    fired = await self._fire(conn, event)
+            except Exception as exc:
+                if is_disconnect(exc):
+                    raise  # the event stays unconsumed; whichever consumer is up retries it
+                # A row no rule foresaw (a bug, a hand-written row): recorded and consumed,
+                # so it neither blocks the outbox nor disappears unseen.
+                log.exception("trigger event failed", event_id=event.id)
+                failed = _unexpected(event, exc)
+                await _record(conn, event, failed, depth=1)
+                fired = [failed]
             await store.mark_consumed(conn, event.id)
         for firing in fired:
             metrics.record_trigger_firing(
@@ -153,16 +165,7 @@ class TriggerConsumer:
                 firing = _skipped(agent, "object_gone: deleted before it fired")
             else:
                 firing = await self._start(conn, event, agent, values, depth)
-            await store.insert_firing(
-                conn,
-                event,
-                agent_name=agent.name,
-                trigger=agent.trigger,
-                outcome=firing.outcome,
-                reason=firing.reason,
-                run_id=firing.run_id,
-                chain_depth=depth,
-            )
+            await _record(conn, event, firing, depth=depth)
             out.append(firing)
         return out
 
@@ -264,6 +267,28 @@ class TriggerConsumer:
         except NotFound:
             return _skipped(agent, "agent_gone: the definition was deleted before it fired")
         return Firing(agent=agent, outcome="fired", run_id=run.id)
+
+
+async def _record(
+    conn: asyncpg.Connection, event: OutboxEvent, firing: Firing, *, depth: int
+) -> None:
+    await store.insert_firing(
+        conn,
+        event,
+        agent_name=firing.agent.name,
+        trigger=firing.agent.trigger,
+        outcome=firing.outcome,
+        reason=firing.reason,
+        run_id=firing.run_id,
+        chain_depth=depth,
+    )
+
+
+def _unexpected(event: OutboxEvent, exc: Exception) -> Firing:
+    everyone = ListeningAgent(
+        id="", name="*", trigger="*", config={}, max_steps=None, default_timeout_s=None
+    )
+    return _skipped(everyone, f"error: {type(exc).__name__} while firing event {event.id}")
 
 
 def _skipped(agent: ListeningAgent, reason: str) -> Firing:

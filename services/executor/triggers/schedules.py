@@ -276,8 +276,8 @@ class ScheduleTicker:
             try:
                 while await self.tick() >= CLAIM_BATCH:
                     pass
-            except (OSError, asyncpg.PostgresError) as exc:
-                if not is_disconnect(exc):
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                if not is_disconnect(exc) and not stop.is_set():
                     log.exception("schedule ticker failed; retrying")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._poll_s)
@@ -288,10 +288,27 @@ class ScheduleTicker:
             rows = await conn.fetch(_CLAIM_DUE, CLAIM_BATCH)
             now = await conn.fetchval("SELECT now()")
             for row in rows:
-                await self._write(conn, Schedule.from_row(row), now)
+                await self._write_or_pause(conn, Schedule.from_row(row), now)
             if rows:
                 await conn.execute("SELECT pg_notify('agentfleet_trigger_outbox', 'schedule')")
         return len(rows)
+
+    async def _write_or_pause(
+        self, conn: asyncpg.Connection, schedule: Schedule, now: dt.datetime
+    ) -> None:
+        """Writes the tick; a schedule whose row cannot be ticked (a cron or zone written by
+        hand past the RPC's checks) is paused, so it does not stop every other schedule."""
+        try:
+            async with conn.transaction():
+                await self._write(conn, schedule, now)
+        except Exception as exc:
+            if is_disconnect(exc):
+                raise
+            log.exception("schedule cannot be ticked; paused", schedule_id=schedule.id)
+            await conn.execute(
+                "UPDATE kb.trigger_schedules SET paused = true, updated_at = now() WHERE id = $1",
+                schedule.id,
+            )
 
     async def _write(self, conn: asyncpg.Connection, schedule: Schedule, now: dt.datetime) -> None:
         due = schedule.next_fire_at
