@@ -35,6 +35,7 @@ async def test_the_research_demo_reports_and_writes_the_graph(
 
     assert "offline stub Gemini server" in output
     assert "installed product research" in output
+    assert "2 documents ingested: on_document_ingested starts the paper-summarizer" in output
     assert "Saved a ResearchReport citing 3 Source entities" in output
     assert "Sources (3 CITES relationships)" in output
     assert "agentfleet.v1.HistoryService/ListRuns" in output
@@ -44,6 +45,7 @@ async def test_the_research_demo_reports_and_writes_the_graph(
 
     root = await db_pool.fetchrow(
         "SELECT * FROM kb.agent_runs WHERE project_id = 'demo' AND parent_run_id IS NULL"
+        " AND started_by = 'rpc'"
     )
     assert (root["agent_name"], root["status"]) == ("research-assistant", "completed")
     children = await db_pool.fetch(
@@ -72,6 +74,13 @@ async def test_the_research_demo_reports_and_writes_the_graph(
         "SELECT count(*) FROM kb.graph_objects WHERE project_id = 'demo' AND type = 'Document'"
     )
     assert documents == 2
+    # Each ingested document started the paper-summarizer once, followed to its end.
+    triggered = await db_pool.fetch(
+        "SELECT status, trigger_origin FROM kb.agent_runs"
+        " WHERE project_id = 'demo' AND started_by = 'trigger'"
+    )
+    assert [r["status"] for r in triggered] == ["completed", "completed"]
+    assert {r["trigger_origin"]["trigger"] for r in triggered} == {"on_document_ingested"}
     await assert_invariants(db_pool, project_id="demo")
     # The tokens up created for the demo and the services were revoked on the way out.
     assert (

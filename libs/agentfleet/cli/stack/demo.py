@@ -1,6 +1,7 @@
-"""The research demo that ``make run`` plays (seed 001): a research assistant lists the
-project's agents, spawns three web browsers and a paper summarizer in parallel, and saves
-a ResearchReport citing its Sources in the knowledge graph.
+"""The research demo that ``make run`` plays (seed 001): ingesting the documents starts the
+paper-summarizer (its trigger, on_document_ingested), shown live; then a research
+assistant lists the project's agents, spawns three web browsers and a paper summarizer in
+parallel, and saves a ResearchReport citing its Sources in the knowledge graph.
 
 On the offline stub model the agents are scripted (``examples/products/research/
 stub_scripts.py``); with a Gemini key the same product runs on the real model.
@@ -8,6 +9,7 @@ stub_scripts.py``); with a Gemini key the same product runs on the real model.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import shlex
@@ -26,13 +28,15 @@ from agentfleet.cli.run import follow
 from agentfleet.gemini_stub import GeminiStub
 from agentfleet.graph import GraphRepository
 from agentfleet.postgres.db import create_pool
-from agentfleet.v1 import executor_pb2, registry_pb2
+from agentfleet.v1 import executor_pb2, history_pb2, registry_pb2
 
 DEMO_PROJECT = "demo"
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 PRODUCT = EXAMPLES / "products" / "research"
 # Children answer after this long, so the live tree shows them running side by side.
 CHILD_DELAY_S = 0.6
+TRIGGER_WAIT_S = 30.0
+"""How long the demo waits for the runs its ingested documents trigger to be queued."""
 
 
 def _stub_scripts() -> ModuleType:
@@ -64,7 +68,8 @@ async def run_demo(
     try:
         await _install_product(conn)
         graph = GraphRepository(pool)
-        await _seed_documents(graph)
+        if ingested := await _seed_documents(graph):
+            await _follow_triggered(conn, ingested)
         console.rule(Text.assemble(("research-assistant", "bold"), f": {scripts.TOPIC}"))
         stream = conn.executor().StartRun(
             executor_pb2.StartRunRequest(
@@ -96,15 +101,45 @@ async def _install_product(conn: Connection) -> None:
     )
 
 
-async def _seed_documents(graph: GraphRepository) -> None:
-    """A few documents for the paper summarizer to find, once per project."""
+async def _seed_documents(graph: GraphRepository) -> int:
+    """A few documents for the paper summarizer to find, once per project; how many were
+    created (each starts the paper-summarizer: its trigger is on_document_ingested)."""
     documents = json.loads((PRODUCT / "documents.json").read_text())
+    created = 0
     for document in documents:
         page = await graph.list_objects(
             DEMO_PROJECT, type="Document", filters={"title": document["title"]}, limit=1
         )
         if not page.objects:
             await graph.create_object(DEMO_PROJECT, type="Document", properties=document)
+            created += 1
+    return created
+
+
+async def _follow_triggered(conn: Connection, ingested: int) -> None:
+    """Shows the runs the ingested documents triggered, live, each to its end."""
+    console.rule(
+        Text.assemble(
+            f"{ingested} documents ingested: ",
+            ("on_document_ingested", "bold"),
+            " starts the paper-summarizer",
+        )
+    )
+    history = conn.history()
+    request = history_pb2.ListRunsRequest(
+        project_id=DEMO_PROJECT, agent_name="paper-summarizer", started_by="trigger"
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + TRIGGER_WAIT_S
+    runs = (await history.ListRuns(request)).runs
+    while len(runs) < ingested and loop.time() < deadline:
+        await asyncio.sleep(0.1)  # polling a listing: the consumer queues them within ms
+        runs = (await history.ListRuns(request)).runs
+    for run in reversed(runs):  # oldest first
+        watch = history.WatchRun(
+            history_pb2.WatchRunRequest(project_id=DEMO_PROJECT, run_id=run.id)
+        )
+        await follow(conn, watch, json_mode=False)
 
 
 async def _show_report(graph: GraphRepository) -> None:
