@@ -125,6 +125,11 @@ DECLARE
     agents text[];
     source text := nullif(current_setting('agentfleet.source_run_id', true), '');
 BEGIN
+    -- The dispatcher's types change at every task step and cannot be triggered on
+    -- (agentfleet.graph.reserved): their writes skip even the probe.
+    IF NEW.type IN ('SpecTask', 'TaskGraph', 'Session', 'TaskGraphAddition') THEN
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'UPDATE' AND NEW.properties IS NOT DISTINCT FROM OLD.properties THEN
         RETURN NULL;
     END IF;

@@ -173,3 +173,21 @@ async def test_two_consumers_fire_each_event_once(
         )
         == 30
     )
+
+
+async def test_listeners_past_the_per_event_cap_are_skipped_firings(
+    db_pool: asyncpg.Pool, listener: Listener
+) -> None:
+    for name in ("a-first", "b-second", "c-third"):
+        await define(db_pool, name, "on_object_created:Ping")
+    await GraphRepository(db_pool).create_object(P, type="Ping", properties={})
+    await drain(consumer(db_pool, listener, max_agents_per_event=2))
+    rows = await db_pool.fetch(
+        "SELECT agent_name, outcome, reason FROM kb.trigger_firings ORDER BY agent_name"
+    )
+    assert [(r["agent_name"], r["outcome"]) for r in rows] == [
+        ("a-first", "fired"),
+        ("b-second", "fired"),
+        ("c-third", "skipped"),
+    ]
+    assert rows[2]["reason"].startswith("agent_cap:")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
+from agentfleet.graph.reserved import RESERVED_OBJECT_TYPES
 from services.executor.triggers.grammar import (
     MAX_RENDERED_INPUT_BYTES,
     Trigger,
@@ -14,6 +16,8 @@ from services.executor.triggers.grammar import (
     trigger_violations,
 )
 from services.executor.triggers.schedules import next_fire_times, schedule_violations
+
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize(
@@ -50,6 +54,14 @@ def test_anything_else_is_refused_naming_the_field(text: str) -> None:
 def test_the_dispatchers_types_cannot_be_triggered_on() -> None:
     found = trigger_violations("on_object_updated:SpecTask", {}, "agent_definition")
     assert "dispatcher" in found[0].description
+
+
+def test_the_outbox_trigger_skips_every_reserved_type() -> None:
+    # The SQL names the dispatcher's types itself (no probe for their writes): the same set.
+    sql = (ROOT / "migrations/0027_triggers.up.sql").read_text()
+    line = next(x for x in sql.splitlines() if x.strip().startswith("IF NEW.type IN ("))
+    listed = {t.strip(" '") for t in line.split("(", 1)[1].split(")", 1)[0].split(",")}
+    assert listed == set(RESERVED_OBJECT_TYPES)
 
 
 def test_filter_and_template_rules() -> None:

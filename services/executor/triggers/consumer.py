@@ -36,6 +36,11 @@ __all__ = ["Firing", "TriggerConsumer", "triggers_for"]
 
 log = structlog.get_logger(__name__)
 
+MAX_LISTENERS_READ = 500
+"""Listeners of one event read at most (past the per-event cap each is a skipped firing,
+agent_cap); a project with more definitions listening for one event leaves the rest
+unrecorded."""
+
 STARTED_BY = {
     "object_created": "trigger",
     "object_updated": "trigger",
@@ -147,7 +152,7 @@ class TriggerConsumer:
                 conn,
                 event.project_id,
                 triggers_for(event),
-                self._limits.max_agents_per_event,
+                MAX_LISTENERS_READ,
                 names=event.agent_names if event.kind != "event" else None,
             )
         if not agents:
@@ -160,8 +165,15 @@ class TriggerConsumer:
         # across replicas so two consumers never both pass the same cap.
         await lock_key(conn, f"agentfleet.triggers:{event.project_id}")
         out: list[Firing] = []
-        for agent in agents:
-            if gone:
+        cap = self._limits.max_agents_per_event
+        for index, agent in enumerate(agents):
+            if index >= cap:
+                firing = _skipped(
+                    agent,
+                    f"agent_cap: only the first {cap} listeners of an event, by name, may "
+                    "start (AGENTFLEET_TRIGGER_MAX_AGENTS_PER_EVENT)",
+                )
+            elif gone:
                 firing = _skipped(agent, "object_gone: deleted before it fired")
             else:
                 firing = await self._start(conn, event, agent, values, depth)
