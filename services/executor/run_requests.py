@@ -17,6 +17,8 @@ from services.executor.run_path.resume import ResumeParams
 from services.executor.runs import StartRunParams
 from services.executor.threads import THREAD_ID_PATTERN
 
+TRIGGER_REQUEST_PREFIX = "trigger:"
+"""request_id prefix of the runs triggers start, reserved for them."""
 MAX_INPUT_BYTES = 1024 * 1024
 MAX_LABELS = 32
 MAX_TREE_COST_NANOS = 10**15
@@ -41,6 +43,12 @@ def start_params(request: executor_pb2.StartRunRequest) -> StartRunParams:
         if len(value) > 256:
             problems.append(FieldViolation(f"labels[{key!r}]", "values are at most 256 chars"))
     problems += request_id_violations(request.request_id)
+    if request.request_id.startswith(TRIGGER_REQUEST_PREFIX):
+        # The trigger consumer's own keys: a caller's run under one would pass for the
+        # run a trigger started (services.executor.triggers.consumer).
+        problems.append(
+            FieldViolation("request_id", f"may not start with {TRIGGER_REQUEST_PREFIX!r}")
+        )
     if request.task_id and not is_uuid(request.task_id):
         problems.append(FieldViolation("task_id", "must be a UUID"))
     if request.thread_id and not THREAD_ID_PATTERN.match(request.thread_id):

@@ -19,7 +19,14 @@ from agentfleet.graph import GraphRepository
 from agentfleet.testing.rpc_errors import field_violations, rpc_error
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.waiting import wait_for_query
-from agentfleet.v1 import history_pb2, history_pb2_grpc, triggers_pb2, triggers_pb2_grpc
+from agentfleet.v1 import (
+    executor_pb2,
+    executor_pb2_grpc,
+    history_pb2,
+    history_pb2_grpc,
+    triggers_pb2,
+    triggers_pb2_grpc,
+)
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 
 PROJECT = "victim"
@@ -244,3 +251,39 @@ async def test_list_runs_refuses_an_unknown_started_by(
         assert "started_by" in field_violations(refused)
     finally:
         await stack.close()
+
+
+async def test_a_caller_cannot_pass_its_run_off_as_a_triggered_one(
+    deployment: Deployment,
+) -> None:
+    executor = executor_pb2_grpc.ExecutorServiceStub(
+        deployment.stack.channel("executor", token=deployment.tokens["member"])
+    )
+    refused = await rpc_error(
+        executor.TriggerRun(
+            executor_pb2.StartRunRequest(
+                project_id=PROJECT,
+                agent_name="listener",
+                input="x",
+                request_id="trigger:1:listener",
+            )
+        )
+    )
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "trigger:" in field_violations(refused)["request_id"]
+    # A run written under the key by other means is not taken for the trigger's run.
+    await deployment.triggers("member").EmitEvent(emit(PROJECT, "first", text="a"))
+    await deployment.drained()
+    event_id = await deployment.pool.fetchval("SELECT max(id) + 1 FROM kb.trigger_outbox")
+    await deployment.pool.execute(
+        "INSERT INTO kb.agent_runs (project_id, agent_name, input, request_id)"
+        " VALUES ($1, 'listener', 'planted', $2)",
+        PROJECT,
+        f"trigger:{event_id}:listener",
+    )
+    await deployment.triggers("member").EmitEvent(emit(PROJECT, "second", text="b"))
+    await deployment.drained()
+    reason = await deployment.pool.fetchval(
+        "SELECT reason FROM kb.trigger_firings WHERE outbox_id = $1", event_id
+    )
+    assert reason.startswith("request_id_taken:")

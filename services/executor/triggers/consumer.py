@@ -27,6 +27,7 @@ from agentfleet.postgres.db import Listener, lock_key
 from agentfleet.reconnect import is_disconnect
 from agentfleet.trigger_limits import TriggerLimits
 from services.executor.queue import RunQueue
+from services.executor.run_requests import TRIGGER_REQUEST_PREFIX
 from services.executor.runs import StartRunParams
 from services.executor.triggers import store
 from services.executor.triggers.grammar import DOCUMENT_INGESTED, render_input
@@ -264,7 +265,7 @@ class TriggerConsumer:
             agent_name=agent.name,
             agent_definition_id=agent.id,
             input=render_input(template if isinstance(template, str) else None, values),
-            request_id=f"trigger:{event.id}:{agent.name}",
+            request_id=f"{TRIGGER_REQUEST_PREFIX}{event.id}:{agent.name}",
             started_by=STARTED_BY[event.kind],
             trigger_origin=_origin(event, agent),
             chain_depth=depth,
@@ -273,11 +274,17 @@ class TriggerConsumer:
             # A savepoint: a refused insert must not abort the event's transaction.
             async with conn.transaction():
                 await lock_key(conn, f"agentfleet.run-queue:{event.project_id}")
-                run, _, _ = await RunQueue.enqueue_in(conn, params, max_queued=self._max_queued)
+                run, created, _ = await RunQueue.enqueue_in(
+                    conn, params, max_queued=self._max_queued
+                )
         except ResourceExhausted as exc:
             return _skipped(agent, f"queue_full: {exc}")
         except NotFound:
             return _skipped(agent, "agent_gone: the definition was deleted before it fired")
+        if not created:
+            # An event is consumed once, so its key cannot have been used by this consumer:
+            # the run under it is not this trigger's.
+            return _skipped(agent, "request_id_taken: a run already holds this trigger's key")
         return Firing(agent=agent, outcome="fired", run_id=run.id)
 
 
