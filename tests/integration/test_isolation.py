@@ -45,6 +45,8 @@ from agentfleet.v1 import (
     registry_pb2_grpc,
     toolpool_pb2,
     toolpool_pb2_grpc,
+    triggers_pb2,
+    triggers_pb2_grpc,
 )
 
 A, B = "alpha", "beta"
@@ -75,6 +77,7 @@ class Client:
     toolpool: toolpool_pb2_grpc.ToolPoolServiceStub
     history: history_pb2_grpc.HistoryServiceStub
     dispatcher: dispatcher_pb2_grpc.DispatcherServiceStub
+    triggers: triggers_pb2_grpc.TriggerServiceStub
 
 
 @dataclass(kw_only=True, slots=True)
@@ -100,6 +103,7 @@ async def client(stack: Stack, project: str) -> Client:
         dispatcher=dispatcher_pb2_grpc.DispatcherServiceStub(
             stack.channel("dispatcher", token=token)
         ),
+        triggers=triggers_pb2_grpc.TriggerServiceStub(stack.channel("executor", token=token)),
     )
 
 
@@ -417,6 +421,7 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
             history_pb2.SetHistoryRetentionRequest(project_id=B, keep_days=1)
         ),
         **dispatcher_requests(a.dispatcher, B, graph_id=SOME_ID, task_id=SOME_ID),
+        **_trigger_requests(a.triggers, B),
     }
 
 
@@ -453,6 +458,29 @@ def dispatcher_requests(
     }
 
 
+def _trigger_requests(t: triggers_pb2_grpc.TriggerServiceStub, project: str) -> dict[str, Any]:
+    pb = triggers_pb2
+    schedule = pb.Schedule(name="s", agent_name="beta-agent", cron="0 * * * *", input="x")
+    return {
+        "EmitEvent": lambda: t.EmitEvent(
+            pb.EmitEventRequest(project_id=project, name="ping", request_id="r")
+        ),
+        "ListTriggerFirings": lambda: t.ListTriggerFirings(
+            pb.ListTriggerFiringsRequest(project_id=project)
+        ),
+        "CreateSchedule": lambda: t.CreateSchedule(
+            pb.CreateScheduleRequest(project_id=project, schedule=schedule)
+        ),
+        "ListSchedules": lambda: t.ListSchedules(pb.ListSchedulesRequest(project_id=project)),
+        "SetSchedulePaused": lambda: t.SetSchedulePaused(
+            pb.SetSchedulePausedRequest(project_id=project, name="s", paused=True)
+        ),
+        "DeleteSchedule": lambda: t.DeleteSchedule(
+            pb.DeleteScheduleRequest(project_id=project, name="s")
+        ),
+    }
+
+
 def all_rpcs() -> set[str]:
     out = set()
     for module, service in (
@@ -461,6 +489,7 @@ def all_rpcs() -> set[str]:
         (toolpool_pb2, "ToolPoolService"),
         (history_pb2, "HistoryService"),
         (dispatcher_pb2, "DispatcherService"),
+        (triggers_pb2, "TriggerService"),
     ):
         out |= {m.name for m in module.DESCRIPTOR.services_by_name[service].methods}
     return out
