@@ -1,3 +1,5 @@
+DROP TRIGGER IF EXISTS agent_definitions_schedule ON kb.agent_definitions;
+DROP FUNCTION IF EXISTS kb.agent_definitions_schedule();
 DROP TRIGGER IF EXISTS graph_objects_to_outbox ON kb.graph_objects;
 DROP FUNCTION IF EXISTS kb.graph_objects_to_outbox();
 DROP INDEX IF EXISTS kb.agent_runs_queued_triggered_idx;

@@ -45,7 +45,8 @@ CREATE UNIQUE INDEX trigger_outbox_request_id_uidx
 CREATE UNIQUE INDEX trigger_outbox_schedule_tick_uidx
     ON kb.trigger_outbox (schedule_id, tick_at) WHERE schedule_id IS NOT NULL;
 
--- Schedules: cron in a time zone, for one agent of a project.
+-- Schedules: cron in a time zone, for one agent of a project; made by CreateSchedule, or
+-- kept by the trigger below for a definition's config.schedule (definition_id set).
 CREATE TABLE kb.trigger_schedules (
     id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     project_id    text NOT NULL CHECK (project_id <> ''),
@@ -56,16 +57,21 @@ CREATE TABLE kb.trigger_schedules (
     input         text NOT NULL DEFAULT '',
     catch_up      text NOT NULL DEFAULT 'skip' CHECK (catch_up IN ('skip', 'one')),
     paused        boolean NOT NULL DEFAULT false,
-    next_fire_at  timestamptz NOT NULL,
+    -- NULL: not computed yet (a definition's schedule, new or changed): the ticker sets it
+    -- to the first tick after now, firing nothing for it.
+    next_fire_at  timestamptz,
+    definition_id uuid REFERENCES kb.agent_definitions (id) ON DELETE CASCADE,
     last_fire_at  timestamptz,
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT trigger_schedules_project_name_key UNIQUE (project_id, name)
 );
 
--- The ticker's claim: schedules due, across projects.
+-- The ticker's claim: schedules due (or not computed yet), across projects.
 CREATE INDEX trigger_schedules_due_idx
     ON kb.trigger_schedules (next_fire_at) WHERE NOT paused;
+CREATE UNIQUE INDEX trigger_schedules_definition_uidx
+    ON kb.trigger_schedules (definition_id) WHERE definition_id IS NOT NULL;
 
 -- What each trigger did with each event: fired (and the run) or skipped and why.
 CREATE TABLE kb.trigger_firings (
@@ -161,3 +167,36 @@ $$;
 CREATE TRIGGER graph_objects_to_outbox
     AFTER INSERT OR UPDATE ON kb.graph_objects
     FOR EACH ROW EXECUTE FUNCTION kb.graph_objects_to_outbox();
+
+-- A definition's config.schedule (checked by the registry at write time) is its schedule
+-- row, named agent:<name> (a name CreateSchedule cannot give): kept in step by every write
+-- of the definition, removed with the schedule or the definition (cascade). A changed cron
+-- or zone is computed again by the ticker.
+CREATE FUNCTION kb.agent_definitions_schedule() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    wanted jsonb := NEW.config -> 'schedule';
+BEGIN
+    IF jsonb_typeof(wanted) IS DISTINCT FROM 'object' THEN
+        DELETE FROM kb.trigger_schedules WHERE definition_id = NEW.id;
+        RETURN NULL;
+    END IF;
+    INSERT INTO kb.trigger_schedules AS s (project_id, name, agent_name, cron, time_zone,
+                                           input, catch_up, next_fire_at, definition_id)
+    VALUES (NEW.project_id, 'agent:' || NEW.name, NEW.name, wanted ->> 'cron',
+            coalesce(wanted ->> 'time_zone', 'UTC'), coalesce(wanted ->> 'input', ''),
+            coalesce(wanted ->> 'catch_up', 'skip'), NULL, NEW.id)
+    ON CONFLICT (definition_id) WHERE definition_id IS NOT NULL DO UPDATE
+    SET name = excluded.name, agent_name = excluded.agent_name, cron = excluded.cron,
+        time_zone = excluded.time_zone, input = excluded.input, catch_up = excluded.catch_up,
+        next_fire_at = CASE WHEN (s.cron, s.time_zone) IS NOT DISTINCT FROM
+                                 (excluded.cron, excluded.time_zone)
+                            THEN s.next_fire_at END,
+        updated_at = now();
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER agent_definitions_schedule
+    AFTER INSERT OR UPDATE OF config, name ON kb.agent_definitions
+    FOR EACH ROW EXECUTE FUNCTION kb.agent_definitions_schedule();

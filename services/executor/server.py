@@ -72,6 +72,7 @@ async def build(context: ServiceContext) -> ServiceParts:
         workers=context.settings.schema_workers, timeout_s=context.settings.schema_timeout_s
     )
     definitions = DefinitionRepository(context.pool)
+    limits = context.settings.trigger_limits
     runs, loops, cleanups = await build_executor_parts(context)
     settle_heap()
     return ServiceParts(
@@ -96,6 +97,7 @@ async def build(context: ServiceContext) -> ServiceParts:
                         mcp_url_refusal=EgressPolicy(
                             allowed_networks=context.settings.mcp_allowed_networks
                         ).literal_refusal,
+                        schedule_min_interval_s=limits.schedule_min_interval_s,
                     ),
                     definitions,
                     BudgetStore(context.pool),
@@ -106,6 +108,7 @@ async def build(context: ServiceContext) -> ServiceParts:
                             context.pool, keyring_from(context.settings.secrets_keys)
                         ).resolve,
                     ),
+                    schedule_min_interval_s=limits.schedule_min_interval_s,
                 ),
                 admin_methods=REGISTRY_ADMIN_METHODS,
             ),

@@ -128,7 +128,7 @@ EXPECTED_INDEXES = {
     },
     "trigger_schedules": {
         "trigger_schedules_pkey", "trigger_schedules_project_name_key",
-        "trigger_schedules_due_idx",
+        "trigger_schedules_due_idx", "trigger_schedules_definition_uidx",
     },
     "trigger_firings": {
         "trigger_firings_pkey", "trigger_firings_outbox_agent_uidx",

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from agentfleet.errors import FailedPrecondition
 from agentfleet.postgres.db import Listener
 from agentfleet.trigger_limits import TriggerLimits
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -135,3 +136,36 @@ async def test_an_event_that_cannot_be_fired_is_recorded_and_consumed(
     assert rows[0]["reason"].startswith("error: AttributeError")
     unconsumed = "SELECT count(*) FROM kb.trigger_outbox WHERE consumed_at IS NULL"
     assert await db_pool.fetchval(unconsumed) == 0
+
+
+async def test_a_definitions_config_schedule_is_its_schedule(
+    db_pool: asyncpg.Pool, consumer: TriggerConsumer
+) -> None:
+    definitions = DefinitionRepository(db_pool)
+    hourly = {"cron": "0 * * * *", "input": "hourly report", "time_zone": "Europe/Paris"}
+    await definitions.upsert(P, AgentDefinition(name="reporter", config={"schedule": hourly}))
+    row = await db_pool.fetchrow("SELECT * FROM kb.trigger_schedules")
+    assert (row["name"], row["agent_name"], row["time_zone"]) == (
+        "agent:reporter",
+        "reporter",
+        "Europe/Paris",
+    )
+    assert row["next_fire_at"] is None
+    # The ticker computes its first tick after now and fires nothing for it.
+    assert await ScheduleTicker(db_pool).tick() == 1
+    first = await db_pool.fetchval("SELECT next_fire_at FROM kb.trigger_schedules")
+    assert first > dt.datetime.now(dt.UTC)
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.trigger_outbox") == 0
+    # Its own: not deleted by DeleteSchedule; changed and removed with the definition.
+    with pytest.raises(FailedPrecondition):
+        await ScheduleRepository(db_pool, TriggerLimits()).delete(P, "agent:reporter")
+    await definitions.upsert(
+        P, AgentDefinition(name="reporter", config={"schedule": {**hourly, "input": "new"}})
+    )
+    kept = await db_pool.fetchrow("SELECT input, next_fire_at FROM kb.trigger_schedules")
+    assert (kept["input"], kept["next_fire_at"]) == ("new", first)  # same cron: same tick
+    await definitions.upsert(P, AgentDefinition(name="reporter"))
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.trigger_schedules") == 0
+    await definitions.upsert(P, AgentDefinition(name="reporter", config={"schedule": hourly}))
+    await definitions.delete(P, "reporter")
+    assert await db_pool.fetchval("SELECT count(*) FROM kb.trigger_schedules") == 0

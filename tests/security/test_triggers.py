@@ -20,10 +20,13 @@ from agentfleet.testing.rpc_errors import field_violations, rpc_error
 from agentfleet.testing.services import Stack, start_stack
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import (
+    common_pb2,
     executor_pb2,
     executor_pb2_grpc,
     history_pb2,
     history_pb2_grpc,
+    registry_pb2,
+    registry_pb2_grpc,
     triggers_pb2,
     triggers_pb2_grpc,
 )
@@ -69,6 +72,7 @@ async def deployment(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[
     try:
         deployment = Deployment(stack=stack)
         deployment.tokens["member"] = await stack.create_token(PROJECT, "member")
+        deployment.tokens["admin"] = await stack.create_token(PROJECT, "admin")
         deployment.tokens["intruder"] = await stack.create_token(OTHER, "admin")
         definitions = DefinitionRepository(db_pool)
         for project in (PROJECT, OTHER):
@@ -287,3 +291,45 @@ async def test_a_caller_cannot_pass_its_run_off_as_a_triggered_one(
         "SELECT reason FROM kb.trigger_firings WHERE outbox_id = $1", event_id
     )
     assert reason.startswith("request_id_taken:")
+
+
+async def test_a_definitions_schedule_obeys_the_minimum_interval(deployment: Deployment) -> None:
+    registry = registry_pb2_grpc.AgentRegistryServiceStub(
+        deployment.stack.channel("executor", token=deployment.tokens["admin"])
+    )
+    config = struct_pb2.Struct()
+    config.update({"schedule": {"cron": "* * * * * *", "input": "spin"}})
+    agent = common_pb2.AgentDefinition(
+        name="spinner", model=common_pb2.ModelConfig(name="gemini-2.5-flash"), config=config
+    )
+    upsert = await rpc_error(
+        registry.UpsertAgentDefinition(
+            registry_pb2.UpsertAgentDefinitionRequest(project_id=PROJECT, agent_definition=agent)
+        )
+    )
+    assert (
+        "AGENTFLEET_SCHEDULE_MIN_INTERVAL_S"
+        in (field_violations(upsert)["agent_definition.config.schedule.cron"])
+    )
+    manifest = struct_pb2.Struct()
+    manifest.update(
+        {
+            "name": "spin",
+            "version": "1",
+            "agents": [
+                {
+                    "name": "spinner",
+                    "model": {"name": "gemini-2.5-flash"},
+                    "config": {"schedule": {"cron": "* * * * * *", "input": "spin"}},
+                }
+            ],
+        }
+    )
+    install = await rpc_error(
+        registry.InstallProduct(
+            registry_pb2.InstallProductRequest(project_id=PROJECT, manifest=manifest)
+        )
+    )
+    assert install.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "manifest.agents[0].config.schedule.cron" in field_violations(install)
+    assert await deployment.pool.fetchval("SELECT count(*) FROM kb.trigger_schedules") == 0

@@ -13,6 +13,7 @@ from services.executor.triggers.grammar import (
     Trigger,
     parse_trigger,
     render_input,
+    schedule_config_violations,
     trigger_violations,
 )
 from services.executor.triggers.schedules import next_fire_times, schedule_violations
@@ -132,3 +133,28 @@ def test_schedule_checks() -> None:
         "schedule.catch_up",
         "schedule.name",
     }
+
+
+def test_a_definitions_schedule_is_checked_naming_its_fields() -> None:
+    def fields(schedule: object, min_interval_s: int = 60) -> set[str]:
+        found = schedule_config_violations(
+            {"schedule": schedule}, "manifest.agents[1]", min_interval_s=min_interval_s
+        )
+        return {v.field for v in found}
+
+    ok = {"cron": "0 9 * * 1-5", "time_zone": "Europe/Paris", "input": "go"}
+    assert fields(ok) == set()
+    assert fields([1]) == {"manifest.agents[1].config.schedule"}
+    assert fields({**ok, "when": "now"}) == {"manifest.agents[1].config.schedule.when"}
+    assert fields({**ok, "cron": 5}) == {"manifest.agents[1].config.schedule.cron"}
+    assert fields({"cron": "nope", "input": "", "catch_up": "all"}) == {
+        "manifest.agents[1].config.schedule.cron",
+        "manifest.agents[1].config.schedule.input",
+        "manifest.agents[1].config.schedule.catch_up",
+    }
+    every_second = {**ok, "cron": "* * * * * *"}
+    assert fields(every_second) == {"manifest.agents[1].config.schedule.cron"}
+    assert fields(every_second, min_interval_s=1) == set()
+    # The pure check (which may run in a worker without the settings) leaves the minimum
+    # interval to the registry.
+    assert trigger_violations(None, {"schedule": every_second}, "a") == []

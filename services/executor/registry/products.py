@@ -32,6 +32,7 @@ from agentfleet.mcp.stdio import StdioAllowlist
 from agentfleet.postgres.project_rows import project_name_page
 from agentfleet.postgres.rows import from_row
 from agentfleet.request_ids import check_same_request, checked_request_id, request_fingerprint
+from agentfleet.trigger_limits import TriggerLimits
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.manifest import (
     Manifest,
@@ -50,6 +51,7 @@ from services.executor.registry.remote_install import (
     install_remote_agents,
 )
 from services.executor.registry.write_checks import checked_manifest, manifest_semantics
+from services.executor.triggers.grammar import schedule_config_violations
 
 
 @dataclass(kw_only=True, slots=True)
@@ -126,7 +128,10 @@ class ProductRegistry:
         *,
         stdio_allowlist: StdioAllowlist = (),
         mcp_url_refusal: LiteralRefusal | None = None,
+        schedule_min_interval_s: int = TriggerLimits().schedule_min_interval_s,
     ) -> None:
+        self._schedule_min_interval_s = schedule_min_interval_s
+        """AGENTFLEET_SCHEDULE_MIN_INTERVAL_S, for the agents' config.schedule."""
         self._stdio_allowlist = stdio_allowlist
         """Command lines a product's stdio MCP servers may run (AGENTFLEET_MCP_STDIO_ALLOWLIST)."""
         self._mcp_url_refusal = mcp_url_refusal or EgressPolicy().literal_refusal
@@ -157,6 +162,15 @@ class ProductRegistry:
         check_url_destinations(manifest, self._mcp_url_refusal)
         check_stdio_servers(manifest, self._stdio_allowlist)
         manifest = checked_remote_agents(manifest, self._mcp_url_refusal)
+        too_often = [
+            violation
+            for i, agent in enumerate(manifest.agents)
+            for violation in schedule_config_violations(
+                agent.config, f"manifest.agents[{i}]", min_interval_s=self._schedule_min_interval_s
+            )
+        ]
+        if too_often:
+            raise InvalidArgument.for_fields(too_often)
         # validate_only is not part of what the request asks: a validation under a used
         # request_id answers (or is refused) as the install itself would be.
         fingerprint = request_fingerprint(manifest.document)

@@ -19,6 +19,7 @@ from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.structs import struct_dict, to_struct
 from agentfleet.timestamps import timestamp_proto
+from agentfleet.trigger_limits import TriggerLimits
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.model.budgets import (
     DEFAULT_WARN_FRACTION,
@@ -39,6 +40,7 @@ from services.executor.registry.products import InstallResult, Product, ProductR
 from services.executor.registry.remote_agents import RemoteAgent
 from services.executor.registry.remote_registry import RemoteAgentRegistry
 from services.executor.registry.write_checks import checked_definition, manifest_document
+from services.executor.triggers.grammar import schedule_config_violations
 
 _FLOW_TO_PROTO: dict[str, int] = {
     "single": common_pb2.FLOW_TYPE_SINGLE,
@@ -73,6 +75,8 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
     definitions: DefinitionRepository
     budgets: BudgetStore
     remote_agents: RemoteAgentRegistry
+    schedule_min_interval_s: int = TriggerLimits().schedule_min_interval_s
+    """AGENTFLEET_SCHEDULE_MIN_INTERVAL_S, for a definition's config.schedule."""
 
     async def InstallProduct(
         self, request: registry_pb2.InstallProductRequest, context: grpc.aio.ServicerContext
@@ -143,7 +147,13 @@ class AgentRegistryServicer(registry_pb2_grpc.AgentRegistryServiceServicer):
         if request.expected_version < 0:
             raise InvalidArgument.for_field("expected_version", "must not be negative")
         definition = definition_from_proto(request.agent_definition)
-        violations = _required(request.agent_definition) or await checked_definition(definition)
+        violations = (
+            _required(request.agent_definition)
+            or await checked_definition(definition)
+            or schedule_config_violations(
+                definition.config, "agent_definition", min_interval_s=self.schedule_min_interval_s
+            )
+        )
         if violations:
             raise InvalidArgument.for_fields(violations)
         result = await self.definitions.upsert(

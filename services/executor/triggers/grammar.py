@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from agentfleet.errors import FieldViolation
 from agentfleet.graph.reserved import RESERVED_OBJECT_TYPES
+from services.executor.triggers.schedules import schedule_violations
 
 __all__ = [
     "MAX_FILTER_KEYS",
@@ -34,6 +35,7 @@ __all__ = [
     "Trigger",
     "parse_trigger",
     "render_input",
+    "schedule_config_violations",
     "trigger_violations",
 ]
 
@@ -49,6 +51,7 @@ _PATH = re.compile(
 )
 EVENT_NAME = re.compile(rf"^{_NAME}$")
 """An event's name (EmitEvent.name, the <name> of on_event:<name>)."""
+SCHEDULE_KEYS = frozenset({"cron", "time_zone", "input", "catch_up"})
 MAX_FILTER_KEYS = 20
 MAX_INPUT_TEMPLATE_CHARS = 8192
 MAX_RENDERED_INPUT_BYTES = 256 * 1024
@@ -106,7 +109,41 @@ def trigger_violations(
             )
     out.extend(_filter_violations(config.get("trigger_filter"), parsed, trigger, field))
     out.extend(_input_violations(config.get("trigger_input"), trigger, field))
+    # The operator's minimum interval is applied by the registry with its settings
+    # (schedule_config_violations); these checks may run in a worker process without them.
+    out.extend(schedule_config_violations(config, field, min_interval_s=1))
     return out
+
+
+def schedule_config_violations(
+    config: Mapping[str, Any], field: str, *, min_interval_s: int
+) -> list[FieldViolation]:
+    """What is wrong with a definition's ``config.schedule`` ({cron, time_zone?, input,
+    catch_up?}: the definition's own schedule, kept as the schedule ``agent:<name>``)."""
+    value = config.get("schedule")
+    path = f"{field}.config.schedule"
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [FieldViolation(path, "must be an object {cron, time_zone?, input, catch_up?}")]
+    unknown = sorted(set(value) - SCHEDULE_KEYS)
+    if unknown:
+        return [FieldViolation(f"{path}.{unknown[0][:40]}", "is not a schedule field")]
+    texts = [k for k, v in value.items() if not isinstance(v, str)]
+    if texts:
+        return [FieldViolation(f"{path}.{texts[0]}", "must be a string")]
+    found = schedule_violations(
+        name="agent",
+        agent_name="agent",
+        cron=value.get("cron", ""),
+        time_zone=value.get("time_zone", "UTC"),
+        input_text=value.get("input", ""),
+        catch_up=value.get("catch_up", "skip"),
+        min_interval_s=min_interval_s,
+    )
+    return [
+        FieldViolation(f"{path}.{v.field.removeprefix('schedule.')}", v.description) for v in found
+    ]
 
 
 def _filter_violations(

@@ -30,6 +30,7 @@ from croniter import croniter
 
 from agentfleet.errors import (
     AlreadyExists,
+    FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     NotFound,
@@ -74,13 +75,18 @@ class Schedule:
     input: str
     catch_up: str
     paused: bool
-    next_fire_at: dt.datetime
+    next_fire_at: dt.datetime | None
+    """None until the ticker computes it (a definition's schedule, new or changed)."""
     last_fire_at: dt.datetime | None
+    definition_id: str | None = None
+    """The definition whose config.schedule this is; None for CreateSchedule's."""
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Schedule:
         values = {f.name: row[f.name] for f in dataclasses.fields(cls)}
         values["id"] = str(values["id"])
+        if values["definition_id"] is not None:
+            values["definition_id"] = str(values["definition_id"])
         return cls(**values)
 
 
@@ -238,20 +244,33 @@ class ScheduleRepository:
         return Schedule.from_row(row)
 
     async def delete(self, project_id: str, name: str) -> None:
-        """Deletes the schedule; :class:`NotFound` when the project has none of that name."""
-        deleted = await self._pool.fetchval(
-            "DELETE FROM kb.trigger_schedules WHERE project_id = $1 AND name = $2 RETURNING id",
+        """Deletes the schedule; :class:`NotFound` when the project has none of that name,
+        :class:`FailedPrecondition` for a definition's own (its config.schedule says it)."""
+        deleted = await self._pool.fetchrow(
+            "DELETE FROM kb.trigger_schedules WHERE project_id = $1 AND name = $2"
+            " AND definition_id IS NULL RETURNING id",
             project_id,
             name,
         )
-        if deleted is None:
+        if deleted is not None:
+            return
+        owner = await self._pool.fetchval(
+            "SELECT agent_name FROM kb.trigger_schedules WHERE project_id = $1 AND name = $2",
+            project_id,
+            name,
+        )
+        if owner is None:
             raise NotFound(f"schedule {name!r} not found")
+        raise FailedPrecondition(
+            f"schedule {name!r} is agent {owner!r}'s config.schedule: change the definition "
+            "(or pause the schedule)"
+        )
 
 
 _CLAIM_DUE = """
 SELECT * FROM kb.trigger_schedules
-WHERE NOT paused AND next_fire_at <= now()
-ORDER BY next_fire_at
+WHERE NOT paused AND (next_fire_at <= now() OR next_fire_at IS NULL)
+ORDER BY next_fire_at NULLS FIRST
 LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
@@ -300,7 +319,10 @@ class ScheduleTicker:
         hand past the RPC's checks) is paused, so it does not stop every other schedule."""
         try:
             async with conn.transaction():
-                await self._write(conn, schedule, now)
+                if schedule.next_fire_at is None:
+                    await self._compute_first(conn, schedule, now)
+                else:
+                    await self._write(conn, schedule, now)
         except Exception as exc:
             if is_disconnect(exc):
                 raise
@@ -310,8 +332,18 @@ class ScheduleTicker:
                 schedule.id,
             )
 
+    async def _compute_first(
+        self, conn: asyncpg.Connection, schedule: Schedule, now: dt.datetime
+    ) -> None:
+        """A new or changed schedule of a definition: its first tick after now, no run."""
+        first = next_fire_times(schedule.cron, schedule.time_zone, now, 1)[0]
+        await conn.execute(
+            "UPDATE kb.trigger_schedules SET next_fire_at = $2 WHERE id = $1", schedule.id, first
+        )
+
     async def _write(self, conn: asyncpg.Connection, schedule: Schedule, now: dt.datetime) -> None:
         due = schedule.next_fire_at
+        assert due is not None  # _write_or_pause computed it first
         following = next_fire_times(schedule.cron, schedule.time_zone, now, 1)[0]
         payload: dict[str, object] = {
             "agent_name": schedule.agent_name,

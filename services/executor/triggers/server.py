@@ -186,7 +186,8 @@ def _firing(firing: store.Firing) -> triggers_pb2.TriggerFiring:
 
 
 def _schedule(schedule: Schedule) -> triggers_pb2.Schedule:
-    upcoming = next_fire_times(schedule.cron, schedule.time_zone, schedule.next_fire_at, UPCOMING)
+    start = schedule.next_fire_at or dt.datetime.now(dt.UTC)
+    upcoming = next_fire_times(schedule.cron, schedule.time_zone, start, UPCOMING)
     message = triggers_pb2.Schedule(
         id=schedule.id,
         project_id=schedule.project_id,
@@ -197,9 +198,10 @@ def _schedule(schedule: Schedule) -> triggers_pb2.Schedule:
         input=schedule.input,
         catch_up=schedule.catch_up,
         paused=schedule.paused,
-        next_fire_time=timestamp_proto(schedule.next_fire_at),
         upcoming_fire_times=[timestamp_proto(t) for t in upcoming],
     )
+    if schedule.next_fire_at is not None:
+        message.next_fire_time.CopyFrom(timestamp_proto(schedule.next_fire_at))
     if schedule.last_fire_at is not None:
         message.last_fire_time.CopyFrom(timestamp_proto(schedule.last_fire_at))
     return message
