@@ -13,7 +13,7 @@ import pytest
 
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import ProcessStack
-from agentfleet.testing.waiting import wait_for_query
+from agentfleet.testing.waiting import wait_for, wait_for_query
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
@@ -161,3 +161,66 @@ async def test_a_schedule_fires_once_per_tick_with_two_replicas(
         assert len(set(stamps)) == len(stamps)
     finally:
         await asyncio.gather(first.stop(grace_s=5), second.stop(grace_s=5))
+
+
+async def test_schedules_catch_up_by_policy_after_every_executor_stopped(
+    database_url: str,
+    db_pool: asyncpg.Pool,
+    gemini_stub: GeminiStub,
+    toolpool_addr: str,
+    tmp_path: Path,
+) -> None:
+    gemini_stub.add_script(Script(name="answer", policy=lambda request: Reply(text="tick")))
+    await define(db_pool, "ticker", None)
+    first, second = await two_executors(database_url, gemini_stub, toolpool_addr, tmp_path)
+    stacks = [first, second]
+    try:
+        await db_pool.execute(
+            """
+            INSERT INTO kb.trigger_schedules (project_id, name, agent_name, cron, input, catch_up,
+                                              next_fire_at)
+            VALUES ($1, 'skipper', 'ticker', '* * * * * *', 'skip', 'skip', now()),
+                   ($1, 'catcher', 'ticker', '* * * * * *', 'one', 'one', now())
+            """,
+            PROJECT,
+        )
+        fired = "SELECT count(DISTINCT trigger) = 2 FROM kb.trigger_firings WHERE outcome = 'fired'"
+        await wait_for_query(db_pool, fired, timeout_s=60)
+        await asyncio.gather(first.stop(grace_s=5), second.stop(grace_s=5))
+        due = dict(await db_pool.fetch("SELECT name, next_fire_at FROM kb.trigger_schedules"))
+        # Downtime: every executor is stopped until the due ticks are well past late.
+        await wait_for_query(
+            db_pool,
+            "SELECT now() > $1::timestamptz + interval '7 seconds'",
+            max(due.values()),
+            timeout_s=30,
+        )
+        again = await start_executor(
+            database_url, tmp_path / "c", gemini_stub, toolpool_addr, **UNCAPPED
+        )
+        stacks.append(again)
+        late = """
+            SELECT f.outcome, f.reason FROM kb.trigger_firings f
+            JOIN kb.trigger_outbox o ON o.id = f.outbox_id
+            JOIN kb.trigger_schedules s ON s.id = o.schedule_id
+            WHERE s.name = $1 AND o.tick_at = $2
+        """
+        skipped = await wait_for(
+            lambda: db_pool.fetchrow(late, "skipper", due["skipper"]), "skipper's late tick"
+        )
+        caught = await wait_for(
+            lambda: db_pool.fetchrow(late, "catcher", due["catcher"]), "catcher's late tick"
+        )
+        assert skipped["outcome"] == "skipped"
+        assert skipped["reason"].startswith("missed_ticks:")
+        assert (caught["outcome"], caught["reason"]) == ("fired", None)
+        # One run for the whole downtime, then ticks as usual again.
+        late_ticks = await db_pool.fetchval(
+            "SELECT count(*) FROM kb.trigger_outbox o JOIN kb.trigger_schedules s"
+            " ON s.id = o.schedule_id WHERE s.name = 'catcher' AND o.tick_at > $1"
+            " AND o.tick_at < now() - interval '7 seconds'",
+            due["catcher"],
+        )
+        assert late_ticks == 0
+    finally:
+        await asyncio.gather(*(stack.stop(grace_s=5) for stack in stacks))
