@@ -42,6 +42,13 @@ MAX_LISTENERS_READ = 500
 agent_cap); a project with more definitions listening for one event leaves the rest
 unrecorded."""
 
+TRANSIENT_ERRORS = (
+    asyncpg.exceptions.TransactionRollbackError,  # deadlock, serialization failure
+    asyncpg.exceptions.QueryCanceledError,  # statement or lock timeout
+    asyncpg.exceptions.LockNotAvailableError,
+)
+"""Failures of the moment, not of the event: it is retried, never recorded as failed."""
+
 STARTED_BY = {
     "object_created": "trigger",
     "object_updated": "trigger",
@@ -128,7 +135,7 @@ class TriggerConsumer:
                 async with conn.transaction():
                     fired = await self._fire(conn, event)
             except Exception as exc:
-                if is_disconnect(exc):
+                if is_disconnect(exc) or isinstance(exc, TRANSIENT_ERRORS):
                     raise  # the event stays unconsumed; whichever consumer is up retries it
                 # A row no rule foresaw (a bug, a hand-written row): recorded and consumed,
                 # so it neither blocks the outbox nor disappears unseen.
