@@ -9,7 +9,7 @@ card names, a reconnect:
   connect, under the HTTP client (resolved once, every address checked, the socket opened to
   a checked address), with ``AGENTFLEET_MCP_ALLOWED_NETWORKS`` as the one allowlist;
 * headers are the registered ones with ``${NAME}`` filled from the project's sealed secrets
-  by the toolpool's own interpolation (:func:`~services.toolpool.mcp.interpolate.interpolate`),
+  by the one interpolation of secrets (:func:`~agentfleet.secrets.values.interpolate`),
   plus the W3C ``traceparent`` of the current span, so the remote side joins our trace.
 
 The SDK's ``httpx`` is not the MCP SDK's ``httpx2``: the guard's network backend is the same
@@ -37,9 +37,8 @@ from agentfleet.egress import (
 )
 from agentfleet.errors import FailedPrecondition
 from agentfleet.process.service_runtime import ServiceContext
+from agentfleet.secrets.values import MissingSecretError, interpolate
 from services.executor.registry.remote_agents import RemoteAgent
-from services.toolpool.mcp.errors import MissingSecretError
-from services.toolpool.mcp.interpolate import interpolate
 
 MAX_CARD_BYTES = 256 * 1024
 """A remote Agent Card larger than this is refused (a hostile peer sets its size)."""

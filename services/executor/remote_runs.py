@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -40,6 +41,7 @@ from agentfleet.errors import AgentFleetError
 from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.process.service_runtime import ServiceContext
 from agentfleet.secrets.secrets_crypto import keyring_from
+from agentfleet.secrets.values import ProjectSecrets, resolve_secrets
 from services.executor.a2a_client import (
     RemoteAgentError,
     a2a_client,
@@ -58,7 +60,6 @@ from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages, runs
 from services.executor.store.persistence import RunRecorder, complete_then_cancel
 from services.executor.worker import RunExecutor
-from services.toolpool.mcp.store import SecretStore
 
 log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer(__name__)
@@ -91,7 +92,8 @@ class RemoteChildRunner:
     pool: asyncpg.Pool
     owner: str
     remote_agents: RemoteAgentRepository
-    secrets: SecretStore
+    secrets: Callable[[str], Awaitable[ProjectSecrets]]
+    """The project's secrets by value, for the headers' references only."""
     egress: EgressPolicy
     notifier: events.RunEventNotifier | None = None
 
@@ -168,7 +170,7 @@ class RemoteChildRunner:
                 f"remote agent {remote.get('name')!r} is no longer registered in project "
                 f"{run.project_id!r}"
             )
-        headers = resolved_headers(agent, await self.secrets.resolve(run.project_id))
+        headers = resolved_headers(agent, await self.secrets(run.project_id))
         http = guarded_http_client(self.egress, headers, timeout_s=agent.timeout_s)
         try:
             card = await fetch_card(http, agent.card_url)
@@ -363,7 +365,9 @@ def remote_child_runner(
         pool=context.pool,
         owner=owner,
         remote_agents=RemoteAgentRepository(context.pool),
-        secrets=SecretStore(context.pool, keyring_from(context.settings.secrets_keys)),
+        secrets=functools.partial(
+            resolve_secrets, context.pool, keyring_from(context.settings.secrets_keys)
+        ),
         egress=egress_policy(context),
         notifier=notifier,
     )

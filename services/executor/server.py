@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 
 from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
@@ -9,6 +10,7 @@ from agentfleet.egress import EgressPolicy
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import Registration
 from agentfleet.secrets.secrets_crypto import keyring_from
+from agentfleet.secrets.values import resolve_secrets
 from agentfleet.v1 import (
     executor_pb2,
     executor_pb2_grpc,
@@ -27,7 +29,6 @@ from services.executor.registry.server import AgentRegistryServicer
 from services.executor.run_server import build_executor_parts
 from services.executor.triggers.schedules import ScheduleRepository
 from services.executor.triggers.server import TriggerServicer
-from services.toolpool.mcp.store import SecretStore
 
 # Installing products and editing definitions changes what runs: administrators only.
 REGISTRY_ADMIN_METHODS = (
@@ -104,9 +105,11 @@ async def build(context: ServiceContext) -> ServiceParts:
                     RemoteAgentRegistry(
                         repository=RemoteAgentRepository(context.pool),
                         egress=egress_policy(context),
-                        secrets=SecretStore(
-                            context.pool, keyring_from(context.settings.secrets_keys)
-                        ).resolve,
+                        secrets=functools.partial(
+                            resolve_secrets,
+                            context.pool,
+                            keyring_from(context.settings.secrets_keys),
+                        ),
                     ),
                     schedule_min_interval_s=limits.schedule_min_interval_s,
                 ),

@@ -11,9 +11,10 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from agentfleet.errors import InvalidArgument
+from agentfleet.mcp.config import references
 from agentfleet.mcp.servers import McpServerConfig
-from services.toolpool.mcp import MissingSecretError, interpolate, resolve_server
-from services.toolpool.mcp.interpolate import ProjectSecrets, references
+from agentfleet.secrets.values import MissingSecretError, ProjectSecrets, interpolate
+from services.toolpool.mcp import resolve_server
 from services.toolpool.mcp.redaction import redact_structure, redactor
 
 

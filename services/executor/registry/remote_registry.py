@@ -18,6 +18,7 @@ from a2a.types import a2a_pb2 as a2a
 from agentfleet.egress import EgressPolicy
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
+from agentfleet.secrets.values import ProjectSecrets
 from services.executor.a2a_client import (
     RemoteAgentError,
     fetch_card,
@@ -29,7 +30,6 @@ from services.executor.registry.remote_agents import (
     RemoteAgentRepository,
     check_remote_agent,
 )
-from services.toolpool.mcp.interpolate import ProjectSecrets
 
 CARD_FETCH_TIMEOUT_S = 15.0
 
@@ -41,8 +41,8 @@ class RemoteAgentRegistry:
     repository: RemoteAgentRepository
     egress: EgressPolicy
     secrets: Callable[[str], Awaitable[ProjectSecrets]]
-    """The project's secrets by value (the toolpool's SecretStore.resolve): for the check's
-    one card fetch only, never kept."""
+    """The project's secrets by value (:func:`agentfleet.secrets.values.resolve_secrets`):
+    for the check's one card fetch only, never kept."""
 
     async def upsert(self, project_id: str, agent: RemoteAgent) -> RemoteAgent:
         checked = check_remote_agent(agent, url_refusal=self.egress.literal_refusal)

@@ -7,6 +7,9 @@
 - :func:`map_call_result`: MCP content as the JSON the model reads.
 """
 
+from agentfleet.mcp.config import references
+from agentfleet.secrets.values import interpolate
+
 from .breaker import BreakerState, CircuitBreaker
 from .content import map_call_result
 from .errors import (
@@ -16,7 +19,7 @@ from .errors import (
     McpUnavailableError,
     MissingSecretError,
 )
-from .interpolate import ResolvedServer, interpolate, references, resolve_server
+from .interpolate import ResolvedServer, resolve_server
 from .models import CallOutcome, McpCallResult, McpServerProbe, McpToolInfo, SecretInfo
 from .pool import McpClientPool
 from .store import CHANGES_CHANNEL, McpServerStore, SecretStore

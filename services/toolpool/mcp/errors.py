@@ -18,30 +18,16 @@ result for the model (tool failures are data); ``list_tools`` and ``test_server`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from agentfleet.errors import DeadlineExceeded, Unavailable
+from agentfleet.secrets.values import MissingSecretError
 
-from agentfleet.errors import DeadlineExceeded, FailedPrecondition, Unavailable
-
-
-class MissingSecretError(FailedPrecondition):
-    """One or more ``${NAME}`` references name secrets the project does not have (or has,
-    but cannot decrypt with the configured keys)."""
-
-    def __init__(
-        self, missing: list[tuple[str, str]], *, undecryptable: Mapping[str, str] = {}
-    ) -> None:
-        self.missing = missing
-        """(secret name, field path) pairs, in configuration order."""
-        unset = [(n, f) for n, f in missing if n not in undecryptable]
-        broken = [(n, f) for n, f in missing if n in undecryptable]
-        parts = []
-        if unset:
-            listed = ", ".join(f"${{{name}}} in {field}" for name, field in unset)
-            parts.append(f"project secret not set: {listed}")
-        if broken:
-            listed = ", ".join(f"${{{n}}} in {f} ({undecryptable[n]})" for n, f in broken)
-            parts.append(f"project secret cannot be decrypted: {listed}")
-        super().__init__("; ".join(parts))
+__all__ = [
+    "CircuitOpenError",
+    "McpProtocolError",
+    "McpTimeoutError",
+    "McpUnavailableError",
+    "MissingSecretError",
+]
 
 
 class McpUnavailableError(Unavailable):

@@ -9,51 +9,17 @@ else after ``${`` is a syntax error naming the field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 # The reference syntax is shared with the save-time checks of both writers of kb.mcp_servers.
-from agentfleet.mcp.config import REFERENCE_TOKEN, references
+from agentfleet.mcp.config import references
 from agentfleet.mcp.servers import McpServerConfig, Transport
-
-from .errors import MissingSecretError
-
-
-class ProjectSecrets(dict[str, str]):
-    """A project's secret values by name, and the secrets that exist but did not decrypt."""
-
-    def __init__(
-        self, values: Mapping[str, str] = {}, *, undecryptable: Mapping[str, str] = {}
-    ) -> None:
-        super().__init__(values)
-        self.undecryptable = dict(undecryptable)
-        """Name -> why it does not decrypt (no value in it)."""
-
-
-def interpolate(text: str, secrets: Mapping[str, str], *, field: str) -> str:
-    """``text`` with every ``${NAME}`` replaced by ``secrets[NAME]`` and ``$${`` by ``${``.
-
-    Raises :class:`MissingSecretError` naming every missing secret and ``field``, or
-    :class:`InvalidArgument` for a malformed reference.
-    """
-    missing = [(name, field) for name in references(text, field=field) if name not in secrets]
-    if missing:
-        raise MissingSecretError(missing, undecryptable=_undecryptable(secrets))
-    return _substitute(text, secrets)
-
-
-def _undecryptable(secrets: Mapping[str, str]) -> Mapping[str, str]:
-    return secrets.undecryptable if isinstance(secrets, ProjectSecrets) else {}
-
-
-def _substitute(text: str, secrets: Mapping[str, str]) -> str:
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$${":
-            return "${"
-        return secrets[match.group(1)]
-
-    return REFERENCE_TOKEN.sub(replace, text)
+from agentfleet.secrets.values import (
+    MissingSecretError,
+    substitute,
+    undecryptable_of,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,12 +65,12 @@ def resolve_server(config: McpServerConfig, secrets: Mapping[str, str]) -> Resol
         if name not in secrets
     ]
     if missing:
-        raise MissingSecretError(missing, undecryptable=_undecryptable(secrets))
+        raise MissingSecretError(missing, undecryptable=undecryptable_of(secrets))
     return ResolvedServer(
         transport=config.transport,
         command=config.command,
-        args=tuple(_substitute(a, secrets) for a in config.args),
-        env={k: _substitute(v, secrets) for k, v in config.env.items()},
-        url=_substitute(config.url, secrets) if config.url is not None else None,
-        headers={k: _substitute(v, secrets) for k, v in config.headers.items()},
+        args=tuple(substitute(a, secrets) for a in config.args),
+        env={k: substitute(v, secrets) for k, v in config.env.items()},
+        url=substitute(config.url, secrets) if config.url is not None else None,
+        headers={k: substitute(v, secrets) for k, v in config.headers.items()},
     )

@@ -15,14 +15,14 @@ import builtins
 import asyncpg
 import structlog
 
-from agentfleet.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp.config import SECRET_NAME
 from agentfleet.mcp.servers import CHANGES_CHANNEL, McpServerRepository
 from agentfleet.postgres.rows import from_row
 from agentfleet.secrets.project_secrets import ProjectSecretRepository
 from agentfleet.secrets.secrets_crypto import SecretsKeyMissing, SecretsKeyring
+from agentfleet.secrets.values import ProjectSecrets, resolve_secrets
 
-from .interpolate import ProjectSecrets
 from .models import SecretInfo
 from .validation import validate_server
 
@@ -57,6 +57,7 @@ class SecretStore:
         *,
         max_secrets_per_project: int | None = None,
     ) -> None:
+        self._pool = pool
         self._rows = ProjectSecretRepository(pool)
         self._keyring = keyring
         # Every connection and tool call of the project reads and redacts all its values:
@@ -104,25 +105,6 @@ class SecretStore:
         await self._rows.delete(project_id, name)
 
     async def resolve(self, project_id: str) -> ProjectSecrets:
-        """Every secret of the project with its value, for interpolation only.
-
-        A secret that does not decrypt (its key is gone, the row was altered or copied from
-        another project) is left out and named in ``undecryptable``, so a server using it
-        fails with that reason and the others still work.
-
-        Internal: the result must never be returned by an RPC, logged or put in a span.
-        """
-        values: dict[str, str] = {}
-        undecryptable: dict[str, str] = {}
-        for secret in await self._rows.stored(project_id):
-            if secret.sealed is None:
-                values[secret.name] = str(secret.value)  # written before encryption
-                continue
-            try:
-                if self._keyring is None:
-                    raise SecretsKeyMissing()
-                values[secret.name] = self._keyring.open(project_id, secret.name, secret.sealed)
-            except FailedPrecondition as exc:
-                undecryptable[secret.name] = exc.message
-                log.warning("secret_undecryptable", project_id=project_id, reason=exc.message)
-        return ProjectSecrets(values, undecryptable=undecryptable)
+        """Every secret of the project with its value, for interpolation only
+        (:func:`agentfleet.secrets.values.resolve_secrets`)."""
+        return await resolve_secrets(self._pool, self._keyring, project_id)
