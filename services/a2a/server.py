@@ -81,7 +81,7 @@ async def build(context: ServiceContext) -> ServiceParts:
     return ServiceParts(registrations=(), background=(serve_http,), on_stop=(close,))
 
 
-def bind_http(host: str, port: int) -> socket.socket:
+def bind_http(host: str, port: int, *, setting: str = "AGENTFLEET_A2A_HTTP_PORT") -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -91,8 +91,7 @@ def bind_http(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise PortInUse(
-            f"cannot listen on {host}:{port} ({exc.strerror}); set AGENTFLEET_A2A_HTTP_PORT"
-            " to use another port"
+            f"cannot listen on {host}:{port} ({exc.strerror}); set {setting} to use another port"
         ) from None
     sock.set_inheritable(True)
     return sock

@@ -1,0 +1,172 @@
+// A run's page: its live tree (GetRunTree, refreshed on every WatchRun event), the event
+// timeline as a waterfall, messages and tool calls with full content on demand, and the
+// cancel and resume buttons.
+import { api, el, flash, statusBadge, cost, when, seconds, pretty, short, table, debounce } from "./dom.js";
+
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+export async function runPage(main, runId) {
+  const header = el("section", { "aria-label": "Run" });
+  const tree = el("ul", { class: "tree", "data-testid": "tree" });
+  const timeline = el("ol", { class: "timeline", "data-testid": "timeline" });
+  const calls = el("tbody");
+  const messages = el("tbody");
+  const detail = el("section", { class: "detail", "aria-live": "polite", "data-testid": "detail" });
+  let started = null;
+  let source = null;
+
+  main.replaceChildren(
+    header,
+    el("h2", { text: "Run tree" }), tree,
+    el("h2", { text: "Tool calls" }),
+    table(["call", "tool", "status", "duration", "step", ""], [calls], { "data-testid": "calls" }),
+    el("h2", { text: "Messages" }),
+    table(["seq", "role", "agent", "preview", ""], [messages], { "data-testid": "messages" }),
+    detail,
+    el("h2", { text: "Event timeline" }), timeline,
+  );
+
+  async function refresh() {
+    let reply;
+    try {
+      reply = await api(`/api/runs/${encodeURIComponent(runId)}`);
+    } catch (exc) {
+      header.replaceChildren(el("h1", { text: "Run not found" }),
+        el("p", { class: "error", "data-testid": "error", text: exc.message }));
+      tree.replaceChildren();
+      if (source) source.close();
+      return false;
+    }
+    renderHeader(reply.run);
+    const [treeReply, callReply, messageReply] = await Promise.all([
+      api(`/api/runs/${encodeURIComponent(runId)}/tree`),
+      api(`/api/runs/${encodeURIComponent(runId)}/calls`),
+      api(`/api/runs/${encodeURIComponent(runId)}/messages`),
+    ]);
+    renderTree(treeReply);
+    calls.replaceChildren(...callReply.tool_calls.map(callRow));
+    messages.replaceChildren(...messageReply.messages.map(messageRow));
+    return true;
+  }
+
+  function renderHeader(run) {
+    const status = short(run.status);
+    const cancel = el("button", { type: "button", text: "Cancel run", disabled: TERMINAL.has(status) });
+    const resume = el("button", { type: "button", text: "Resume", disabled: status !== "paused" && status !== "failed" && status !== "cancelled" });
+    cancel.addEventListener("click", async () => {
+      try { await api(`/api/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST", body: {} }); await refresh(); }
+      catch (exc) { flash(exc.message); }
+    });
+    resume.addEventListener("click", async () => {
+      try {
+        await api(`/api/runs/${encodeURIComponent(runId)}/resume`, { method: "POST", body: { request_id: crypto.randomUUID() } });
+        watch();
+      } catch (exc) { flash(exc.message); }
+    });
+    const answer = run.output && Object.keys(run.output).length ? pretty(run.output) : run.summary;
+    header.replaceChildren(
+      el("h1", {}, `Run of ${run.agent_name} `, el("span", { "data-testid": "run-status" }, statusBadge(run.status))),
+      el("dl", { class: "facts" },
+        el("dt", { text: "run" }), el("dd", { text: run.id }),
+        el("dt", { text: "trace id" }), el("dd", { "data-testid": "trace-id", text: run.trace_id || "—" }),
+        el("dt", { text: "created" }), el("dd", { text: when(run.create_time) }),
+        el("dt", { text: "steps" }), el("dd", { text: run.total_steps }),
+        el("dt", { text: "tokens" }), el("dd", { text: `${run.tokens_in} in, ${run.tokens_out} out` }),
+        el("dt", { text: "cost" }), el("dd", { text: cost(run.cost_nanos) }),
+        run.parent_run_id && el("dt", { text: "parent" }),
+        run.parent_run_id && el("dd", {}, el("a", { href: `#/runs/${encodeURIComponent(run.parent_run_id)}`, text: run.parent_run_id }))),
+      el("h2", { text: "Input" }), el("pre", { class: "content", text: run.input }),
+      answer && el("h2", { text: "Answer" }),
+      answer && el("pre", { class: "content", "data-testid": "answer", text: answer }),
+      run.error_message && el("p", { class: "error", "data-testid": "run-error", text: run.error_message }),
+      el("div", { class: "actions" }, cancel, resume));
+  }
+
+  function renderTree(reply) {
+    const byParent = new Map();
+    for (const node of reply.nodes) {
+      const key = node.run_id === reply.root_run_id ? "" : node.parent_run_id;
+      if (!byParent.has(key)) byParent.set(key, []);
+      byParent.get(key).push(node);
+    }
+    const branch = (parent) => (byParent.get(parent) || []).map((node) => {
+      const waiting = node.waiting_for && node.waiting_for.message;
+      const children = branch(node.run_id);
+      return el("li", { "data-testid": "tree-node", dataset: { runId: node.run_id, status: short(node.status) } },
+        el("a", { href: `#/runs/${encodeURIComponent(node.run_id)}`, text: node.agent_name }), " ",
+        statusBadge(node.status),
+        el("span", { class: "muted", text: ` step ${node.step_count}/${node.total_steps} · ${Number(node.tokens_in) + Number(node.tokens_out)} tokens · ${cost(node.cost_nanos)} · ${seconds(node.duration).toFixed(1)} s` }),
+        waiting && el("span", { class: "waiting", text: ` waiting: ${waiting}` }),
+        node.summary_preview && el("div", { class: "preview", text: node.summary_preview }),
+        children.length ? el("ul", {}, children) : null);
+    });
+    tree.replaceChildren(...branch(""));
+  }
+
+  function callRow(call) {
+    const open = el("button", { type: "button", text: "Full content", "aria-label": `Full content of ${call.tool_name}` });
+    open.addEventListener("click", async () => {
+      try {
+        const reply = await api(`/api/runs/${encodeURIComponent(call.run_id)}/calls/${encodeURIComponent(call.tool_call_id)}`);
+        const full = reply.tool_call;
+        detail.replaceChildren(el("h2", { text: `Tool call ${full.tool_name} (${full.tool_call_id})` }),
+          el("h3", { text: "Input" }), el("pre", { class: "content", "data-testid": "call-input", text: pretty(full.input) }),
+          el("h3", { text: "Output" }), el("pre", { class: "content", "data-testid": "call-output", text: pretty(full.output) }),
+          full.error && el("p", { class: "error", text: full.error }));
+        detail.scrollIntoView();
+      } catch (exc) { flash(exc.message); }
+    });
+    return el("tr", { "data-testid": "call-row", dataset: { tool: call.tool_name } },
+      el("td", { text: call.tool_call_id }), el("td", { text: call.tool_name }),
+      el("td", {}, statusBadge(call.status)), el("td", { text: `${seconds(call.duration).toFixed(2)} s` }),
+      el("td", { text: call.step }), el("td", {}, open));
+  }
+
+  function messageRow(message) {
+    const open = el("button", { type: "button", text: "Full content" });
+    open.addEventListener("click", async () => {
+      try {
+        const reply = await api(`/api/runs/${encodeURIComponent(message.run_id)}/messages/${encodeURIComponent(message.id)}`);
+        detail.replaceChildren(el("h2", { text: `Message ${message.seq} (${short(message.role)})` }),
+          el("pre", { class: "content", "data-testid": "message-content", text: pretty(reply.message.content) }));
+        detail.scrollIntoView();
+      } catch (exc) { flash(exc.message); }
+    });
+    return el("tr", { "data-testid": "message-row" },
+      el("td", { text: message.seq }), el("td", { text: short(message.role) }),
+      el("td", { text: message.agent_name }),
+      el("td", { class: "preview", "data-testid": "message-preview", text: message.preview }), el("td", {}, open));
+  }
+
+  function addEvent(event) {
+    const at = new Date(event.create_time).getTime();
+    if (started === null || at < started) started = at;
+    const offset = Math.max(0, (at - started) / 1000);
+    const kind = short(event.type);
+    const payload = Object.keys(event).find((key) => !["run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id"].includes(key));
+    const text = payload ? JSON.stringify(event[payload]).slice(0, 300) : "";
+    const bar = el("span", { class: `bar k-${kind}` });
+    bar.style.marginLeft = `${Math.min(offset * 4, 60)}%`;
+    timeline.append(el("li", { "data-testid": "event", dataset: { type: kind } },
+      el("span", { class: "offset", text: `+${offset.toFixed(2)} s` }), bar,
+      el("span", { class: "kind", text: kind }), el("span", { class: "muted", text: ` ${event.agent_name} ` }),
+      el("span", { class: "preview", text })));
+  }
+
+  const reload = debounce(refresh, 200);
+
+  function watch() {
+    if (source) source.close();
+    timeline.replaceChildren();
+    started = null;
+    source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
+    source.addEventListener("message", (message) => { addEvent(JSON.parse(message.data)); reload(); });
+    source.addEventListener("end", () => { source.close(); refresh(); });
+    source.addEventListener("failed", (message) => { source.close(); flash(JSON.parse(message.data).message); });
+    // A lost stream is not reopened on its own (it would replay every event again).
+    source.addEventListener("error", () => { source.close(); });
+  }
+
+  if (await refresh()) watch();
+  return () => { if (source) source.close(); };
+}

@@ -1,0 +1,133 @@
+// Approvals, task graphs, the catalog and stats.
+import { api, el, flash, statusBadge, cost, when, seconds, pretty, short, table, debounce } from "./dom.js";
+import { drawDag, barChart } from "./graph.js";
+
+export async function approvalsPage(main) {
+  const list = el("div", { class: "approvals", "data-testid": "approvals" });
+  main.replaceChildren(el("h1", { text: "Approvals" }),
+    el("p", { text: "Tool calls waiting for a person. Deciding needs an admin token." }), list);
+  const shown = new Set();
+
+  async function load() {
+    let reply;
+    try { reply = await api("/api/approvals"); } catch (exc) { flash(exc.message); return; }
+    const keys = new Set(reply.waiting.map((w) => `${w.run.id}/${w.tool_call.tool_call_id}`));
+    // Cards being typed into stay; decided ones go.
+    for (const card of [...list.children]) if (!keys.has(card.dataset.key)) card.remove();
+    for (const { run, tool_call: call } of reply.waiting) {
+      const key = `${run.id}/${call.tool_call_id}`;
+      if (shown.has(key) && list.querySelector(`[data-key="${CSS.escape(key)}"]`)) continue;
+      shown.add(key);
+      list.append(approvalCard(run, call, key, load));
+    }
+    if (!reply.waiting.length) list.replaceChildren(el("p", { "data-testid": "empty", text: "nothing waits for approval" }));
+    else list.querySelector("[data-testid=empty]")?.remove();
+  }
+  await load();
+  const timer = setInterval(() => { if (!document.hidden) load(); }, 3000);
+  return () => clearInterval(timer);
+}
+
+function approvalCard(run, call, key, reload) {
+  const reasonId = `reason-${key.replace(/[^a-zA-Z0-9]/g, "-")}`;
+  const reason = el("input", { id: reasonId, name: "reason" });
+  const decide = (decision) => async () => {
+    try {
+      await api(`/api/runs/${encodeURIComponent(run.id)}/calls/${encodeURIComponent(call.tool_call_id)}/decision`,
+        { method: "POST", body: { decision, reason: reason.value, request_id: crypto.randomUUID() } });
+      flash(`${call.tool_name}: ${decision === "approve" ? "approved" : "rejected"}`);
+      await reload();
+    } catch (exc) { flash(exc.message); }
+  };
+  return el("article", { class: "card", "data-testid": "approval", dataset: { key, tool: call.tool_name } },
+    el("h2", {}, call.tool_name, " ", el("span", { class: "muted", text: `step ${call.step}, since ${when(call.create_time)}` })),
+    el("p", {}, "run ", el("a", { href: `#/runs/${encodeURIComponent(run.id)}`, text: run.id }), ` of ${run.agent_name}`),
+    el("pre", { class: "content", "data-testid": "arguments", text: pretty(call.input) }),
+    el("label", { for: reasonId, text: "Reason (the model reads it; needed to reject)" }), reason,
+    el("div", { class: "actions" },
+      el("button", { type: "button", text: "Approve", on: { click: decide("approve") } }),
+      el("button", { type: "button", class: "danger", text: "Reject", on: { click: decide("reject") } })));
+}
+
+export async function graphsPage(main) {
+  const reply = await api("/api/graphs");
+  main.replaceChildren(el("h1", { text: "Task graphs" }),
+    el("p", { text: "Create one with agentfleet dag create FILE." }),
+    table(["graph", "title", "status", "tasks", "created"], reply.task_graphs.map((graph) =>
+      el("tr", { "data-testid": "graph-row" },
+        el("td", {}, el("a", { href: `#/graphs/${encodeURIComponent(graph.id)}`, text: graph.id.slice(0, 8) })),
+        el("td", { text: graph.title }), el("td", {}, statusBadge(graph.status)),
+        el("td", { text: Object.entries(graph.counts || {}).filter(([, n]) => Number(n)).map(([k, n]) => `${k} ${n}`).join(", ") }),
+        el("td", { text: when(graph.create_time) })))));
+}
+
+export async function graphPage(main, graphId) {
+  const heading = el("h1");
+  const picture = el("div", { class: "dag", "data-testid": "dag" });
+  const detail = el("section", { class: "detail", "aria-live": "polite" });
+  main.replaceChildren(heading, picture, detail);
+  let source = null;
+
+  async function load() {
+    const { task_graph: graph } = await api(`/api/graphs/${encodeURIComponent(graphId)}`);
+    heading.replaceChildren(`Task graph ${graph.title || graph.id} `, el("span", { "data-testid": "graph-status" }, statusBadge(graph.status)));
+    picture.replaceChildren(drawDag(graph.tasks, graph.edges, (task) => {
+      detail.replaceChildren(el("h2", { text: task.spec.title || task.spec.key }),
+        el("p", {}, statusBadge(task.status), ` attempts ${task.attempts}`),
+        task.last_run_id && el("p", {}, "last run ", el("a", { href: `#/runs/${encodeURIComponent(task.last_run_id)}`, text: task.last_run_id })),
+        task.summary && el("pre", { class: "content", text: task.summary }),
+        task.error_message && el("p", { class: "error", text: task.error_message }));
+    }));
+    return graph;
+  }
+  try { await load(); } catch (exc) {
+    heading.textContent = "Task graph not found";
+    picture.replaceChildren(el("p", { class: "error", "data-testid": "error", text: exc.message }));
+    return () => {};
+  }
+  const reload = debounce(() => load().catch((exc) => flash(exc.message)), 200);
+  source = new EventSource(`/api/graphs/${encodeURIComponent(graphId)}/events`);
+  source.addEventListener("message", reload);
+  source.addEventListener("end", () => { source.close(); reload(); });
+  source.addEventListener("failed", (m) => { source.close(); flash(JSON.parse(m.data).message); });
+  source.addEventListener("error", () => source.close());
+  return () => source.close();
+}
+
+export async function catalogPage(main) {
+  const reply = await api("/api/catalog");
+  const section = (title, part, key, headers, row) => {
+    const data = reply[part];
+    if (data.error) return [el("h2", { text: title }), el("p", { class: "muted", text: `${data.error.code}: ${data.error.message}` })];
+    return [el("h2", { text: title }), table(headers, (data[key] || []).map(row), { "data-testid": part })];
+  };
+  const unavailable = (reply.tools.unavailable_servers || []);
+  main.replaceChildren(el("h1", { text: "Agents and tools" }),
+    ...section("Agents", "agents", "agent_definitions", ["name", "visibility", "model", "tools", "description"], (a) =>
+      el("tr", {}, el("td", { text: a.name }), el("td", { text: short(a.visibility) }),
+        el("td", { text: a.model?.name || "" }), el("td", { text: (a.tools || []).join(", ") }), el("td", { text: a.description }))),
+    ...section("Products", "products", "products", ["name", "version", "agents"], (p) =>
+      el("tr", {}, el("td", { text: p.name }), el("td", { text: p.version || "" }), el("td", { text: (p.agent_names || []).join(", ") }))),
+    ...section("Tools", "tools", "tools", ["name", "source", "description"], (t) =>
+      el("tr", {}, el("td", { text: t.name }), el("td", { text: t.source?.mcp_server || short(t.source?.kind) || "" }), el("td", { text: t.description }))),
+    unavailable.length ? el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.reason || u.message || ""})`).join(", ")}` }) : null,
+    ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command"], (s) =>
+      el("tr", {}, el("td", { text: s.name }), el("td", { text: short(s.transport) }), el("td", { text: s.url || [s.command, ...(s.args || [])].join(" ") }))),
+    ...section("Secrets (names only)", "secrets", "secrets", ["name", "updated"], (s) =>
+      el("tr", {}, el("td", { text: s.name }), el("td", { text: when(s.update_time) }))));
+}
+
+export async function statsPage(main) {
+  const reply = await api("/api/stats?days=7");
+  const stats = reply.stats || [];
+  const rows = stats.map((s) => ({ label: s.agent_name, values: [Number(s.completed), Number(s.failed)] }));
+  main.replaceChildren(el("h1", { text: "Stats, last 7 days" }),
+    el("h2", { text: "Runs per agent (completed, failed)" }), barChart(rows, ["completed", "failed"]),
+    el("h2", { text: "Tokens per agent" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.tokens_in) + Number(s.tokens_out)] })), ["tokens"]),
+    el("h2", { text: "Cost per agent (USD)" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.cost_nanos) / 1e9] })), ["cost"]),
+    table(["agent", "runs", "failed", "success", "p50", "p95", "mean steps", "cost"], stats.map((s) =>
+      el("tr", {}, el("td", { text: s.agent_name }), el("td", { text: s.total_runs }), el("td", { text: s.failed }),
+        el("td", { text: `${(100 * s.success_rate).toFixed(0)} %` }), el("td", { text: `${seconds(s.p50_duration).toFixed(1)} s` }),
+        el("td", { text: `${seconds(s.p95_duration).toFixed(1)} s` }), el("td", { text: Number(s.mean_steps).toFixed(1) }),
+        el("td", { text: cost(s.cost_nanos) }))), { "data-testid": "stats" }));
+}
