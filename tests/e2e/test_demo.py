@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ async def test_the_research_demo_reports_and_writes_the_graph(
             "AGENTFLEET_DATA_DIR": str(tmp_path),
             **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("EXECUTOR", "TOOLPOOL")},
             **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("DISPATCHER", "HISTORY")},
-            **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("A2A", "A2A_HTTP")},
+            **{f"AGENTFLEET_{n}_PORT": str(free_port()) for n in ("A2A", "A2A_HTTP", "CONSOLE")},
         }
     )
     process = await start_agentfleet("up", "--demo", "--exit-when-ready", env=env)
@@ -42,6 +43,13 @@ async def test_the_research_demo_reports_and_writes_the_graph(
     # The pasted commands find grpcurl in a new shell: the venv's bin goes on PATH first.
     assert f'export PATH={Path(sys.executable).parent}:"$PATH"' in output
     assert output.rstrip().endswith("stopped")
+    # The console's sign-in link for the demo project (issue 34): the token in the fragment.
+    link = re.search(r"sign in to the demo project: (http://\S+)", output)
+    assert link is not None, output
+    assert re.fullmatch(
+        rf"http://127\.0\.0\.1:{env['AGENTFLEET_CONSOLE_PORT']}/#/signin\?project=demo&token=\S+",
+        link.group(1),
+    )
 
     root = await db_pool.fetchrow(
         "SELECT * FROM kb.agent_runs WHERE project_id = 'demo' AND parent_run_id IS NULL"

@@ -58,6 +58,7 @@ async def test_an_agent_without_a_stub_script_completes_on_up(
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env.update({"DATABASE_URL": database_url, "AGENTFLEET_DATA_DIR": str(tmp_path)})
     env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
+    env["AGENTFLEET_CONSOLE_PORT"] = str(free_port())
     up = await start_agentfleet("up", env=env)
     try:
         output = OutputLines(up.stdout)  # type: ignore[arg-type]

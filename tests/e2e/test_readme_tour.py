@@ -40,6 +40,7 @@ async def test_the_readme_tour_works_as_written(database_url: str, tmp_path: Pat
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path)
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
+    env["AGENTFLEET_CONSOLE_PORT"] = str(free_port())
     stack = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -35,6 +36,7 @@ def _up_environment(tmp_path: Path, ports: dict[str, int], **extra: str) -> dict
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
     env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
+    env["AGENTFLEET_CONSOLE_PORT"] = str(free_port())
     return {**env, **extra}
 
 
@@ -53,7 +55,9 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
     ports = {name: free_port() for name in SERVICES}
     # tmp_path's folders are private (0700): up must not open them, even as root.
     modes_before = {folder: folder.stat().st_mode for folder in [tmp_path, *tmp_path.parents]}
-    process = await start_agentfleet("up", env=_up_environment(tmp_path, ports))
+    console_port = free_port()
+    env = _up_environment(tmp_path, ports, AGENTFLEET_CONSOLE_PORT=str(console_port))
+    process = await start_agentfleet("up", env=env)
     try:
         output = OutputLines(process.stdout)  # type: ignore[arg-type]
         await output.until(r"^\s*ready\s*$", timeout_s=180)
@@ -62,6 +66,12 @@ async def test_up_serves_all_four_services_on_embedded_postgres(
         assert "offline stub Gemini server" in banner
         for port in ports.values():
             assert f"127.0.0.1:{port}" in banner
+        # The console too (issue 34), on its HTTP port, with its CSP.
+        assert f"http://127.0.0.1:{console_port}/" in banner
+        async with httpx.AsyncClient() as http:
+            page = await http.get(f"http://127.0.0.1:{console_port}/")
+        assert page.status_code == 200
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
 
         for name, port in ports.items():
             code, out, err = await _run(grpcurl, "-plaintext", f"127.0.0.1:{port}", "list")

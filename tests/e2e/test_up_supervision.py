@@ -53,6 +53,7 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
     env.update({f"AGENTFLEET_{n.upper()}_PORT": str(p) for n, p in ports.items()})
     env["AGENTFLEET_DATA_DIR"] = str(tmp_path / "data")
     env["AGENTFLEET_A2A_HTTP_PORT"] = str(free_port())
+    env["AGENTFLEET_CONSOLE_PORT"] = str(free_port())
     env.pop("GOOGLE_API_KEY", None)
     env["COLUMNS"] = "200"  # the ready table on one line per service
     process = await start_agentfleet("up", env=env, merge_stderr=True)

@@ -94,10 +94,12 @@ export function pretty(value) {
   return JSON.stringify(value ?? null, null, 2);
 }
 
+// rows: an array of <tr>, or one <tbody> the caller keeps to refill.
 export function table(headers, rows, attrs = {}) {
+  const body = rows.length === 1 && rows[0].tagName === "TBODY" ? rows[0] : el("tbody", {}, rows);
   return el("table", attrs,
     el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col", text: h })))),
-    el("tbody", {}, rows));
+    body);
 }
 
 // A debounced refresher: many events in a burst cost one reload.

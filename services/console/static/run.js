@@ -12,8 +12,8 @@ export async function runPage(main, runId) {
   const calls = el("tbody");
   const messages = el("tbody");
   const detail = el("section", { class: "detail", "aria-live": "polite", "data-testid": "detail" });
-  let started = null;
   let source = null;
+  let treeLive = false;
 
   main.replaceChildren(
     header,
@@ -44,6 +44,7 @@ export async function runPage(main, runId) {
       api(`/api/runs/${encodeURIComponent(runId)}/messages`),
     ]);
     renderTree(treeReply);
+    treeLive = treeReply.nodes.some((node) => !TERMINAL.has(short(node.status)));
     calls.replaceChildren(...callReply.tool_calls.map(callRow));
     messages.replaceChildren(...messageReply.messages.map(messageRow));
     return true;
@@ -138,19 +139,39 @@ export async function runPage(main, runId) {
       el("td", { class: "preview", "data-testid": "message-preview", text: message.preview }), el("td", {}, open));
   }
 
+  // The waterfall: each event's bar starts at its time in the run's span and lasts until the
+  // next event, a tool request until its response (so a slow tool is a long bar).
+  const events = [];
   function addEvent(event) {
     const at = new Date(event.create_time).getTime();
-    if (started === null || at < started) started = at;
-    const offset = Math.max(0, (at - started) / 1000);
     const kind = short(event.type);
     const payload = Object.keys(event).find((key) => !["run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id"].includes(key));
-    const text = payload ? JSON.stringify(event[payload]).slice(0, 300) : "";
+    const body = payload ? event[payload] : {};
     const bar = el("span", { class: `bar k-${kind}` });
-    bar.style.marginLeft = `${Math.min(offset * 4, 60)}%`;
-    timeline.append(el("li", { "data-testid": "event", dataset: { type: kind } },
-      el("span", { class: "offset", text: `+${offset.toFixed(2)} s` }), bar,
+    const offset = el("span", { class: "offset" });
+    const row = el("li", { "data-testid": "event", dataset: { type: kind } },
+      offset, el("span", { class: "track" }, bar),
       el("span", { class: "kind", text: kind }), el("span", { class: "muted", text: ` ${event.agent_name} ` }),
-      el("span", { class: "preview", text })));
+      el("span", { class: "preview", text: JSON.stringify(body).slice(0, 300) }));
+    events.push({ at, kind, callId: body.tool_call_id, bar, offset });
+    timeline.append(row);
+    layout();
+  }
+
+  function layout() {
+    const first = events[0].at;
+    const span = Math.max(1, events[events.length - 1].at - first);
+    events.forEach((item, i) => {
+      let end = i + 1 < events.length ? events[i + 1].at : item.at;
+      if (item.kind === "tool_request") {
+        const response = events.find((other) => other.kind === "tool_response" && other.callId === item.callId);
+        end = response ? response.at : events[events.length - 1].at;
+      }
+      item.offset.textContent = `+${((item.at - first) / 1000).toFixed(2)} s`;
+      item.bar.style.marginLeft = `${(100 * (item.at - first)) / span}%`;
+      item.bar.style.width = `${Math.max(0.8, (100 * (end - item.at)) / span)}%`;
+      item.bar.title = `${((end - item.at) / 1000).toFixed(2)} s`;
+    });
   }
 
   const reload = debounce(refresh, 200);
@@ -158,7 +179,7 @@ export async function runPage(main, runId) {
   function watch() {
     if (source) source.close();
     timeline.replaceChildren();
-    started = null;
+    events.length = 0;
     source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
     source.addEventListener("message", (message) => { addEvent(JSON.parse(message.data)); reload(); });
     source.addEventListener("end", () => { source.close(); refresh(); });
@@ -168,5 +189,8 @@ export async function runPage(main, runId) {
   }
 
   if (await refresh()) watch();
-  return () => { if (source) source.close(); };
+  // WatchRun streams this run's events, not its children's: while any run of the tree is
+  // unfinished the tree is read again every 2 s, so children's steps show as they happen.
+  const timer = setInterval(() => { if (treeLive && !document.hidden) reload(); }, 2000);
+  return () => { clearInterval(timer); if (source) source.close(); };
 }

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
+from agentfleet.cli.up_console import print_console, spawn_console, wait_console
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.errors import Unavailable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist
@@ -144,10 +145,14 @@ async def run_up(
         await _wait_healthy(
             children, tls=client_tls(settings), timeout_s=startup_timeout_s, stop=stop
         )
+        # The console last: it only calls the others (over gRPC, as whoever signs in).
+        children.append(await _spawn_console(settings, log_dir))
+        await wait_console(children[-1], timeout_s=startup_timeout_s, stop=stop)
+        if demo and settings.auth_enabled:
+            demo_token = await _create_token(database_url, project_id="demo", role="admin")
+        print_console(children[-1], demo=demo, token=demo_token.token if demo_token else None)
         _print_ready(children, log_dir)
         if demo:
-            if settings.auth_enabled:
-                demo_token = await _create_token(database_url, project_id="demo", role="admin")
             code = await _until_stopped(
                 _demo(children, database_url, demo_token.token if demo_token else None, stub),
                 stop,
@@ -159,6 +164,8 @@ async def run_up(
         if not exit_when_ready:
 
             async def respawn(name: str) -> asyncio.subprocess.Process:
+                if name == "console":
+                    return (await _spawn_console(settings, log_dir)).process
                 environment = _with_token(overrides, service_tokens, name)
                 return (await _spawn(name, settings, environment, log_dir)).process
 
@@ -231,6 +238,11 @@ async def _spawn(
         process=process,
         log_path=log_path,
     )
+
+
+async def _spawn_console(settings: Settings, log_dir: Path) -> ServiceProcess:
+    process, url, log_path = await spawn_console(settings, log_dir)
+    return ServiceProcess(name="console", address=url, process=process, log_path=log_path)
 
 
 async def _wait_healthy(

@@ -1,0 +1,302 @@
+"""The console in a real headless Chromium (issue 34): Playwright drives the distribution's
+chromium (/usr/bin/chromium, installed by the fixture when missing and this runs as root)
+against a console process in front of real services, on the stub model. The screenshots of
+README's "Console" section are taken here, into docs/console/."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from agentfleet.gemini_stub import Call, Reply, Script
+from agentfleet.rpc.clients import open_channel
+from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet
+from agentfleet.testing.database import DatabaseFactory
+from agentfleet.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
+
+SHOTS = Path(__file__).parents[2] / "docs" / "console"
+LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    found = chromium_path()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fleet(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ConsoleFleet]:
+    async with console_fleet(database_factory, tmp_path_factory.mktemp("console-ui")) as f:
+        yield f
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def browser(chromium: Path) -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+        launched = await playwright.chromium.launch(
+            executable_path=str(chromium), headless=True, args=["--no-sandbox"]
+        )
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = await context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Any dialog (alert from injected script) fails the test that caused it.
+    opened.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
+    yield opened
+    await context.close()
+    assert not errors, errors
+
+
+async def sign_in(page: Page, fleet: ConsoleFleet, project_id: str, token: str) -> None:
+    await page.goto(fleet.url)
+    await page.get_by_label("Project").fill(project_id)
+    await page.get_by_label("Token").fill(token)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#who")).to_have_text(f"project {project_id}")
+
+
+async def start_run(page: Page, agent: str, text: str) -> str:
+    await page.get_by_role("link", name="Start a run").click()
+    await page.get_by_label("Agent").fill(agent)
+    await page.get_by_label("Input").fill(text)
+    await page.get_by_role("button", name="Start").click()
+    await expect(page).to_have_url(re.compile(r"#/runs/[0-9a-f-]{36}$"))
+    return page.url.rsplit("/", 1)[1]
+
+
+def status_of(page: Page) -> object:
+    return page.get_by_test_id("run-status")
+
+
+async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
+    fleet: ConsoleFleet, page: Page
+) -> None:
+    project_id, token = await fleet.project("ui-tour")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(
+            name=f"lead{marker}",
+            match_system=f"lead {marker}",
+            replies=[
+                Reply(
+                    calls=[
+                        Call(
+                            "spawn_agents",
+                            {"tasks": [{"agent_name": "scribe", "prompt": "Write the note"}]},
+                        )
+                    ]
+                ),
+                Reply(text="The scribe wrote the note."),
+            ],
+        )
+    )
+    fleet.stub.add_script(
+        Script(
+            name=f"scribe{marker}",
+            match_system=f"scribe {marker}",
+            replies=[
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=1.0),
+                Reply(text="Note n1 written.", delay_s=0.5),
+            ],
+        )
+    )
+    await fleet.define(
+        project_id, token, "lead", system_prompt=f"lead {marker}", tools=("spawn_agents",)
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "scribe",
+        system_prompt=f"scribe {marker}",
+        tools=("create_entity",),
+        visibility=common_pb2.VISIBILITY_PROJECT,
+    )
+    await sign_in(page, fleet, project_id, token)
+    await page.screenshot(path=SHOTS / "runs.png")
+    run_id = await start_run(page, "lead", "Have the note written.")
+
+    tree = page.get_by_test_id("tree-node")
+    # The child appears in the tree while the lead waits for it: the tree grows live.
+    await expect(tree).to_have_count(2, timeout=LIVE_S)
+    await expect(tree.first).to_have_attribute("data-status", "completed", timeout=LIVE_S)
+    await expect(tree.nth(1)).to_have_attribute("data-status", "completed")
+    await expect(page.get_by_test_id("answer")).to_have_text("The scribe wrote the note.")
+    await expect(page.get_by_test_id("event").first).to_be_visible()
+    await page.screenshot(path=SHOTS / "run-tree.png", full_page=True)
+
+    # The child's create_entity call, in full.
+    await tree.nth(1).get_by_role("link", name="scribe").click()
+    await expect(page).not_to_have_url(re.compile(run_id))
+    row = page.locator("[data-testid=call-row][data-tool=create_entity]")
+    await row.get_by_role("button", name="Full content of create_entity").click()
+    await expect(page.get_by_test_id("call-input")).to_contain_text('"key": "n1"')
+    await expect(page.get_by_test_id("call-output")).not_to_have_text("null")
+    await page.screenshot(path=SHOTS / "tool-call.png", full_page=True)
+
+    # The runs list shows the run; sign out ends the session on the server.
+    await page.get_by_role("link", name="Runs").click()
+    await expect(page.locator(f"[data-run-id='{run_id}']")).to_be_visible()
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    reply = await page.request.get(f"{fleet.url}/api/runs")
+    assert reply.status == 401
+    await page.goto(f"{fleet.url}/#/runs/{run_id}")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+async def test_approve_a_waiting_call_from_the_inbox(fleet: ConsoleFleet, page: Page) -> None:
+    project_id, token = await fleet.project("ui-approve")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "careful-1"})]),
+                Reply(text="Created after approval."),
+            ],
+        )
+    )
+    await fleet.define(
+        project_id,
+        token,
+        "careful",
+        system_prompt=f"careful {marker}",
+        tools=("create_entity",),
+        config={"approvals": {"rules": [{"tools": ["create_entity"], "deadline_s": 3600}]}},
+    )
+    await sign_in(page, fleet, project_id, token)
+    run_id = await start_run(page, "careful", "Create the note, carefully.")
+    await expect(page.get_by_test_id("tree-node").first).to_have_attribute(
+        "data-status", "waiting", timeout=LIVE_S
+    )
+    await page.get_by_role("link", name="Approvals").click()
+    card = page.locator("[data-testid=approval][data-tool=create_entity]")
+    await expect(card).to_be_visible(timeout=LIVE_S)
+    await expect(card.get_by_test_id("arguments")).to_contain_text("careful-1")
+    await card.get_by_label(re.compile("Reason")).fill("looks right")
+    await page.screenshot(path=SHOTS / "approvals.png", full_page=True)
+    await card.get_by_role("button", name="Approve").click()
+    await expect(page.locator("#flash")).to_have_text("create_entity: approved")
+    await page.goto(f"{fleet.url}/#/runs/{run_id}")
+    await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
+    await expect(page.get_by_test_id("answer")).to_have_text("Created after approval.")
+
+
+async def test_cancel_a_running_run(fleet: ConsoleFleet, page: Page) -> None:
+    project_id, token = await fleet.project("ui-cancel")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(hang=True)]))
+    await fleet.define(project_id, token, "sleeper", system_prompt=f"sleeper {marker}")
+    await sign_in(page, fleet, project_id, token)
+    await start_run(page, "sleeper", "Think forever.")
+    await expect(status_of(page)).to_have_text("running", timeout=LIVE_S)
+    await page.get_by_role("button", name="Cancel run").click()
+    await expect(status_of(page)).to_have_text("cancelled", timeout=LIVE_S)
+    await expect(page.get_by_role("button", name="Cancel run")).to_be_disabled()
+
+
+async def test_a_member_cannot_open_another_projects_run_by_url(
+    fleet: ConsoleFleet, page: Page
+) -> None:
+    owner, owner_token = await fleet.project("ui-owner")
+    marker = f"[{owner}]"
+    fleet.stub.add_script(
+        Script(name=marker, match_system=marker, replies=[Reply(text="owner-only answer")])
+    )
+    await fleet.define(owner, owner_token, "helper", system_prompt=f"helper {marker}")
+    await sign_in(page, fleet, owner, owner_token)
+    run_id = await start_run(page, "helper", "hello")
+    await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
+    await page.get_by_role("button", name="Sign out").click()
+
+    intruder, _ = await fleet.project("ui-intruder")
+    await sign_in(page, fleet, intruder, await fleet.token(intruder, role="member"))
+    await page.goto(f"{fleet.url}/#/runs/{run_id}")
+    await expect(page.get_by_role("heading", name="Run not found")).to_be_visible()
+    await expect(page.get_by_test_id("error")).to_contain_text("NOT_FOUND")
+    assert "owner-only answer" not in await page.content()
+
+
+HOSTILE = (
+    '<script>window.__pwned = "script"; alert(1)</script>'
+    "<img src=x onerror=\"window.__pwned = 'img'; alert(2)\">"
+)
+
+
+async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
+    fleet: ConsoleFleet, page: Page
+) -> None:
+    project_id, token = await fleet.project("ui-xss")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text=HOSTILE)]))
+    await fleet.define(project_id, token, "mallory", system_prompt=f"mallory {marker}")
+    await sign_in(page, fleet, project_id, token)
+    await start_run(page, "mallory", HOSTILE)  # a hostile input too
+    await expect(page.get_by_test_id("answer")).to_have_text(HOSTILE, timeout=LIVE_S)
+    # The messages list shows the preview of the same text; open it in full as well.
+    await page.get_by_test_id("message-row").last.get_by_role("button").click()
+    await expect(page.get_by_test_id("message-content")).to_contain_text("<img src=x onerror")
+    assert await page.evaluate("window.__pwned") is None
+    assert await page.locator("main img").count() == 0
+    assert await page.locator("main script").count() == 0
+    await page.get_by_role("link", name="Runs").click()
+    await expect(page.get_by_test_id("run-row").first).to_be_visible()
+    assert await page.evaluate("window.__pwned") is None
+    await page.screenshot(path=SHOTS / "hostile-answer.png")
+
+
+async def test_watch_a_task_graph_complete(fleet: ConsoleFleet, page: Page) -> None:
+    project_id, token = await fleet.project("ui-dag")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(name=marker, match_system=marker, policy=lambda _: Reply(text="ok", delay_s=0.5))
+    )
+    await fleet.define(project_id, token, "worker", system_prompt=f"worker {marker}")
+    tasks = [
+        dispatcher_pb2.TaskSpec(key=k, title=t, assigned_agent="worker", max_retries=0)
+        for k, t in (
+            ("plan", "Plan"),
+            ("left", "Research A"),
+            ("right", "Research B"),
+            ("join", "Write up"),
+        )
+    ]
+    edges = [
+        dispatcher_pb2.TaskEdge(blocker_key=a, blocked_key=b)
+        for a, b in (("plan", "left"), ("plan", "right"), ("left", "join"), ("right", "join"))
+    ]
+    async with open_channel(fleet.stack.addresses["dispatcher"], token=token) as channel:
+        created = await dispatcher_pb2_grpc.DispatcherServiceStub(channel).CreateTaskGraph(
+            dispatcher_pb2.CreateTaskGraphRequest(
+                project_id=project_id, title="four tasks", tasks=tasks, edges=edges
+            )
+        )
+    await sign_in(page, fleet, project_id, token)
+    await page.get_by_role("link", name="Task graphs").click()
+    await page.get_by_test_id("graph-row").get_by_role("link").click()
+    nodes = page.get_by_test_id("task-node")
+    await expect(nodes).to_have_count(4)
+    await expect(page.get_by_test_id("graph-status")).to_have_text("completed", timeout=LIVE_S)
+    for key in ("plan", "left", "right", "join"):
+        await expect(page.locator(f"[data-key={key}]")).to_have_attribute(
+            "data-status", "completed"
+        )
+    await page.screenshot(path=SHOTS / "task-graph.png", full_page=True)
+    assert created.task_graph.id in page.url
