@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from agentfleet.config import SERVICE_NAMES
 
 USAGE = (
-    "usage: IMAGE {executor|toolpool|dispatcher|history|migrate|cli} [ARGS...]\n"
-    "  executor|toolpool|dispatcher|history  run that service\n"
+    "usage: IMAGE {executor|toolpool|dispatcher|history|a2a|console|migrate|cli} [ARGS...]\n"
+    "  executor|toolpool|dispatcher|history|a2a  run that service\n"
+    "  console                               run the web console (port 8080)\n"
     "  migrate [up|down|status]              apply or roll back database migrations\n"
     "  cli COMMAND ...                       any agentfleet command (cli may be left out)"
 )
@@ -28,7 +29,7 @@ def plan(argv: Sequence[str]) -> list[str]:
     if not argv or argv[0] in ("-h", "--help", "help"):
         return [python, "-c", f"print({USAGE!r})"]
     first, rest = argv[0], list(argv[1:])
-    if first in SERVICE_NAMES:
+    if first in SERVICE_NAMES or first == "console":
         return [python, "-m", f"services.{first}", *rest]
     if first == "cli":
         return [python, "-m", "agentfleet.cli.main", *rest]

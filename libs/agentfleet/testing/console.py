@@ -97,7 +97,10 @@ async def console_fleet(
     stack = await start_process_stack(
         database_url=database_url,
         log_dir=log_dir,
-        environ={"AGENTFLEET_GEMINI_BASE_URL": stub.base_url or ""},
+        environ={
+            "AGENTFLEET_GEMINI_BASE_URL": stub.base_url or "",
+            "AGENTFLEET_SHUTDOWN_GRACE_S": "3",
+        },
         names=NAMES,
         service_tokens=await create_service_tokens(pool, label="console-e2e"),
     )
@@ -122,7 +125,7 @@ async def console_fleet(
         yield ConsoleFleet(stack=stack, stub=stub, pool=pool, url=url, console=console)
     finally:
         console_code = (await stop_processes({"console": console}, grace_s=10.0))["console"]
-        codes = await stack.stop(grace_s=5.0)
+        codes = await stack.stop(grace_s=15.0)
         await stub.stop()
         await pool.close()
         await database_factory.drop_database(database_url)
