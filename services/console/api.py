@@ -4,6 +4,7 @@ token and project, answered as proto3 JSON (:func:`services.console.backend.to_j
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from google.protobuf.duration_pb2 import Duration
 from starlette.requests import Request
@@ -12,20 +13,21 @@ from starlette.routing import Route
 
 from agentfleet.v1 import (
     common_pb2,
-    dispatcher_pb2,
     executor_pb2,
     history_pb2,
     registry_pb2,
     toolpool_pb2,
 )
 from services.console import params
+from services.console.api_graphs import graph_routes
 from services.console.app import BadRequest, Console, authed, read_json, text_field
 from services.console.backend import CallFailed, to_json
 from services.console.sessions import Session
-from services.console.streams import graph_events, run_events
+from services.console.streams import run_events
 
 MAX_INPUT_CHARS = 100_000
 MAX_REASON_CHARS = 2_000
+MAX_STATS_DAYS = 14
 APPROVAL_RUNS = 100
 """Waiting runs the inbox reads at once (each costs a call): bounded, the oldest first."""
 
@@ -242,30 +244,6 @@ async def decide(request: Request, console: Console, session: Session) -> Respon
     return JSONResponse(to_json(reply))
 
 
-async def list_graphs(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
-        console.backend.dispatcher.ListTaskGraphs,
-        dispatcher_pb2.ListTaskGraphsRequest(
-            project_id=session.project_id,
-            page_size=params.page_size(request),
-            page_token=params.text(request, "page_token", 1000),
-        ),
-        session.token,
-    )
-    return JSONResponse(to_json(reply))
-
-
-async def get_graph(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
-        console.backend.dispatcher.GetTaskGraph,
-        dispatcher_pb2.GetTaskGraphRequest(
-            project_id=session.project_id, task_graph_id=params.path_id(request, "graph_id")
-        ),
-        session.token,
-    )
-    return JSONResponse(to_json(reply))
-
-
 async def catalog(request: Request, console: Console, session: Session) -> Response:
     """Agents, products, tools, MCP servers and secrets (names only: ListSecrets returns no
     values) on one page; a list the token may not read says so in its place."""
@@ -293,18 +271,30 @@ async def catalog(request: Request, console: Console, session: Session) -> Respo
 
 
 async def stats(request: Request, console: Console, session: Session) -> Response:
+    """Per agent over the window, and per day (one GetAgentStats of one day each: the RPC
+    has no series), at most :data:`MAX_STATS_DAYS` days."""
     raw = request.query_params.get("days", "7")
-    if not raw.isdigit() or not 1 <= int(raw) <= 90:
-        raise BadRequest("days", "must be an integer from 1 to 90")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_STATS_DAYS:
+        raise BadRequest("days", f"must be an integer from 1 to {MAX_STATS_DAYS}")
     days = int(raw)
-    reply = await console.backend.call(
-        console.backend.history.GetAgentStats,
-        history_pb2.GetAgentStatsRequest(
-            project_id=session.project_id, window=Duration(seconds=days * 86400)
-        ),
-        session.token,
-    )
-    return JSONResponse(to_json(reply))
+    backend = console.backend
+    tomorrow = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    tomorrow += timedelta(days=1)
+
+    async def window(end: datetime, length_days: int) -> list[dict[str, object]]:
+        query = history_pb2.GetAgentStatsRequest(
+            project_id=session.project_id, window=Duration(seconds=length_days * 86400)
+        )
+        query.end_time.FromDatetime(end)
+        reply = await backend.call(backend.history.GetAgentStats, query, session.token)
+        return to_json(reply)["stats"]
+
+    per_day = []
+    for back in range(days - 1, -1, -1):
+        end = tomorrow - timedelta(days=back)
+        day = (end - timedelta(days=1)).date().isoformat()
+        per_day.append({"day": day, "stats": await window(end, 1)})
+    return JSONResponse({"stats": await window(tomorrow, days), "days": per_day})
 
 
 def api_routes() -> list[Route]:
@@ -322,9 +312,7 @@ def api_routes() -> list[Route]:
         Route("/api/runs/{run_id}/cancel", authed(cancel_run), methods=["POST"]),
         Route("/api/runs/{run_id}/resume", authed(resume_run), methods=["POST"]),
         Route("/api/approvals", authed(approvals), methods=["GET"]),
-        Route("/api/graphs", authed(list_graphs), methods=["GET"]),
-        Route("/api/graphs/{graph_id}", authed(get_graph), methods=["GET"]),
-        Route("/api/graphs/{graph_id}/events", authed(graph_events), methods=["GET"]),
+        *graph_routes(),
         Route("/api/catalog", authed(catalog), methods=["GET"]),
         Route("/api/stats", authed(stats), methods=["GET"]),
     ]

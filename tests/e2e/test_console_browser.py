@@ -14,10 +14,9 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentfleet.gemini_stub import Call, Reply, Script
-from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
+from agentfleet.v1 import common_pb2
 
 SHOTS = Path(__file__).parents[2] / "docs" / "console"
 LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
@@ -256,47 +255,89 @@ async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
     assert await page.evaluate("window.__pwned") is None
     assert await page.locator("main img").count() == 0
     assert await page.locator("main script").count() == 0
-    await page.get_by_role("link", name="Runs").click()
-    await expect(page.get_by_test_id("run-row").first).to_be_visible()
-    assert await page.evaluate("window.__pwned") is None
     await page.screenshot(path=SHOTS / "hostile-answer.png")
+    # The runs list shows the hostile input's preview, as text too.
+    await page.get_by_role("link", name="Runs").click()
+    await expect(page.get_by_test_id("run-row").first).to_contain_text("<script>window.__pwned")
+    assert await page.locator("main img").count() == 0
+    assert await page.evaluate("window.__pwned") is None
 
 
-async def test_watch_a_task_graph_complete(fleet: ConsoleFleet, page: Page) -> None:
+DAG = """
+title: four tasks
+tasks:
+  - {key: plan, title: Plan, assigned_agent: worker, max_retries: 0}
+  - {key: left, title: Research A, assigned_agent: worker, max_retries: 0, blocked_by: [plan]}
+  - {key: right, title: Research B, assigned_agent: worker, max_retries: 0, blocked_by: [plan]}
+  - {key: join, title: Write up, assigned_agent: worker, max_retries: 0,
+     blocked_by: [left, right]}
+"""
+
+
+async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
+    fleet: ConsoleFleet, page: Page, tmp_path: Path
+) -> None:
     project_id, token = await fleet.project("ui-dag")
     marker = f"[{project_id}]"
     fleet.stub.add_script(
         Script(name=marker, match_system=marker, policy=lambda _: Reply(text="ok", delay_s=0.5))
     )
     await fleet.define(project_id, token, "worker", system_prompt=f"worker {marker}")
-    tasks = [
-        dispatcher_pb2.TaskSpec(key=k, title=t, assigned_agent="worker", max_retries=0)
-        for k, t in (
-            ("plan", "Plan"),
-            ("left", "Research A"),
-            ("right", "Research B"),
-            ("join", "Write up"),
-        )
-    ]
-    edges = [
-        dispatcher_pb2.TaskEdge(blocker_key=a, blocked_key=b)
-        for a, b in (("plan", "left"), ("plan", "right"), ("left", "join"), ("right", "join"))
-    ]
-    async with open_channel(fleet.stack.addresses["dispatcher"], token=token) as channel:
-        created = await dispatcher_pb2_grpc.DispatcherServiceStub(channel).CreateTaskGraph(
-            dispatcher_pb2.CreateTaskGraphRequest(
-                project_id=project_id, title="four tasks", tasks=tasks, edges=edges
-            )
-        )
+    dag_file = tmp_path / "four.yaml"
+    dag_file.write_text(DAG)
     await sign_in(page, fleet, project_id, token)
     await page.get_by_role("link", name="Task graphs").click()
-    await page.get_by_test_id("graph-row").get_by_role("link").click()
+    await page.locator("#dag-file").set_input_files(dag_file)
+    await expect(page.get_by_label("or its text")).to_have_value(DAG)
+    await page.get_by_role("button", name="Create graph").click()
+    await expect(page).to_have_url(re.compile(r"#/graphs/[0-9a-f-]{36}$"))
     nodes = page.get_by_test_id("task-node")
     await expect(nodes).to_have_count(4)
     await expect(page.get_by_test_id("graph-status")).to_have_text("completed", timeout=LIVE_S)
     for key in ("plan", "left", "right", "join"):
-        await expect(page.locator(f"[data-key={key}]")).to_have_attribute(
-            "data-status", "completed"
-        )
+        node = page.locator(f"[data-testid=task-node][data-key={key}]")
+        await expect(node).to_have_attribute("data-status", "completed")
+    # A task's sessions and the run behind it.
+    await page.locator("[data-testid=task-node][data-key=join]").click()
+    session = page.get_by_test_id("session-row")
+    await expect(session).to_have_count(1)
+    await expect(session).to_contain_text("worker")
     await page.screenshot(path=SHOTS / "task-graph.png", full_page=True)
-    assert created.task_graph.id in page.url
+    await session.get_by_role("link").click()
+    await expect(page.get_by_test_id("answer")).to_have_text("ok")
+    # A malformed file is refused naming what is wrong.
+    await page.get_by_role("link", name="Task graphs").click()
+    await page.get_by_label("or its text").fill("title: x\ntasks: []\n")
+    await page.get_by_role("button", name="Create graph").click()
+    await expect(page.locator("#flash")).to_contain_text("tasks")
+
+
+async def test_the_sign_in_link_up_prints_signs_in_and_leaves_no_token_in_the_url(
+    fleet: ConsoleFleet, page: Page
+) -> None:
+    project_id, token = await fleet.project("ui-link")
+    await page.goto(f"{fleet.url}/#/signin?project={project_id}&token={token}")
+    await expect(page.locator("#who")).to_have_text(f"project {project_id}")
+    assert token not in page.url
+    assert await page.evaluate("history.length") >= 1
+    await expect(page.get_by_test_id("runs")).to_be_visible()
+
+
+async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> None:
+    project_id, token = await fleet.project("ui-catalog")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text="hi")]))
+    await fleet.define(
+        project_id, token, "greeter", system_prompt=f"greeter {marker}", tools=("create_entity",)
+    )
+    await sign_in(page, fleet, project_id, token)
+    await start_run(page, "greeter", "hello")
+    await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
+    await page.get_by_role("link", name="Agents & tools").click()
+    await expect(page.get_by_test_id("agents")).to_contain_text("greeter")
+    await expect(page.get_by_test_id("tools")).to_contain_text("create_entity")
+    await expect(page.get_by_test_id("secrets")).to_be_visible()
+    await page.screenshot(path=SHOTS / "catalog.png", full_page=True)
+    await page.get_by_role("link", name="Stats").click()
+    await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
+    await page.screenshot(path=SHOTS / "stats.png", full_page=True)

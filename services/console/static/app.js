@@ -104,9 +104,9 @@ function signInPage() {
 }
 
 document.getElementById("signout").addEventListener("click", async () => {
-  try { await api("/api/session", { method: "DELETE" }); } catch { /* already gone */ }
-  cleanup();
+  cleanup();  // first: no live view or timer calls on with the session being ended
   cleanup = () => {};
+  try { await api("/api/session", { method: "DELETE" }); } catch { /* already gone */ }
   signInPage();
   history.replaceState(null, "", "#/runs");
 });
@@ -139,7 +139,7 @@ function runsPage() {
     try {
       const reply = await api(`/api/runs?${query}`);
       body.replaceChildren(...reply.runs.map(runRow));
-      if (!reply.runs.length) body.append(el("tr", {}, el("td", { colspan: 7, text: "no runs match" })));
+      if (!reply.runs.length) body.append(el("tr", {}, el("td", { colspan: 8, text: "no runs match" })));
       more.hidden = !reply.next_page_token;
       more.dataset.next = reply.next_page_token;
     } catch (exc) {
@@ -156,7 +156,7 @@ function runsPage() {
     el("button", { type: "submit", text: "Filter" }));
   form.addEventListener("submit", (event) => { event.preventDefault(); pageToken = ""; tokens = []; load(); });
   show(el("h1", {}, "Runs ", live), form,
-    table(["run", "agent", "status", "steps", "tokens", "cost", "created"], [body], { "data-testid": "runs" }), more);
+    table(["run", "agent", "input", "status", "steps", "tokens", "cost", "created"], [body], { "data-testid": "runs" }), more);
   load();
   // ListRuns has no watch: the first page is read again every 3 s while it is shown.
   const timer = setInterval(() => { if (!pageToken && !document.hidden) load(); }, 3000);
@@ -167,6 +167,7 @@ function runRow(run) {
   return el("tr", { "data-testid": "run-row", dataset: { runId: run.id } },
     el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(run.id)}`, text: run.id.slice(0, 8) })),
     el("td", { text: run.agent_name }),
+    el("td", { class: "preview", text: run.input_preview }),
     el("td", {}, statusBadge(run.status)),
     el("td", { text: run.total_steps }),
     el("td", { text: Number(run.tokens_in) + Number(run.tokens_out) }),

@@ -174,7 +174,8 @@ export async function runPage(main, runId) {
     });
   }
 
-  const reload = debounce(refresh, 200);
+  // A refresh that fails (signed out meanwhile, a service restarting) says so and goes on.
+  const reload = debounce(() => refresh().catch((exc) => flash(exc.message)), 200);
 
   function watch() {
     if (source) source.close();
@@ -182,7 +183,7 @@ export async function runPage(main, runId) {
     events.length = 0;
     source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
     source.addEventListener("message", (message) => { addEvent(JSON.parse(message.data)); reload(); });
-    source.addEventListener("end", () => { source.close(); refresh(); });
+    source.addEventListener("end", () => { source.close(); reload(); });
     source.addEventListener("failed", (message) => { source.close(); flash(JSON.parse(message.data).message); });
     // A lost stream is not reopened on its own (it would replay every event again).
     source.addEventListener("error", () => { source.close(); });

@@ -51,35 +51,68 @@ function approvalCard(run, call, key, reload) {
 
 export async function graphsPage(main) {
   const reply = await api("/api/graphs");
+  const file = el("input", { id: "dag-file", type: "file", accept: ".yaml,.yml,.json" });
+  const text = el("textarea", { id: "dag-text", rows: 8, placeholder: "title: ...\ntasks:\n  - key: a\n    title: ..." });
+  file.addEventListener("change", async () => { if (file.files[0]) text.value = await file.files[0].text(); });
+  const requestId = crypto.randomUUID();
+  const form = el("form", { class: "card", "aria-labelledby": "dag-title" },
+    el("h2", { id: "dag-title", text: "New task graph from a DAG file" }),
+    el("label", { for: "dag-file", text: "DAG file (YAML, as agentfleet dag submit reads)" }), file,
+    el("label", { for: "dag-text", text: "or its text" }), text,
+    el("button", { type: "submit", text: "Create graph" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const created = await api("/api/graphs", { method: "POST", body: { dag: text.value, request_id: requestId } });
+      location.hash = `#/graphs/${encodeURIComponent(created.task_graph.id)}`;
+    } catch (exc) { flash(exc.message); }
+  });
   main.replaceChildren(el("h1", { text: "Task graphs" }),
-    el("p", { text: "Create one with agentfleet dag create FILE." }),
     table(["graph", "title", "status", "tasks", "created"], reply.task_graphs.map((graph) =>
       el("tr", { "data-testid": "graph-row" },
         el("td", {}, el("a", { href: `#/graphs/${encodeURIComponent(graph.id)}`, text: graph.id.slice(0, 8) })),
         el("td", { text: graph.title }), el("td", {}, statusBadge(graph.status)),
         el("td", { text: Object.entries(graph.counts || {}).filter(([, n]) => Number(n)).map(([k, n]) => `${k} ${n}`).join(", ") }),
-        el("td", { text: when(graph.create_time) })))));
+        el("td", { text: when(graph.create_time) })))),
+    form);
 }
 
 export async function graphPage(main, graphId) {
   const heading = el("h1");
   const picture = el("div", { class: "dag", "data-testid": "dag" });
-  const detail = el("section", { class: "detail", "aria-live": "polite" });
-  main.replaceChildren(heading, picture, detail);
+  const detail = el("section", { class: "detail", "aria-live": "polite", "data-testid": "task-detail" });
+  const tasks = el("tbody");
+  main.replaceChildren(heading, picture, detail, el("h2", { text: "Tasks" }),
+    table(["task", "title", "status", "attempts", "agent", "last run"], [tasks], { "data-testid": "tasks" }));
   let source = null;
 
   async function load() {
     const { task_graph: graph } = await api(`/api/graphs/${encodeURIComponent(graphId)}`);
     heading.replaceChildren(`Task graph ${graph.title || graph.id} `, el("span", { "data-testid": "graph-status" }, statusBadge(graph.status)));
-    picture.replaceChildren(drawDag(graph.tasks, graph.edges, (task) => {
-      detail.replaceChildren(el("h2", { text: task.spec.title || task.spec.key }),
-        el("p", {}, statusBadge(task.status), ` attempts ${task.attempts}`),
-        task.last_run_id && el("p", {}, "last run ", el("a", { href: `#/runs/${encodeURIComponent(task.last_run_id)}`, text: task.last_run_id })),
-        task.summary && el("pre", { class: "content", text: task.summary }),
-        task.error_message && el("p", { class: "error", text: task.error_message }));
-    }));
+    picture.replaceChildren(drawDag(graph.tasks, graph.edges, pick));
+    tasks.replaceChildren(...graph.tasks.map((task) => el("tr", {},
+      el("td", {}, el("button", { type: "button", class: "link", text: task.spec.key, on: { click: () => pick(task) } })),
+      el("td", { text: task.spec.title }), el("td", {}, statusBadge(task.status)),
+      el("td", { text: task.attempts }), el("td", { text: task.spec.assigned_agent || "(selected)" }),
+      el("td", {}, task.last_run_id ? el("a", { href: `#/runs/${encodeURIComponent(task.last_run_id)}`, text: task.last_run_id.slice(0, 8) }) : ""))));
     return graph;
   }
+  // A task's sessions: each attempt, who chose its agent and why, and the run behind it.
+  async function pick(task) {
+    detail.replaceChildren(el("h2", { text: task.spec.title || task.spec.key }),
+      el("p", {}, statusBadge(task.status), ` attempts ${task.attempts}`),
+      task.summary && el("pre", { class: "content", text: task.summary }),
+      task.error_message && el("p", { class: "error", text: task.error_message }));
+    try {
+      const reply = await api(`/api/graphs/${encodeURIComponent(graphId)}/sessions?task_id=${encodeURIComponent(task.id)}`);
+      detail.append(table(["attempt", "agent", "chosen by", "outcome", "run"], reply.task_sessions.map((s) =>
+        el("tr", { "data-testid": "session-row" }, el("td", { text: s.attempt }), el("td", { text: s.agent_name }),
+          el("td", { text: `${short(s.chosen_by).replace("selection_method_", "")} ${s.reason || ""}` }),
+          el("td", { text: short(s.outcome).replace("session_outcome_", "") }),
+          el("td", {}, s.run_id ? el("a", { href: `#/runs/${encodeURIComponent(s.run_id)}`, text: s.run_id.slice(0, 8) }) : "")))));
+    } catch (exc) { flash(exc.message); }
+  }
+
   try { await load(); } catch (exc) {
     heading.textContent = "Task graph not found";
     picture.replaceChildren(el("p", { class: "error", "data-testid": "error", text: exc.message }));
@@ -121,7 +154,14 @@ export async function statsPage(main) {
   const reply = await api("/api/stats?days=7");
   const stats = reply.stats || [];
   const rows = stats.map((s) => ({ label: s.agent_name, values: [Number(s.completed), Number(s.failed)] }));
+  const days = reply.days || [];
+  const total = (day, field) => day.stats.reduce((sum, s) => sum + Number(s[field] || 0), 0);
   main.replaceChildren(el("h1", { text: "Stats, last 7 days" }),
+    el("h2", { text: "Runs per day (completed, failed)" }),
+    barChart(days.map((d) => ({ label: d.day, values: [total(d, "completed"), total(d, "failed")] })), ["completed", "failed"]),
+    el("h2", { text: "Tokens and cost per day" }),
+    barChart(days.map((d) => ({ label: d.day, values: [total(d, "tokens_in") + total(d, "tokens_out")] })), ["tokens"]),
+    barChart(days.map((d) => ({ label: d.day, values: [total(d, "cost_nanos") / 1e9] })), ["cost (USD)"]),
     el("h2", { text: "Runs per agent (completed, failed)" }), barChart(rows, ["completed", "failed"]),
     el("h2", { text: "Tokens per agent" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.tokens_in) + Number(s.tokens_out)] })), ["tokens"]),
     el("h2", { text: "Cost per agent (USD)" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.cost_nanos) / 1e9] })), ["cost"]),
