@@ -11,7 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agentfleet.gemini_stub import Reply, Script
+from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.testing.console import ConsoleFleet, console_fleet
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.waiting import wait_for
@@ -211,3 +211,66 @@ async def test_oversized_and_malformed_bodies_are_refused(fleet: ConsoleFleet) -
         reply = await http.get("/api/runs?after=yesterday")
         assert reply.status_code == 400
         assert "after" in reply.json()["message"]
+
+
+async def test_a_member_cannot_decide_a_waiting_call_an_admin_can(fleet: ConsoleFleet) -> None:
+    project_id, admin_token = await fleet.project("sec-decide")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "k"})]),
+                Reply(text="created"),
+            ],
+        )
+    )
+    await fleet.define(
+        project_id,
+        admin_token,
+        "careful",
+        system_prompt=f"careful {marker}",
+        tools=("create_entity",),
+        config={"approvals": {"rules": [{"tools": ["create_entity"], "deadline_s": 3600}]}},
+    )
+    member_token = await fleet.token(project_id, role="member")
+    async with signed_in(fleet, project_id, admin_token) as (admin, admin_csrf):
+        started = await admin.post(
+            "/api/runs",
+            json={"agent_name": "careful", "input": "go"},
+            headers={"x-csrf-token": admin_csrf},
+        )
+        run_id = started.json()["run"]["id"]
+
+        async def waiting() -> list:
+            return (await admin.get("/api/approvals")).json()["waiting"]
+
+        (item,) = await wait_for(waiting, "the call to wait for approval")
+        call_id = item["tool_call"]["tool_call_id"]
+        decision = f"/api/runs/{run_id}/calls/{call_id}/decision"
+        async with signed_in(fleet, project_id, member_token) as (member, member_csrf):
+            # A member sees the inbox (reads) but its token may not decide.
+            assert len((await member.get("/api/approvals")).json()["waiting"]) == 1
+            reply = await member.post(
+                decision, json={"decision": "approve"}, headers={"x-csrf-token": member_csrf}
+            )
+            assert reply.status_code == 403, reply.text
+            assert reply.json()["code"] == "PERMISSION_DENIED"
+            # Another session's CSRF token is no good either.
+            reply = await member.post(
+                decision, json={"decision": "approve"}, headers={"x-csrf-token": admin_csrf}
+            )
+            assert reply.status_code == 403
+        reply = await admin.post(
+            decision, json={"decision": "reject"}, headers={"x-csrf-token": admin_csrf}
+        )
+        assert reply.status_code == 400  # a rejection needs its reason
+        assert "reason" in reply.json()["message"]
+        reply = await admin.post(
+            decision,
+            json={"decision": "approve", "reason": "fine"},
+            headers={"x-csrf-token": admin_csrf},
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["status"] == "TOOL_CALL_STATUS_APPROVED"

@@ -28,6 +28,7 @@ PLATFORM_SECRETS = (
     "AGENTFLEET_TOKEN",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
 )
 """Variables of ``up``'s own environment the console is not given."""
 
