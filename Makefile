@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROTOS := $(wildcard protos/agentfleet/v1/*.proto)
 
-.PHONY: setup run up test test-fast lint fmt proto bench soak clean
+.PHONY: setup run up test test-fast lint fmt proto bench soak clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,17 @@ run: $(STAMP)
 up: $(STAMP)
 	$(BIN)/agentfleet up
 
+## Debian's chromium for the console's browser tests: installed only as root and only when
+## missing; without it those tests skip, saying why.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q chromium \
+	    || echo "chromium could not be installed: the console's browser tests will skip"; \
+	fi
+
 ## The whole test suite (unit, integration, e2e) on real PostgreSQL and real gRPC.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)

@@ -28,8 +28,12 @@ from services.console.streams import run_events
 MAX_INPUT_CHARS = 100_000
 MAX_REASON_CHARS = 2_000
 MAX_STATS_DAYS = 14
+MAX_LABELS = 20
 APPROVAL_RUNS = 100
-"""Waiting runs the inbox reads at once (each costs a call): bounded, the oldest first."""
+"""Waiting runs the inbox reads at once (each costs a call)."""
+APPROVAL_CALLS = 50
+"""Waiting calls the inbox shows at once (each costs a GetRunToolCall); it says when more
+wait, and a decided one makes room."""
 
 
 async def list_runs(request: Request, console: Console, session: Session) -> Response:
@@ -42,6 +46,7 @@ async def list_runs(request: Request, console: Console, session: Session) -> Res
         top_level_only=params.flag(request, "top_level", True),
         task_id=params.text(request, "task_id"),
         thread_id=params.text(request, "thread_id"),
+        labels=params.labels(request),
     )
     for name, field in (("after", "created_after"), ("before", "created_before")):
         stamp = params.timestamp(request, name)
@@ -128,6 +133,18 @@ async def run_call(request: Request, console: Console, session: Session) -> Resp
     return JSONResponse(to_json(reply))
 
 
+def run_labels(body: dict[str, object]) -> dict[str, str]:
+    """StartRunRequest.labels from the body (the executor checks their number and size)."""
+    labels = body.get("labels") or {}
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise BadRequest("labels", "must be an object of strings")
+    if len(labels) > MAX_LABELS:
+        raise BadRequest("labels", f"at most {MAX_LABELS}")
+    return labels
+
+
 async def start_run(request: Request, console: Console, session: Session) -> Response:
     body = await read_json(request)
     reply = await console.backend.call(
@@ -136,6 +153,7 @@ async def start_run(request: Request, console: Console, session: Session) -> Res
             project_id=session.project_id,
             agent_name=text_field(body, "agent_name", limit=200),
             input=text_field(body, "input", limit=MAX_INPUT_CHARS),
+            labels=run_labels(body),
             # The page makes one per form it shows: a double click starts one run.
             request_id=text_field(body, "request_id", limit=100, required=False)
             or str(uuid.uuid4()),
@@ -193,8 +211,12 @@ async def approvals(request: Request, console: Console, session: Session) -> Res
         ),
         session.token,
     )
-    waiting = []
+    waiting: list[dict[str, object]] = []
+    more = False
     for run in runs.runs:
+        if len(waiting) >= APPROVAL_CALLS:
+            more = True
+            break
         calls = await backend.call(
             backend.history.ListRunToolCalls,
             history_pb2.ListRunToolCallsRequest(
@@ -206,6 +228,9 @@ async def approvals(request: Request, console: Console, session: Session) -> Res
             session.token,
         )
         for summary in calls.tool_calls:
+            if len(waiting) >= APPROVAL_CALLS:
+                more = True
+                break
             # In full: what a person approves must be seen whole.
             call = await backend.call(
                 backend.history.GetRunToolCall,
@@ -217,7 +242,8 @@ async def approvals(request: Request, console: Console, session: Session) -> Res
                 session.token,
             )
             waiting.append({"run": to_json(run), "tool_call": to_json(call.tool_call)})
-    return JSONResponse({"waiting": waiting})
+    more = more or bool(runs.next_page_token)
+    return JSONResponse({"waiting": waiting, "more": more})
 
 
 async def decide(request: Request, console: Console, session: Session) -> Response:

@@ -136,7 +136,7 @@ def text_field(body: dict[str, Any], name: str, *, limit: int, required: bool = 
     return value
 
 
-def session_reply(console: Console, session: Session) -> dict[str, str]:
+def session_reply(session: Session) -> dict[str, str]:
     return {"project_id": session.project_id, "csrf_token": session.csrf}
 
 
@@ -166,7 +166,7 @@ async def sign_in(request: Request) -> Response:
     # A new id at every sign-in (no session fixation); the old session, if any, ends.
     console.sessions.delete(request.cookies.get(console.cookie_name))
     session = console.sessions.create(project_id=project_id, token=token)
-    reply = JSONResponse(session_reply(console, session))
+    reply = JSONResponse(session_reply(session))
     reply.set_cookie(
         console.cookie_name,
         session.id,
@@ -184,7 +184,7 @@ async def current_session(request: Request) -> Response:
     session = console.session_of(request)
     if session is None:
         return error(401, "UNAUTHENTICATED", "not signed in")
-    return JSONResponse(session_reply(console, session))
+    return JSONResponse(session_reply(session))
 
 
 async def _sign_out(request: Request, console: Console, session: Session) -> Response:

@@ -77,3 +77,15 @@ def flag(request: Request, name: str, default: bool) -> bool:
     if raw not in ("true", "false", "1", "0"):
         raise BadRequest(name, "must be true or false")
     return raw in ("true", "1")
+
+
+def labels(request: Request) -> dict[str, str]:
+    """``label=key=value,key2=value2`` (the services bound how many and how long)."""
+    raw = text(request, "label", 4000)
+    pairs: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise BadRequest("label", f"{part[:40]!r} is not key=value")
+        pairs[key.strip()] = value.strip()
+    return pairs

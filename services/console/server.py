@@ -51,6 +51,9 @@ async def serve() -> None:
             log_config=None,
             access_log=False,
             timeout_keep_alive=30,
+            # Requests at once (live views included), as a gRPC server of ours takes; past
+            # it uvicorn answers 503.
+            limit_concurrency=settings.grpc_limits.max_concurrent_rpcs,
             # Live views stay open: on SIGTERM they are given this long, then cut.
             timeout_graceful_shutdown=5,
             # The ingress or load balancer in front sets X-Forwarded-*; trusted only from

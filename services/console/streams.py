@@ -50,7 +50,6 @@ async def graph_events(request: Request, console: Console, session: Session) -> 
 def _stream(console: Console, session: Session, method: Any, watch: Any) -> Response:
     if session.open_streams >= console.settings.max_streams_per_session:
         return error(429, "RESOURCE_EXHAUSTED", "too many live views open: close one")
-    session.open_streams += 1
     return StreamingResponse(
         _events(console, session, method, watch),
         media_type="text/event-stream",
@@ -71,6 +70,8 @@ async def _events(
         except CallFailed as exc:
             await queue.put(("failed", {"code": exc.code, "message": exc.message}))
 
+    # Counted here, where the finally below is sure to run for it.
+    session.open_streams += 1
     task = asyncio.create_task(pump())
     try:
         yield ": connected\n\n"

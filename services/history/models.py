@@ -35,6 +35,8 @@ class RunFilters:
     """Runs of one thread (agent_runs_thread_idx)."""
     started_by: str | None = None
     """Runs started so (agent_runs_project_started_by_created_idx)."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """Runs holding every one of these labels (key, value), sorted."""
 
     def digest_fields(self) -> dict[str, Any]:
         """What a page token is bound to."""

@@ -80,6 +80,9 @@ class HistoryQueries:
             )
         if filters.started_by:
             conditions.append(f"r.started_by = {param(filters.started_by)}")
+        if filters.labels:
+            # Containment on the project's runs (the other filters narrow them first).
+            conditions.append(f"r.labels @> {param(dict(filters.labels), '::jsonb')}")
         if filters.top_level_only:
             conditions.append("r.parent_run_id IS NULL")
         if filters.created_after is not None:

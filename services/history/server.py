@@ -130,6 +130,22 @@ async def _page(
     return page, encode_page_token(position(page[-1]), digest) if more else ""
 
 
+MAX_LABEL_FILTERS = 10
+MAX_LABEL_CHARS = 256
+
+
+def _label_filter(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """ListRunsRequest.labels, bounded (a tenant's filter is a query it pays for)."""
+    if len(labels) > MAX_LABEL_FILTERS:
+        raise InvalidArgument.for_field("labels", f"at most {MAX_LABEL_FILTERS} pairs")
+    for key, value in labels.items():
+        if not key or len(key) > MAX_LABEL_CHARS or len(value) > MAX_LABEL_CHARS:
+            raise InvalidArgument.for_field(
+                "labels", f"keys must be 1 to {MAX_LABEL_CHARS} characters, values at most that"
+            )
+    return tuple(sorted(labels.items()))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
     """Thin RPC layer over the history repository and the event watcher."""
@@ -155,6 +171,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             task_id=_uuid(request.task_id, "task_id", required=False),
             thread_id=request.thread_id or None,
             started_by=_started_by(request.started_by),
+            labels=_label_filter(request.labels),
         )
         page, token = await _page(
             request.page_token,

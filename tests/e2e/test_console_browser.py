@@ -70,10 +70,11 @@ async def sign_in(page: Page, fleet: ConsoleFleet, project_id: str, token: str) 
     await expect(page.locator("#who")).to_have_text(f"project {project_id}")
 
 
-async def start_run(page: Page, agent: str, text: str) -> str:
+async def start_run(page: Page, agent: str, text: str, labels: str = "") -> str:
     await page.get_by_role("link", name="Start a run").click()
     await page.get_by_label("Agent").fill(agent)
     await page.get_by_label("Input").fill(text)
+    await page.get_by_label("Labels").fill(labels)
     await page.get_by_role("button", name="Start").click()
     await expect(page).to_have_url(re.compile(r"#/runs/[0-9a-f-]{36}$"))
     return page.url.rsplit("/", 1)[1]
@@ -341,3 +342,35 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> 
     await page.get_by_role("link", name="Stats").click()
     await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
     await page.screenshot(path=SHOTS / "stats.png", full_page=True)
+
+
+async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: Page) -> None:
+    project_id, token = await fleet.project("ui-filter")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(name=marker, match_system=marker, policy=lambda _: Reply(text="done"))
+    )
+    await fleet.define(project_id, token, "alpha", system_prompt=f"alpha {marker}")
+    await fleet.define(project_id, token, "beta", system_prompt=f"beta {marker}")
+    await sign_in(page, fleet, project_id, token)
+    nightly = await start_run(page, "alpha", "one", labels="job=nightly, team=ml")
+    await expect(page.get_by_test_id("labels")).to_have_text("job=nightly, team=ml")
+    await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
+    other = await start_run(page, "beta", "two")
+    await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
+    await page.get_by_role("link", name="Runs").click()
+    rows = page.get_by_test_id("run-row")
+    await expect(rows).to_have_count(2)
+    await page.get_by_label("Labels").fill("job=nightly")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_have_attribute("data-run-id", nightly)
+    await page.get_by_label("Labels").fill("")
+    await page.get_by_label("Agent").fill("beta")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_have_attribute("data-run-id", other)
+    await page.get_by_label("Agent").fill("")
+    await page.get_by_label("Status").select_option("failed")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(page.get_by_test_id("runs")).to_contain_text("no runs match")

@@ -452,3 +452,44 @@ async def test_watchers_re_read_after_the_listener_reconnects(  # type: ignore[n
         assert killed == 1
     assert [e.seq for e in await _read(call, 2)] == [4, 5]
     await _assert_ends(call)
+
+
+async def test_list_runs_by_labels(history, db_pool) -> None:  # type: ignore[no-untyped-def]
+    nightly = await f.insert_run(db_pool, project_id=P, agent_name="labelled")
+    both = await f.insert_run(db_pool, project_id=P, agent_name="labelled")
+    await f.insert_run(db_pool, project_id=P, agent_name="labelled")  # no labels
+    other = await f.insert_run(db_pool, project_id=OTHER, agent_name="labelled")
+    for run, labels in (
+        (nightly, {"job": "nightly"}),
+        (both, {"job": "nightly", "team": "ml"}),
+        (other, {"job": "nightly"}),
+    ):
+        await db_pool.execute(
+            "UPDATE kb.agent_runs SET labels = $2::jsonb WHERE id = $1",
+            run["id"],
+            labels,
+        )
+    found = await _all_runs(history, labels={"job": "nightly"}, page_size=1)
+    assert {r.id for r in found} == {str(nightly["id"]), str(both["id"])}  # never OTHER's
+    found = await _all_runs(history, labels={"job": "nightly", "team": "ml"})
+    assert [r.id for r in found] == [str(both["id"])]
+    assert await _all_runs(history, labels={"job": "weekly"}) == []
+    code, details = await _code(
+        history.ListRuns(
+            history_pb2.ListRunsRequest(project_id=P, labels={f"k{i}": "v" for i in range(11)})
+        )
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "labels" in details
+    # A page token is bound to its labels: another filter cannot reuse it.
+    first = await history.ListRuns(
+        history_pb2.ListRunsRequest(project_id=P, labels={"job": "nightly"}, page_size=1)
+    )
+    code, _ = await _code(
+        history.ListRuns(
+            history_pb2.ListRunsRequest(
+                project_id=P, labels={"job": "other"}, page_token=first.next_page_token
+            )
+        )
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT

@@ -91,7 +91,9 @@ def test_entrypoint_is_the_dispatch_module() -> None:
     assert "AGENTFLEET_LISTEN_HOST=0.0.0.0" in env
 
 
-@pytest.mark.parametrize("service", ["executor", "toolpool", "dispatcher", "history"])
+@pytest.mark.parametrize(
+    "service", ["executor", "toolpool", "dispatcher", "history", "a2a", "console"]
+)
 def test_entry_runs_each_service(service: str) -> None:
     assert entry.plan([service]) == [sys.executable, "-m", f"services.{service}"]
 

@@ -318,7 +318,14 @@ class AgentStats(_message.Message):
     def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id", "started_by")
+    __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id", "started_by", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +340,7 @@ class ListRunsRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     page_size: int
     page_token: str
@@ -347,7 +355,8 @@ class ListRunsRequest(_message.Message):
     task_id: str
     thread_id: str
     started_by: str
-    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., agent_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.RunStatus, str]]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., top_level_only: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_internal_agents: _Optional[bool] = ..., task_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, project_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., agent_name: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.RunStatus, str]]] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., top_level_only: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_internal_agents: _Optional[bool] = ..., task_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., started_by: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")

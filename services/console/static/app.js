@@ -120,6 +120,7 @@ function runsPage() {
   const status = el("select", { id: "f-status", name: "status" },
     STATUSES.map((s) => el("option", { value: s, text: s || "any", selected: params.get("status") === s })));
   const agent = el("input", { id: "f-agent", name: "agent", value: params.get("agent") || "" });
+  const label = el("input", { id: "f-label", name: "label", placeholder: "key=value", value: params.get("label") || "" });
   const after = el("input", { id: "f-after", name: "after", type: "datetime-local", value: params.get("after") || "" });
   const before = el("input", { id: "f-before", name: "before", type: "datetime-local", value: params.get("before") || "" });
   const children = el("input", { id: "f-children", name: "children", type: "checkbox" });
@@ -133,6 +134,7 @@ function runsPage() {
     const query = new URLSearchParams({ page_size: "25", top_level: children.checked ? "false" : "true" });
     if (status.value) query.set("status", status.value);
     if (agent.value) query.set("agent", agent.value.trim());
+    if (label.value) query.set("label", label.value.trim());
     if (after.value) query.set("after", after.value);
     if (before.value) query.set("before", before.value);
     if (pageToken) query.set("page_token", pageToken);
@@ -150,6 +152,7 @@ function runsPage() {
   const form = el("form", { class: "filters", "aria-label": "Filters" },
     el("label", { for: "f-status", text: "Status" }), status,
     el("label", { for: "f-agent", text: "Agent" }), agent,
+    el("label", { for: "f-label", text: "Labels" }), label,
     el("label", { for: "f-after", text: "Created after" }), after,
     el("label", { for: "f-before", text: "before" }), before,
     el("label", { for: "f-children", text: "Include child runs" }), children,
@@ -179,17 +182,25 @@ async function startPage() {
   const agents = el("datalist", { id: "agent-names" });
   const agent = el("input", { id: "s-agent", name: "agent", list: "agent-names", required: true });
   const input = el("textarea", { id: "s-input", name: "input", rows: 6, required: true });
+  const labels = el("input", { id: "s-labels", name: "labels", placeholder: "key=value, key2=value2" });
   const requestId = crypto.randomUUID();
   const form = el("form", { class: "card", "aria-labelledby": "start-title" },
     el("h1", { id: "start-title", text: "Start a run" }),
     el("label", { for: "s-agent", text: "Agent" }), agent, agents,
     el("label", { for: "s-input", text: "Input" }), input,
+    el("label", { for: "s-labels", text: "Labels (optional)" }), labels,
     el("button", { type: "submit", text: "Start" }));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const pairs = {};
+    for (const part of labels.value.split(",").map((p) => p.trim()).filter(Boolean)) {
+      const at = part.indexOf("=");
+      if (at < 1) { flash(`labels: ${part} is not key=value`); return; }
+      pairs[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+    }
     try {
       const reply = await api("/api/runs", {
-        method: "POST", body: { agent_name: agent.value.trim(), input: input.value, request_id: requestId },
+        method: "POST", body: { agent_name: agent.value.trim(), input: input.value, labels: pairs, request_id: requestId },
       });
       location.hash = `#/runs/${encodeURIComponent(reply.run.id)}`;
     } catch (exc) {

@@ -74,6 +74,7 @@ export async function runPage(main, runId) {
         el("dt", { text: "steps" }), el("dd", { text: run.total_steps }),
         el("dt", { text: "tokens" }), el("dd", { text: `${run.tokens_in} in, ${run.tokens_out} out` }),
         el("dt", { text: "cost" }), el("dd", { text: cost(run.cost_nanos) }),
+        el("dt", { text: "labels" }), el("dd", { "data-testid": "labels", text: Object.entries(run.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ") || "—" }),
         run.parent_run_id && el("dt", { text: "parent" }),
         run.parent_run_id && el("dd", {}, el("a", { href: `#/runs/${encodeURIComponent(run.parent_run_id)}`, text: run.parent_run_id }))),
       el("h2", { text: "Input" }), el("pre", { class: "content", text: run.input }),

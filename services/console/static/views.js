@@ -20,8 +20,10 @@ export async function approvalsPage(main) {
       shown.add(key);
       list.append(approvalCard(run, call, key, load));
     }
+    list.querySelector("[data-testid=empty]")?.remove();
+    list.querySelector("[data-testid=more]")?.remove();
     if (!reply.waiting.length) list.replaceChildren(el("p", { "data-testid": "empty", text: "nothing waits for approval" }));
-    else list.querySelector("[data-testid=empty]")?.remove();
+    if (reply.more) list.append(el("p", { "data-testid": "more", class: "muted", text: "more calls wait: decide these to see them" }));
   }
   await load();
   const timer = setInterval(() => { if (!document.hidden) load(); }, 3000);
