@@ -313,15 +313,20 @@ async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
     await expect(page.locator("#flash")).to_contain_text("tasks")
 
 
-async def test_the_sign_in_link_up_prints_signs_in_and_leaves_no_token_in_the_url(
+async def test_the_sign_in_link_up_prints_fills_the_form_and_leaves_no_token_in_the_url(
     fleet: ConsoleFleet, page: Page
 ) -> None:
     project_id, token = await fleet.project("ui-link")
     await page.goto(f"{fleet.url}/#/signin?project={project_id}&token={token}")
-    await expect(page.locator("#who")).to_have_text(f"project {project_id}")
+    # Filled in, not signed in: a link from someone else signs no one in unasked.
+    await expect(page.get_by_label("Project")).to_have_value(project_id)
+    await expect(page.get_by_label("Token")).to_have_value(token)
     assert token not in page.url
-    assert await page.evaluate("history.length") >= 1
+    assert (await page.request.get(f"{fleet.url}/api/runs")).status == 401
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#who")).to_have_text(f"project {project_id}")
     await expect(page.get_by_test_id("runs")).to_be_visible()
+    assert token not in page.url
 
 
 async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> None:

@@ -65,14 +65,12 @@ function signedOut() {
 
 // A sign-in link (printed by `agentfleet up --demo`) carries the project and token in the
 // fragment, which never reaches a server log; it is removed from the address bar at once.
+// It only fills the form: signing in stays a click, so a link someone else sends cannot
+// quietly sign this browser in to their project (where what you type would be theirs).
 async function signInFromLink(hash) {
   const query = new URLSearchParams(hash.split("?")[1] || "");
   history.replaceState(null, "", "#/runs");
-  if (query.get("token")) {
-    await submitSignIn(query.get("project") || "", query.get("token"));
-  } else {
-    await route();
-  }
+  signInPage(query.get("project") || "", query.get("token") || "");
 }
 
 async function submitSignIn(projectId, token) {
@@ -86,10 +84,11 @@ async function submitSignIn(projectId, token) {
   }
 }
 
-function signInPage() {
+function signInPage(projectId = "", tokenValue = "") {
   signedOut();
-  const project = el("input", { id: "project", name: "project", required: true, autocomplete: "username" });
+  const project = el("input", { id: "project", name: "project", required: true, autocomplete: "username", value: projectId });
   const token = el("input", { id: "token", name: "token", type: "password", required: true, autocomplete: "current-password" });
+  token.value = tokenValue;
   const form = el("form", { class: "card signin", "aria-labelledby": "signin-title" },
     el("h1", { id: "signin-title", text: "Sign in" }),
     el("p", { text: "With a project token (agentfleet admin token create). A member token reads; an admin token may also approve." }),
