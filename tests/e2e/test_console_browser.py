@@ -111,7 +111,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
             name=f"scribe{marker}",
             match_system=f"scribe {marker}",
             replies=[
-                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=1.0),
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=2.0),
                 Reply(text="Note n1 written.", delay_s=0.5),
             ],
         )
@@ -132,8 +132,10 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     run_id = await start_run(page, "lead", "Have the note written.")
 
     tree = page.get_by_test_id("tree-node")
-    # The child appears in the tree while the lead waits for it: the tree grows live.
+    # The child appears in the tree while the lead waits for it: the tree grows live, and
+    # the lead is shown calling spawn_agents meanwhile.
     await expect(tree).to_have_count(2, timeout=LIVE_S)
+    await expect(page.get_by_test_id("now")).to_have_text("calling spawn_agents")
     await expect(tree.first).to_have_attribute("data-status", "completed", timeout=LIVE_S)
     await expect(tree.nth(1)).to_have_attribute("data-status", "completed")
     await expect(page.get_by_test_id("answer")).to_have_text("The scribe wrote the note.")
@@ -359,7 +361,7 @@ async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: 
     await fleet.define(project_id, token, "beta", system_prompt=f"beta {marker}")
     await sign_in(page, fleet, project_id, token)
     nightly = await start_run(page, "alpha", "one", labels="job=nightly, team=ml")
-    await expect(page.get_by_test_id("labels")).to_have_text("job=nightly, team=ml")
+    await expect(page.get_by_test_id("labels")).to_have_text("job=nightly, team=ml")  # sorted
     await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)
     other = await start_run(page, "beta", "two")
     await expect(status_of(page)).to_have_text("completed", timeout=LIVE_S)

@@ -12,11 +12,13 @@ export async function runPage(main, runId) {
   const calls = el("tbody");
   const messages = el("tbody");
   const detail = el("section", { class: "detail", "aria-live": "polite", "data-testid": "detail" });
+  // What the run is doing now: the tool calls it has asked for and not had answered.
+  const now = el("p", { class: "waiting", "aria-live": "polite", "data-testid": "now" });
   let source = null;
   let treeLive = false;
 
   main.replaceChildren(
-    header,
+    header, now,
     el("h2", { text: "Run tree" }), tree,
     el("h2", { text: "Tool calls" }),
     table(["call", "tool", "status", "duration", "step", ""], [calls], { "data-testid": "calls" }),
@@ -74,7 +76,7 @@ export async function runPage(main, runId) {
         el("dt", { text: "steps" }), el("dd", { text: run.total_steps }),
         el("dt", { text: "tokens" }), el("dd", { text: `${run.tokens_in} in, ${run.tokens_out} out` }),
         el("dt", { text: "cost" }), el("dd", { text: cost(run.cost_nanos) }),
-        el("dt", { text: "labels" }), el("dd", { "data-testid": "labels", text: Object.entries(run.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ") || "—" }),
+        el("dt", { text: "labels" }), el("dd", { "data-testid": "labels", text: Object.entries(run.labels || {}).sort().map(([k, v]) => `${k}=${v}`).join(", ") || "—" }),
         run.parent_run_id && el("dt", { text: "parent" }),
         run.parent_run_id && el("dd", {}, el("a", { href: `#/runs/${encodeURIComponent(run.parent_run_id)}`, text: run.parent_run_id }))),
       el("h2", { text: "Input" }), el("pre", { class: "content", text: run.input }),
@@ -154,7 +156,7 @@ export async function runPage(main, runId) {
       offset, el("span", { class: "track" }, bar),
       el("span", { class: "kind", text: kind }), el("span", { class: "muted", text: ` ${event.agent_name} ` }),
       el("span", { class: "preview", text: JSON.stringify(body).slice(0, 300) }));
-    events.push({ at, kind, callId: body.tool_call_id, bar, offset });
+    events.push({ at, kind, callId: body.tool_call_id, tool: body.tool_name, bar, offset });
     timeline.append(row);
     layout();
   }
@@ -173,6 +175,10 @@ export async function runPage(main, runId) {
       item.bar.style.width = `${Math.max(0.8, (100 * (end - item.at)) / span)}%`;
       item.bar.title = `${((end - item.at) / 1000).toFixed(2)} s`;
     });
+    const finished = events.some((item) => item.kind === "run_finished");
+    const pending = events.filter((item) => item.kind === "tool_request" && !finished &&
+      !events.some((other) => other.kind === "tool_response" && other.callId === item.callId));
+    now.textContent = pending.length ? `calling ${pending.map((item) => item.tool).join(", ")}` : "";
   }
 
   // A refresh that fails (signed out meanwhile, a service restarting) says so and goes on.
