@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -22,6 +23,7 @@ from agentfleet.testing.waiting import wait_for
 
 SERVICES = ("toolpool", "history", "executor", "dispatcher", "a2a")
 ROW = re.compile(r"(toolpool|history|executor|dispatcher|a2a)\W+127\.0\.0\.1:(\d+)\W+(\d+)")
+CONSOLE_ROW = re.compile(r"console\W+(http://127\.0\.0\.1:\d+)\W+(\d+)")
 
 
 async def health(port: int) -> int:
@@ -59,6 +61,7 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
     process = await start_agentfleet("up", env=env, merge_stderr=True)
     assert process.stdout is not None
     output = OutputLines(process.stdout)
+    console_pid = 0
     try:
         await output.until(r"^ready$", timeout_s=180)
         pids = {m.group(1): int(m.group(3)) for line in output.lines if (m := ROW.search(line))}
@@ -83,11 +86,28 @@ async def test_up_restarts_a_killed_service_and_leaves_the_others_alone(tmp_path
             assert await health(ports[name]) == health_pb2.HealthCheckResponse.SERVING, name
         assert process.returncode is None
         assert not any("stopping services" in line for line in output.lines), output.lines
+
+        # The console is supervised too, and comes back on its port.
+        console = CONSOLE_ROW.search("\n".join(output.lines))
+        assert console is not None, output.lines
+        os.kill(int(console.group(2)), signal.SIGKILL)
+        await output.until(r"console exited with code -9; restarting in", 30)
+        console_pid = int((await output.until(r"console restarted \(pid (\d+)\)", 30)).group(1))
+
+        async def console_serving() -> bool:
+            async with httpx.AsyncClient() as http:
+                return (await http.get(f"{console.group(1)}/healthz")).status_code == 200
+
+        await wait_for(
+            console_serving, "the restarted console", timeout_s=60, transient=(httpx.HTTPError,)
+        )
     finally:
         rest = await stop_up(process, data_dir=tmp_path / "data")
     assert process.returncode == 0, rest
     assert "stopped" in rest
     assert not alive(new_pid)
+    assert console_pid
+    assert not alive(console_pid)
 
 
 class Child:
