@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentfleet.v1 import history_pb2
 from services.console.backend import Backend, CallFailed
-from services.console.security import SecurityHeaders, same_origin
+from services.console.security import HostCheck, SecurityHeaders, same_origin
 from services.console.sessions import Session, SessionStore
 from services.console.settings import ConsoleSettings
 
@@ -223,4 +223,4 @@ def build_app(settings: ConsoleSettings, backend: Backend) -> Any:
         ]
     )
     app.state.console = Console(settings, backend)
-    return SecurityHeaders(app)
+    return SecurityHeaders(HostCheck(app, settings.allowed_hosts))

@@ -9,6 +9,7 @@ and, once signed in, the session's CSRF token in ``X-CSRF-Token``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,3 +78,51 @@ def same_origin(origin: str | None, host: str | None) -> bool:
         return False
     parts = urlsplit(origin)
     return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+
+
+def host_name(host_header: str | None) -> str:
+    """The name of a Host header without its port: ``example.com:8080`` -> ``example.com``,
+    ``[::1]:8080`` -> ``[::1]``."""
+    host = (host_header or "").strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if ":" in host else host
+
+
+class HostCheck:
+    """ASGI middleware: a request whose Host is not one of ``allowed`` gets 421, except
+    /healthz (probes use the pod's address). Against DNS rebinding: a hostile page whose name
+    now resolves to the console's address sends its own name as Host, and its Origin would
+    then pass the same-origin check."""
+
+    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or "*" in self.allowed or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = host_name(headers.get(b"host", b"").decode("latin-1"))
+        if host in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(
+            {
+                "code": "PERMISSION_DENIED",
+                "message": "this console is not served under that host name"
+                " (AGENTFLEET_CONSOLE_ALLOWED_HOSTS)",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 421,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -10,6 +10,7 @@ from agentfleet import config_values as parsers
 from agentfleet.config import _Env
 
 DEFAULT_PORT = 8080
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,6 +28,11 @@ class ConsoleSettings:
     max_sessions: int = 10_000
     """AGENTFLEET_CONSOLE_MAX_SESSIONS: sessions held at once; past it the oldest goes (the
     store is memory, and who signs in is whoever holds a token: bounded)."""
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    """AGENTFLEET_CONSOLE_ALLOWED_HOSTS: the host names (no port) browsers may reach the
+    console by, comma-separated; ``*`` = any. Loopback by default, so a page that rebinds its
+    own DNS name to 127.0.0.1 cannot talk to a local console (the Host check of
+    :mod:`services.console.security`)."""
     max_streams_per_session: int = 8
     """AGENTFLEET_CONSOLE_MAX_STREAMS: live views (server-sent event streams) one session may
     hold open at once; each holds a gRPC watch."""
@@ -49,7 +55,18 @@ def load_console_settings(environ: Mapping[str, str] | None = None) -> ConsoleSe
         max_sessions=env.get(
             "AGENTFLEET_CONSOLE_MAX_SESSIONS", 10_000, parsers.int_range(1, 1_000_000)
         ),
+        allowed_hosts=env.get("AGENTFLEET_CONSOLE_ALLOWED_HOSTS", LOOPBACK_HOSTS, _host_list),
         max_streams_per_session=env.get(
             "AGENTFLEET_CONSOLE_MAX_STREAMS", 8, parsers.int_range(1, 64)
         ),
     )
+
+
+def _host_list(raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+    if not hosts:
+        raise ValueError("must name at least one host, or *")
+    for host in hosts:
+        if host != "*" and (":" in host.strip("[]") and not host.startswith("[")):
+            raise ValueError(f"{host!r}: give host names without a port ([::1] for IPv6)")
+    return hosts

@@ -274,3 +274,28 @@ async def test_a_member_cannot_decide_a_waiting_call_an_admin_can(fleet: Console
         )
         assert reply.status_code == 200, reply.text
         assert reply.json()["status"] == "TOOL_CALL_STATUS_APPROVED"
+
+
+async def test_a_host_name_the_console_is_not_served_under_is_refused(
+    fleet: ConsoleFleet,
+) -> None:
+    """DNS rebinding: a hostile page whose name now points at the console sends its own
+    name as Host and as Origin; same-origin alone would pass, the Host check does not."""
+    project_id, token = await fleet.project("sec-rebind")
+    port = fleet.url.rsplit(":", 1)[1]
+    rebound = f"http://evil.example:{port}"
+    async with httpx.AsyncClient(base_url=fleet.url, timeout=30) as http:
+        for path in ("/", "/static/app.js", "/api/session"):
+            reply = await http.get(path, headers={"host": f"evil.example:{port}"})
+            assert reply.status_code == 421, path
+            assert "frame-ancestors 'none'" in reply.headers["content-security-policy"]
+        reply = await http.post(
+            "/api/session",
+            json={"project_id": project_id, "token": token},
+            headers={"host": f"evil.example:{port}", "origin": rebound},
+        )
+        assert reply.status_code == 421
+        assert "set-cookie" not in reply.headers
+        # Probes reach /healthz by the pod's address; loopback names are the default.
+        assert (await http.get("/healthz", headers={"host": "10.1.2.3:8080"})).status_code == 200
+        assert (await http.get("/", headers={"host": f"localhost:{port}"})).status_code == 200

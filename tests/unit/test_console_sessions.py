@@ -7,7 +7,7 @@ import time
 import pytest
 
 from agentfleet.config import ConfigError
-from services.console.security import same_origin
+from services.console.security import host_name, same_origin
 from services.console.sessions import SessionStore
 from services.console.settings import load_console_settings
 
@@ -89,3 +89,28 @@ def test_settings_defaults_and_errors() -> None:
     ):
         with pytest.raises(ConfigError, match=name):
             load_console_settings({name: bad})
+
+
+@pytest.mark.parametrize(
+    ("header", "name"),
+    [
+        ("127.0.0.1:8080", "127.0.0.1"),
+        ("LOCALHOST:8080", "localhost"),
+        ("[::1]:8080", "[::1]"),
+        ("[::1]", "[::1]"),
+        ("console.example.com", "console.example.com"),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_host_name(header: str | None, name: str) -> None:
+    assert host_name(header) == name
+
+
+def test_allowed_hosts_setting() -> None:
+    assert load_console_settings({}).allowed_hosts == ("127.0.0.1", "localhost", "[::1]")
+    parsed = load_console_settings({"AGENTFLEET_CONSOLE_ALLOWED_HOSTS": "Console.Example.com, *"})
+    assert parsed.allowed_hosts == ("console.example.com", "*")
+    for bad in (",", "example.com:443"):
+        with pytest.raises(ConfigError, match="AGENTFLEET_CONSOLE_ALLOWED_HOSTS"):
+            load_console_settings({"AGENTFLEET_CONSOLE_ALLOWED_HOSTS": bad})

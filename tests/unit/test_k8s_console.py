@@ -55,6 +55,10 @@ def test_the_ingress_serves_tls_to_the_console_service(objects: list[Object]) ->
     (rule,) = ingress["spec"]["rules"]
     assert rule["host"] in tls["hosts"]
     assert tls["secretName"]
+    deployment = of_kind(objects, "Deployment")["agentfleet-console"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {v["name"]: v["value"] for v in container["env"]}
+    assert env["AGENTFLEET_CONSOLE_ALLOWED_HOSTS"] == rule["host"]  # the Host check passes
     (path,) = rule["http"]["paths"]
     assert path["backend"]["service"] == {"name": "console", "port": {"name": "http"}}
     service = of_kind(objects, "Service")["console"]

@@ -49,13 +49,22 @@ def console_url(settings: Settings, port: int) -> str:
 async def spawn_console(
     settings: Settings, log_dir: Path
 ) -> tuple[asyncio.subprocess.Process, str, Path]:
-    from services.console.settings import load_console_settings
+    from services.console.settings import LOOPBACK_HOSTS, load_console_settings
 
     port = load_console_settings().port
     environment = {k: v for k, v in os.environ.items() if k not in PLATFORM_SECRETS}
     environment.update(
         {f"AGENTFLEET_{name.upper()}_ADDR": address for name, address in settings.addresses.items()}
     )
+    host = settings.listen_host
+    if "AGENTFLEET_CONSOLE_ALLOWED_HOSTS" not in environment and host not in (
+        "0.0.0.0",
+        "::",
+        *LOOPBACK_HOSTS,
+    ):
+        # Served on a named address: browsers use that name too.
+        named = f"[{host}]" if ":" in host else host
+        environment["AGENTFLEET_CONSOLE_ALLOWED_HOSTS"] = ",".join((*LOOPBACK_HOSTS, named))
     log_path = log_dir / "console.log"
     with log_path.open("ab") as log_file:
         process = await asyncio.create_subprocess_exec(
