@@ -55,8 +55,15 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     opened = await context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    # Any dialog (alert from injected script) fails the test that caused it.
+    # Any dialog (alert from injected script) fails the test that caused it; so does anything
+    # of the console's own that its CSP refused (the page must work under its policy).
     opened.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
+    opened.on(
+        "console",
+        lambda message: (
+            errors.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield opened
     await context.close()
     assert not errors, errors
@@ -250,7 +257,9 @@ async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
     fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text=HOSTILE)]))
     await fleet.define(project_id, token, "mallory", system_prompt=f"mallory {marker}")
     await sign_in(page, fleet, project_id, token)
-    await start_run(page, "mallory", HOSTILE)  # a hostile input too
+    # A hostile input and label too.
+    await start_run(page, "mallory", HOSTILE, labels='note=<img src=x onerror="alert(3)">')
+    await expect(page.get_by_test_id("labels")).to_have_text('note=<img src=x onerror="alert(3)">')
     await expect(page.get_by_test_id("answer")).to_have_text(HOSTILE, timeout=LIVE_S)
     # The messages list shows the preview of the same text; open it in full as well.
     await page.get_by_test_id("message-row").last.get_by_role("button").click()
