@@ -135,7 +135,6 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
         visibility=common_pb2.VISIBILITY_PROJECT,
     )
     await sign_in(page, fleet, project_id, token)
-    await page.screenshot(path=SHOTS / "runs.png")
     run_id = await start_run(page, "lead", "Have the note written.")
 
     tree = page.get_by_test_id("tree-node")
@@ -377,6 +376,7 @@ async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: 
     await page.get_by_role("link", name="Runs").click()
     rows = page.get_by_test_id("run-row")
     await expect(rows).to_have_count(2)
+    await page.screenshot(path=SHOTS / "runs.png")
     await page.get_by_label("Labels").fill("job=nightly")
     await page.get_by_role("button", name="Filter").click()
     await expect(rows).to_have_count(1)
