@@ -4,6 +4,7 @@ Content-Security-Policy, and a member who cannot read another project's run by i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -299,3 +300,37 @@ async def test_a_host_name_the_console_is_not_served_under_is_refused(
         # Probes reach /healthz by the pod's address; loopback names are the default.
         assert (await http.get("/healthz", headers={"host": "10.1.2.3:8080"})).status_code == 200
         assert (await http.get("/", headers={"host": f"localhost:{port}"})).status_code == 200
+
+
+async def test_live_views_are_bounded_per_session_and_end_with_it(fleet: ConsoleFleet) -> None:
+    project_id, token = await fleet.project("sec-streams")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(hang=True)]))
+    await fleet.define(project_id, token, "sleeper", system_prompt=f"sleeper {marker}")
+    async with signed_in(fleet, project_id, token) as (http, csrf):
+        started = await http.post(
+            "/api/runs",
+            json={"agent_name": "sleeper", "input": "wait"},
+            headers={"x-csrf-token": csrf},
+        )
+        path = f"/api/runs/{started.json()['run']['id']}/events"
+        async with contextlib.AsyncExitStack() as streams:
+            opened = []
+            for _ in range(8):  # AGENTFLEET_CONSOLE_MAX_STREAMS' default
+                stream = await streams.enter_async_context(http.stream("GET", path))
+                assert stream.status_code == 200
+                lines = stream.aiter_lines()
+                assert await anext(lines) == ": connected"
+                opened.append(lines)
+            reply = await http.get(path)
+            assert reply.status_code == 429
+            assert reply.json()["code"] == "RESOURCE_EXHAUSTED"
+            # Sign-out ends them all (at the latest at the next keep-alive, 15 s).
+            reply = await http.request(
+                "DELETE", "/api/session", json={}, headers={"x-csrf-token": csrf}
+            )
+            assert reply.status_code == 200
+            for lines in opened:
+                async with asyncio.timeout(30):
+                    rest = [line async for line in lines]
+                assert "event: end" in rest
