@@ -38,11 +38,11 @@ from google.genai import types
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.llm import GenaiModelClient, QuotaScope, RetryPolicy
-from agentfleet.llm.quota import ModelQuotas, QuotaConfig
-from agentfleet.llm.quota_budget import ModelBudget
-from agentfleet.llm.quota_store import BudgetStore
+from agentfleet.llm.limiter.quota import ModelQuotas, QuotaConfig
+from agentfleet.llm.limiter.quota_budget import ModelBudget
+from agentfleet.llm.limiter.quota_store import BudgetStore
 from agentfleet.postgres import db
-from agentfleet.quota_settings import ModelLimits, parse_model_quotas
+from agentfleet.settings.quota_settings import ModelLimits, parse_model_quotas
 from agentfleet.testing.gemini import stub_settings
 
 MODEL = "gemini-2.5-flash"

@@ -35,7 +35,7 @@ from agentfleet import events as ev
 from agentfleet.auth import TokenStore
 from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 from agentfleet.testing.factories import insert_run
 from agentfleet.testing.services import start_process_stack
 from agentfleet.v1 import history_pb2, history_pb2_grpc

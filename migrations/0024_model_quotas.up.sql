@@ -1,4 +1,4 @@
--- The shared budget of each model and credential (agentfleet.llm.quota_math): every
+-- The shared budget of each model and credential (agentfleet.llm.limiter.quota_math): every
 -- executor and dispatcher process takes its grants (stretches of the budget's timeline)
 -- from this row, one short transaction per grant, never per call. Times are epoch seconds
 -- on this database's clock, so the processes' clocks never matter. The credential is a

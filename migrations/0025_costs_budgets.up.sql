@@ -1,7 +1,7 @@
 -- What model calls cost (issue #31): the cost of each model message and the model that
 -- answered it (a fallback model may answer instead of the definition's), a run's cost and its
 -- tree's, beside tokens_in/out and tokens_total_tree; per-project budgets and the usage they
--- are checked against. Costs are whole nano-dollars (USD x 10^9, agentfleet.model_prices), so
+-- are checked against. Costs are whole nano-dollars (USD x 10^9, agentfleet.settings.model_prices), so
 -- sums stay exact. New columns have constant defaults: no table rewrite.
 ALTER TABLE kb.agent_runs
     ADD COLUMN cost_nanos bigint NOT NULL DEFAULT 0 CHECK (cost_nanos >= 0),

@@ -1,5 +1,5 @@
 -- Fair shares of a model's shared budget between projects across every process
--- (agentfleet.llm.quota_shares): the virtual time of each contending project
+-- (agentfleet.llm.limiter.quota_shares): the virtual time of each contending project
 -- ({"project": [virtual_time, last_asked_epoch_s]}, at most 256 entries, pruned at every
 -- grant) and of the last call granted.
 ALTER TABLE kb.model_quota_budgets

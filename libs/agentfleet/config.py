@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentfleet import config_values as parsers
-from agentfleet import model_prices
-from agentfleet.model_prices import PriceTable
-from agentfleet.quota_settings import (
+from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
+from agentfleet.settings import model_prices
+from agentfleet.settings.model_prices import PriceTable
+from agentfleet.settings.quota_settings import (
     TIERS,
     ModelLimits,
     parse_model_quotas,
     parse_project_weights,
 )
-from agentfleet.run_limits import DEFAULT_MAX_RESUMES, MAX_RESUMES_LIMIT
-from agentfleet.server_limits import ServerLimits
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.server_limits import ServerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 
 T = TypeVar("T")
 
@@ -79,11 +79,11 @@ class Settings:
     trigger_limits: TriggerLimits = field(default_factory=TriggerLimits)
     """AGENTFLEET_TRIGGER_*, AGENTFLEET_SCHEDULE_MIN_INTERVAL_S,
     AGENTFLEET_MAX_SCHEDULES_PER_PROJECT, AGENTFLEET_EVENT_MAX_PAYLOAD_BYTES: what triggers
-    and schedules may start (:mod:`agentfleet.trigger_limits`)."""
+    and schedules may start (:mod:`agentfleet.settings.trigger_limits`)."""
     grpc_limits: ServerLimits = field(default_factory=ServerLimits)
     """AGENTFLEET_GRPC_*, AGENTFLEET_MAX_STREAMS_PER_TOKEN / _PER_PROJECT and
     AGENTFLEET_MAX_UNARY_PER_TOKEN / _PER_PROJECT: the limits every gRPC server applies, one
-    field each (:class:`~agentfleet.server_limits.ServerLimits`)."""
+    field each (:class:`~agentfleet.settings.server_limits.ServerLimits`)."""
     db_pool_min: int
     db_pool_max: int
     shutdown_grace_s: float
@@ -149,12 +149,12 @@ class Settings:
     """AGENTFLEET_MODEL_RETRY_BASE_S: first backoff before a retry; doubles each time."""
     model_prices: PriceTable = field(default_factory=lambda: PriceTable.with_overrides({}))
     """AGENTFLEET_MODEL_PRICES: USD per million tokens by model (JSON), over the dated
-    defaults of :data:`agentfleet.model_prices.DEFAULT_PRICES`."""
+    defaults of :data:`agentfleet.settings.model_prices.DEFAULT_PRICES`."""
     gemini_base_url: str | None
     """AGENTFLEET_GEMINI_BASE_URL: send model calls here (the stub server)."""
     model_quota_tier: str = "off"
     """AGENTFLEET_MODEL_QUOTA_TIER=off|free|tier1|tier2|tier3: start from that Gemini API
-    tier's published limits (:data:`agentfleet.quota_settings.GEMINI_TIERS`)."""
+    tier's published limits (:data:`agentfleet.settings.quota_settings.GEMINI_TIERS`)."""
     model_quotas: Mapping[str, ModelLimits] = field(default_factory=dict)
     """AGENTFLEET_MODEL_QUOTAS: declared limits per model
     (``gemini-2.5-pro:rpm=150,tpm=2000000,rpd=10000,concurrent=20; *:rpm=1000``)."""

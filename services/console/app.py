@@ -8,17 +8,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
+from agentfleet.console_settings import ConsoleSettings
 from agentfleet.v1 import history_pb2
 from services.console.backend import Backend, CallFailed
-from services.console.security import HostCheck, SecurityHeaders, same_origin
+from services.console.security import same_origin
 from services.console.sessions import Session, SessionStore
-from services.console.settings import ConsoleSettings
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 1024 * 1024
@@ -206,21 +203,3 @@ async def index(request: Request) -> Response:
 
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "SERVING"})
-
-
-def build_app(settings: ConsoleSettings, backend: Backend) -> Any:
-    from services.console.api import api_routes
-
-    app = Starlette(
-        routes=[
-            Route("/", index),
-            Route("/healthz", healthz),
-            Route("/api/session", sign_in, methods=["POST"]),
-            Route("/api/session", current_session, methods=["GET"]),
-            Route("/api/session", authed(_sign_out), methods=["DELETE"]),
-            *api_routes(),
-            Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
-    )
-    app.state.console = Console(settings, backend)
-    return SecurityHeaders(HostCheck(app, settings.allowed_hosts))

@@ -1,4 +1,4 @@
-"""The console process: uvicorn serving :func:`services.console.app.build_app` on
+"""The console process: uvicorn serving :func:`services.console.routes.build_app` on
 AGENTFLEET_CONSOLE_PORT (8080), reaching the services at their AGENTFLEET_<SERVICE>_ADDR.
 
 Unlike the four gRPC services it has no database and no credential of its own: it needs
@@ -17,14 +17,14 @@ import structlog
 import uvicorn
 
 from agentfleet.config import ConfigError, load_settings
+from agentfleet.console_settings import load_console_settings
 from agentfleet.observability.logging import configure_logging
 from agentfleet.process.hardening import make_non_dumpable
 from agentfleet.process.stop_signals import stop_event
 from agentfleet.rpc.grpc_server import PortInUse
 from services.a2a.server import bind_http
-from services.console.app import build_app
 from services.console.backend import Backend
-from services.console.settings import load_console_settings
+from services.console.routes import build_app
 
 log = structlog.get_logger(__name__)
 

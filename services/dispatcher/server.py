@@ -11,7 +11,7 @@ import grpc
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.graph import canonical_id
 from agentfleet.llm import GenaiModelClient
-from agentfleet.llm.quota import ModelQuotas
+from agentfleet.llm.limiter.quota import ModelQuotas
 from agentfleet.postgres.db import Listener
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.request_ids import checked_request_id

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from agentfleet.gemini_stub import Reply, Script
-from agentfleet.llm.quota import WAIT_SHOWN_AFTER_S
+from agentfleet.llm.limiter.quota import WAIT_SHOWN_AFTER_S
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 from tests.e2e.conftest import Fleet, Project
 from tests.e2e.test_executor_processes import stored_protos

@@ -15,9 +15,9 @@ from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.gemini_stub.quota import parse_quota
 from agentfleet.llm import GenaiModelClient, QuotaScope, QuotaWait, RetryPolicy
 from agentfleet.llm.errors import QuotaWaitExceeded, QuotaWaitTooLong
-from agentfleet.llm.quota import ModelQuotas, QuotaConfig
-from agentfleet.llm.quota_store import BudgetStore
-from agentfleet.quota_settings import parse_model_quotas
+from agentfleet.llm.limiter.quota import ModelQuotas, QuotaConfig
+from agentfleet.llm.limiter.quota_store import BudgetStore
+from agentfleet.settings.quota_settings import parse_model_quotas
 from agentfleet.testing.gemini import stub_settings
 
 MODEL = "gemini-2.5-flash"

@@ -10,9 +10,9 @@ import asyncio
 
 import asyncpg
 
-from agentfleet.llm.quota import ModelQuotas, QuotaConfig, QuotaScope
-from agentfleet.llm.quota_store import BudgetStore
-from agentfleet.quota_settings import parse_model_quotas
+from agentfleet.llm.limiter.quota import ModelQuotas, QuotaConfig, QuotaScope
+from agentfleet.llm.limiter.quota_store import BudgetStore
+from agentfleet.settings.quota_settings import parse_model_quotas
 
 RATE_RPM = 1200  # 19 calls a second at the 95% headroom
 MEASURED = 80

@@ -11,7 +11,7 @@ import pytest
 
 from agentfleet.graph import GraphRepository
 from agentfleet.postgres.db import Listener
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.triggers.consumer import TriggerConsumer

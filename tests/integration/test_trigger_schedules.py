@@ -11,7 +11,7 @@ import pytest
 
 from agentfleet.errors import FailedPrecondition
 from agentfleet.postgres.db import Listener
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.triggers.consumer import TriggerConsumer
 from services.executor.triggers.schedules import ScheduleRepository, ScheduleTicker

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agentfleet.cli.stack.console import spawn_console, wait_console
 from agentfleet.cli.stack.up import ServiceProcess
-from agentfleet.cli.up_console import spawn_console, wait_console
 from agentfleet.testing.services import free_port
 from agentfleet.testing.services import test_settings as settings_from
 

@@ -30,7 +30,7 @@ from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.postgres import db
 from agentfleet.process.service_runtime import server_limits
 from agentfleet.rpc.grpc_limits import server_options
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 from agentfleet.testing import factories as f
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.services import (

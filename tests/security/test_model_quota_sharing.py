@@ -10,10 +10,10 @@ import math
 import asyncpg
 import pytest
 
-from agentfleet.llm.quota import ModelQuotas, QuotaConfig, QuotaScope
-from agentfleet.llm.quota_math import MAX_BLOCK_S, BudgetState, throttled
-from agentfleet.llm.quota_store import BudgetStore
-from agentfleet.quota_settings import ModelLimits, parse_model_quotas
+from agentfleet.llm.limiter.quota import ModelQuotas, QuotaConfig, QuotaScope
+from agentfleet.llm.limiter.quota_math import MAX_BLOCK_S, BudgetState, throttled
+from agentfleet.llm.limiter.quota_store import BudgetStore
+from agentfleet.settings.quota_settings import ModelLimits, parse_model_quotas
 from services.executor.registry.definitions import AgentDefinition
 from services.executor.registry.manifest import definition_violations
 from services.executor.registry.model_config import ModelConfig

@@ -22,7 +22,7 @@ import asyncpg
 import grpc
 import pytest
 
-from agentfleet.cli.secrets import rotate_key, run_secrets
+from agentfleet.cli.manage.secrets import rotate_key, run_secrets
 from agentfleet.config import ConfigError
 from agentfleet.egress import EgressPolicy
 from agentfleet.mcp.servers import McpServerConfig

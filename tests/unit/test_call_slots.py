@@ -11,7 +11,7 @@ from agentfleet.auth import UNRESTRICTED, Principal
 from agentfleet.config import _SERVER_LIMITS
 from agentfleet.errors import ResourceExhausted
 from agentfleet.rpc.grpc_limits import CallSlots
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 
 P = "alpha"
 

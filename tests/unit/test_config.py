@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from agentfleet.config import _SERVER_LIMITS, DEFAULT_PORTS, ConfigError, load_settings
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 
 
 def test_defaults_need_no_environment() -> None:

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from agentfleet.config import ConfigError
+from agentfleet.console_settings import load_console_settings
 from services.console.security import host_name, same_origin
 from services.console.sessions import SessionStore
-from services.console.settings import load_console_settings
 
 
 def test_sessions_are_random_bounded_and_expire(monkeypatch: pytest.MonkeyPatch) -> None:

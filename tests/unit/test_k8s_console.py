@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from services.console.settings import DEFAULT_PORT
+from agentfleet.console_settings import DEFAULT_PORT
 
 from .kustomize_render import render
 from .test_k8s_manifests import K8S_VERSION, compose, of_kind

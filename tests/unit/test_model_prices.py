@@ -6,7 +6,7 @@ import pytest
 
 from agentfleet.config import ConfigError, load_settings
 from agentfleet.llm import TokenUsage
-from agentfleet.model_prices import DEFAULT_PRICES, PriceTable, parse_prices, usd
+from agentfleet.settings.model_prices import DEFAULT_PRICES, PriceTable, parse_prices, usd
 
 
 def test_cost_prices_each_kind_of_token_at_its_own_rate() -> None:

@@ -1,10 +1,10 @@
-"""The shared budget's rules (agentfleet.llm.quota_math) and the fair queue, without I/O."""
+"""The shared budget's rules (agentfleet.llm.limiter.quota_math) and the fair queue, without I/O."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentfleet.llm.quota_math import (
+from agentfleet.llm.limiter.quota_math import (
     BudgetState,
     Grant,
     Refused,
@@ -13,8 +13,8 @@ from agentfleet.llm.quota_math import (
     take_grant,
     throttled,
 )
-from agentfleet.llm.quota_queue import FairQueue
-from agentfleet.quota_settings import ModelLimits, limits_for, parse_model_quotas
+from agentfleet.llm.limiter.quota_queue import FairQueue
+from agentfleet.settings.quota_settings import ModelLimits, limits_for, parse_model_quotas
 
 RPM_120 = ModelLimits(requests_per_minute=120)  # 2 per second
 

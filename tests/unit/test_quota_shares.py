@@ -1,9 +1,9 @@
-"""The fleet-wide cut of a shared budget between projects (agentfleet.llm.quota_shares), as
+"""The fleet-wide cut of a shared budget between projects (agentfleet.llm.limiter.quota_shares), as
 pure values: by weight, work-conserving, no credit for time not asked, bounded."""
 
 from __future__ import annotations
 
-from agentfleet.llm.quota_shares import ACTIVE_S, MAX_PROJECTS, allocate, settle
+from agentfleet.llm.limiter.quota_shares import ACTIVE_S, MAX_PROJECTS, allocate, settle
 
 WEIGHTS = {"heavy": 3.0, "light": 1.0}
 

@@ -7,11 +7,11 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 
 from agentfleet.cli.approvals import add_approval_commands
-from agentfleet.cli.budget import add_budget_arguments
 from agentfleet.cli.client import Connection, add_connection_flags
+from agentfleet.cli.manage.budget import add_budget_arguments
+from agentfleet.cli.manage.retention import add_history_commands
+from agentfleet.cli.manage.triggers import add_trigger_commands
 from agentfleet.cli.render import RUN_STATUS_CHOICES
-from agentfleet.cli.retention import add_history_commands
-from agentfleet.cli.triggers import add_trigger_commands
 
 Handler = Callable[[Connection, argparse.Namespace], Awaitable[int]]
 

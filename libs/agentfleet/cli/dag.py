@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentfleet import dagfile
-from agentfleet.cli.agents import read_document
 from agentfleet.cli.client import CliError, Connection
+from agentfleet.cli.manage.agents import read_document
 from agentfleet.cli.render import console, enum_name, print_json
 from agentfleet.errors import InvalidArgument
 from agentfleet.v1 import dispatcher_pb2

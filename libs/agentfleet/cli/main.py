@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from agentfleet.cli.client import CliError, connection_from
 from agentfleet.cli.commands import add_remote_commands, resolve_handler
 from agentfleet.cli.failure import OneLineArgumentParser, fail_for, report
-from agentfleet.cli.secrets import add_secrets_command
+from agentfleet.cli.manage.secrets import add_secrets_command
 from agentfleet.config import ConfigError, load_settings
 
 
@@ -120,15 +120,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         elif args.command == "migrate":
-            from agentfleet.cli.admin import run_migrate
+            from agentfleet.cli.manage.admin import run_migrate
 
             code = asyncio.run(run_migrate(settings, args.action, args.target))
         elif args.command == "secrets":
-            from agentfleet.cli.secrets import run_secrets
+            from agentfleet.cli.manage.secrets import run_secrets
 
             code = asyncio.run(run_secrets(settings, args))
         else:
-            from agentfleet.cli.admin import run_token
+            from agentfleet.cli.manage.admin import run_token
 
             code = asyncio.run(run_token(settings, args))
     except KeyboardInterrupt:

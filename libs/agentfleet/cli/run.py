@@ -21,11 +21,11 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from agentfleet.cli.budget import dollars_to_nanos
 from agentfleet.cli.client import Connection
 from agentfleet.cli.live import RunTreeView
+from agentfleet.cli.manage.budget import dollars_to_nanos
+from agentfleet.cli.manage.tools import key_values
 from agentfleet.cli.render import console, print_json, run_status, styled_status
-from agentfleet.cli.tools import key_values
 from agentfleet.timestamps import duration_proto
 from agentfleet.v1 import common_pb2, executor_pb2, history_pb2
 

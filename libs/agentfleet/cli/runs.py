@@ -26,7 +26,7 @@ from agentfleet.cli.render import (
     timestamp,
     to_dict,
 )
-from agentfleet.model_prices import usd
+from agentfleet.settings.model_prices import usd
 from agentfleet.v1 import common_pb2, history_pb2
 
 

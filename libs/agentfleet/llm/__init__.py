@@ -28,7 +28,7 @@ from agentfleet.llm.genai_client import (
     GenaiModelClient,
     build_genai_client,
 )
-from agentfleet.llm.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
+from agentfleet.llm.limiter.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
 
 __all__ = [
     "PLACEHOLDER_API_KEY",

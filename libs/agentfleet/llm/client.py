@@ -12,7 +12,7 @@ from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from google.genai import types
 
-from agentfleet.llm.quota_wait import QuotaScope, QuotaWaitSink
+from agentfleet.llm.limiter.quota_wait import QuotaScope, QuotaWaitSink
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,7 +50,8 @@ class ModelReply:
     """The model that answered (a fallback's name when the requested one did not); set by
     the caller that priced it, "" when unknown."""
     cost_nanos: int = 0
-    """What the call cost in nano-dollars (:mod:`agentfleet.model_prices`); 0 when unpriced."""
+    """What the call cost in nano-dollars (:mod:`agentfleet.settings.model_prices`); 0 when
+    unpriced."""
     fallback_reason: str | None = None
     """Why the models before ``model`` did not answer; None when the requested one did."""
 
@@ -114,7 +115,7 @@ class ModelRequest(_RequiredArguments, total=False):
     """Whose call this is (project, run age), to order it among calls waiting for quota."""
     on_wait: QuotaWaitSink | None
     """Told when the call starts and stops waiting for its model's shared quota
-    (:class:`agentfleet.llm.quota_wait.QuotaWait`); not sent to the model."""
+    (:class:`agentfleet.llm.limiter.quota_wait.QuotaWait`); not sent to the model."""
     quota_fallback_wait_s: float | None
     """Set when the call has a fallback model: the longest it waits for this model's
     quota (expected or waited) before the limiter raises

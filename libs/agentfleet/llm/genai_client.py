@@ -38,7 +38,7 @@ from agentfleet.llm.genai_selfcheck import check_fast_path
 from agentfleet.llm.genai_stream import stream_once
 from agentfleet.llm.genai_translate import with_retries
 from agentfleet.llm.genai_transport import new_session
-from agentfleet.llm.quota import ModelQuotas
+from agentfleet.llm.limiter.quota import ModelQuotas
 
 _log = structlog.get_logger(__name__)
 _tracer = trace.get_tracer("agentfleet.llm")

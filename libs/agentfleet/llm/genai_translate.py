@@ -28,7 +28,7 @@ from agentfleet.llm.errors import (
     ModelRequestError,
     TransientModelError,
 )
-from agentfleet.llm.quota_wait import QuotaWait, QuotaWaitSink
+from agentfleet.llm.limiter.quota_wait import QuotaWait, QuotaWaitSink
 from agentfleet.observability import metrics
 
 _log = structlog.get_logger(__name__)

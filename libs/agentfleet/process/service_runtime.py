@@ -42,7 +42,7 @@ from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.grpc_server import PortInUse, Registration, RunningServer, start_server
 from agentfleet.rpc.rpc_metrics import RpcMetricsInterceptor
 from agentfleet.rpc.tls import client_tls, server_tls
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Limits every gRPC server applies: concurrency, connections, and calls per caller.
 
-`agentfleet.server_limits.ServerLimits` holds them (from the ``AGENTFLEET_GRPC_*`` and
+`agentfleet.settings.server_limits.ServerLimits` holds them (from the ``AGENTFLEET_GRPC_*`` and
 ``AGENTFLEET_MAX_STREAMS_PER_TOKEN`` / ``_PER_PROJECT`` and ``_MAX_UNARY_PER_TOKEN`` /
 ``_PER_PROJECT`` settings); :func:`server_options` turns them into the channel arguments of
 ``grpc.aio.server``; :class:`CallSlots` counts the response streams each token and project
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from agentfleet.errors import ResourceExhausted
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 
 if TYPE_CHECKING:
     from agentfleet.auth import Principal

@@ -56,7 +56,7 @@ from agentfleet.rpc.grpc_streams import (
 from agentfleet.rpc.stream_reauth import END, StreamReauth
 from agentfleet.rpc.tls import ServerCertificateFiles, ServerTls, is_loopback
 from agentfleet.rpc.wire_budget import TooManyEntries, check_entries
-from agentfleet.server_limits import ServerLimits
+from agentfleet.settings.server_limits import ServerLimits
 
 log = structlog.get_logger(__name__)
 

@@ -25,8 +25,8 @@ import asyncpg
 
 from agentfleet import events
 from agentfleet.errors import InvalidArgument
-from agentfleet.model_prices import NANOS_PER_USD, usd
 from agentfleet.observability import metrics
+from agentfleet.settings.model_prices import NANOS_PER_USD, usd
 from services.executor.runs import RunRecord
 from services.executor.store.persistence import RunRecorder, complete_then_cancel
 

@@ -11,7 +11,7 @@ from typing import Unpack
 
 from agentfleet.errors import FailedPrecondition
 from agentfleet.llm import DeltaSink, GenaiModelClient, ModelReply, ModelRequest, RetryPolicy
-from agentfleet.llm.quota import ModelQuotas
+from agentfleet.llm.limiter.quota import ModelQuotas
 from agentfleet.observability import metrics
 from agentfleet.process.service_runtime import ServiceContext
 

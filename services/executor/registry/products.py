@@ -32,7 +32,7 @@ from agentfleet.mcp.stdio import StdioAllowlist
 from agentfleet.postgres.project_rows import project_name_page
 from agentfleet.postgres.rows import from_row
 from agentfleet.request_ids import check_same_request, checked_request_id, request_fingerprint
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.manifest import (
     Manifest,

@@ -17,9 +17,9 @@ from google.protobuf import duration_pb2
 from agentfleet.auth import current_principal
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.mcp.config import member_view
+from agentfleet.settings.trigger_limits import TriggerLimits
 from agentfleet.structs import struct_dict, to_struct
 from agentfleet.timestamps import timestamp_proto
-from agentfleet.trigger_limits import TriggerLimits
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.executor.model.budgets import (
     DEFAULT_WARN_FRACTION,

@@ -25,7 +25,7 @@ from agentfleet.graph import GraphRepository
 from agentfleet.observability import metrics
 from agentfleet.postgres.db import Listener, lock_key
 from agentfleet.reconnect import is_disconnect
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 from services.executor.queue import RunQueue
 from services.executor.run_requests import TRIGGER_REQUEST_PREFIX
 from services.executor.runs import StartRunParams

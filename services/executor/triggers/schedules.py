@@ -37,7 +37,7 @@ from agentfleet.errors import (
     ResourceExhausted,
 )
 from agentfleet.reconnect import is_disconnect
-from agentfleet.trigger_limits import TriggerLimits
+from agentfleet.settings.trigger_limits import TriggerLimits
 
 __all__ = [
     "Schedule",

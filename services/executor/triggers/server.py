@@ -18,8 +18,8 @@ from google.protobuf import json_format
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.postgres.pagination import clamp_page_size, decode_page_token, encode_page_token
 from agentfleet.request_ids import check_same_request, request_fingerprint, request_id_violations
+from agentfleet.settings.trigger_limits import TriggerLimits
 from agentfleet.timestamps import timestamp_proto
-from agentfleet.trigger_limits import TriggerLimits
 from agentfleet.v1 import triggers_pb2, triggers_pb2_grpc
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.triggers import store

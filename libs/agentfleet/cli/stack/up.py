@@ -23,7 +23,7 @@ from rich.text import Text
 
 from agentfleet.auth import CreatedToken, Role, TokenStore
 from agentfleet.cli.render import console
-from agentfleet.cli.up_console import print_console, spawn_console, wait_console
+from agentfleet.cli.stack.console import print_console, spawn_console, wait_console
 from agentfleet.config import SERVICE_NAMES, ConfigError, Settings, child_environment
 from agentfleet.errors import Unavailable
 from agentfleet.mcp.stdio import STDIO_ALLOWLIST_SETTING, format_allowlist

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from agentfleet.cli.client import Connection
+from agentfleet.cli.manage.tools import key_values
 from agentfleet.cli.render import console, print_listing
-from agentfleet.cli.tools import key_values
 from agentfleet.v1 import registry_pb2
 
 

@@ -1,6 +1,7 @@
 """What a model call waiting for its model's shared quota tells its run.
 
-The limiter (:mod:`agentfleet.llm.quota`) calls an optional ``on_wait`` callback of this type
+The limiter (:mod:`agentfleet.llm.limiter.quota`) calls an optional ``on_wait`` callback of this
+type
 when a call starts waiting for quota (``waiting=True``) and when it stops (``waiting=False``),
 so the run can show "waiting for model quota: gemini-2.5-pro, about 12 s".
 """

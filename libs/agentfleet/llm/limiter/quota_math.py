@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo
 
-from agentfleet.llm.quota_shares import allocate, settle
-from agentfleet.quota_settings import ModelLimits
+from agentfleet.llm.limiter.quota_shares import allocate, settle
+from agentfleet.settings.quota_settings import ModelLimits
 
 _PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_BLOCK_S = 1.0

@@ -49,7 +49,7 @@ def console_url(settings: Settings, port: int) -> str:
 async def spawn_console(
     settings: Settings, log_dir: Path
 ) -> tuple[asyncio.subprocess.Process, str, Path]:
-    from services.console.settings import LOOPBACK_HOSTS, load_console_settings
+    from agentfleet.console_settings import LOOPBACK_HOSTS, load_console_settings
 
     port = load_console_settings().port
     environment = {k: v for k, v in os.environ.items() if k not in PLATFORM_SECRETS}

@@ -2,11 +2,11 @@
 budget first; slots come from grants of the budget shared through PostgreSQL.
 
 One :class:`ModelQuotas` per process (executor, dispatcher), one
-:class:`~agentfleet.llm.quota_budget.ModelBudget` in it per model. A call that finds a slot
+:class:`~agentfleet.llm.limiter.quota_budget.ModelBudget` in it per model. A call that finds a slot
 due takes it without any I/O; otherwise it waits in the
-budget's :class:`~agentfleet.llm.quota_queue.FairQueue` (fair between projects, oldest run
+budget's :class:`~agentfleet.llm.limiter.quota_queue.FairQueue` (fair between projects, oldest run
 first) on a future, holding no database connection, while one refill task at a time asks
-:class:`~agentfleet.llm.quota_store.BudgetStore` for the next grant, sized to what waits and
+:class:`~agentfleet.llm.limiter.quota_store.BudgetStore` for the next grant, sized to what waits and
 to the calls of the last grant's length. A 429 blocks the shared budget for its
 ``retryDelay`` (every process sees it at its next grant) and drops this process's unused
 slots; the call then waits again, its retries untouched. A call waits at most
@@ -29,12 +29,12 @@ import structlog
 
 from agentfleet.config import Settings
 from agentfleet.llm.errors import QuotaWaitExceeded
-from agentfleet.llm.quota_budget import DB_RETRY_S, ModelBudget, Slot, Waiter
-from agentfleet.llm.quota_math import rates
-from agentfleet.llm.quota_store import BudgetStore
-from agentfleet.llm.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
+from agentfleet.llm.limiter.quota_budget import DB_RETRY_S, ModelBudget, Slot, Waiter
+from agentfleet.llm.limiter.quota_math import rates
+from agentfleet.llm.limiter.quota_store import BudgetStore
+from agentfleet.llm.limiter.quota_wait import QuotaScope, QuotaWait, QuotaWaitSink
 from agentfleet.observability import metrics
-from agentfleet.quota_settings import ModelLimits, limits_for
+from agentfleet.settings.quota_settings import ModelLimits, limits_for
 
 _log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from agentfleet.cli.client import CliError, Connection
 from agentfleet.cli.render import console, print_json
-from agentfleet.model_prices import NANOS_PER_USD, usd
+from agentfleet.settings.model_prices import NANOS_PER_USD, usd
 from agentfleet.v1 import registry_pb2
 
 _LIMITS = ("daily_tokens", "monthly_tokens", "daily_cost_nanos", "monthly_cost_nanos")

@@ -9,7 +9,7 @@ day (the Gemini API's day: midnight Pacific time), ``concurrent`` calls in fligh
 ``*`` applies to every model no entry names. ``AGENTFLEET_MODEL_QUOTA_TIER`` starts from a
 tier's published limits (:data:`GEMINI_TIERS`); entries override them per model. A model
 with no declared limit is still limited: the fleet learns its limit from the 429s it gets
-(:mod:`agentfleet.llm.quota_math`). Pure parsing, no I/O, so :mod:`agentfleet.config` reads
+(:mod:`agentfleet.llm.limiter.quota_math`). Pure parsing, no I/O, so :mod:`agentfleet.config` reads
 it without importing the model client.
 """
 

@@ -1,6 +1,6 @@
 """One model's budget in one process: the slots granted to it from the shared budget, the
 calls waiting for one, and the refill that asks PostgreSQL for the next grant. Used by
-:class:`agentfleet.llm.quota.ModelQuotas` (one per model); the design: docs/DESIGN.md,
+:class:`agentfleet.llm.limiter.quota.ModelQuotas` (one per model); the design: docs/DESIGN.md,
 "Model quotas, costs and budgets"."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agentfleet.llm.errors import QuotaWaitExceeded, QuotaWaitTooLong
-from agentfleet.llm.quota_math import Grant, grant_size, rates
-from agentfleet.llm.quota_queue import FairQueue
-from agentfleet.llm.quota_shares import MAX_WANTED_PROJECTS
-from agentfleet.quota_settings import ModelLimits
+from agentfleet.llm.limiter.quota_math import Grant, grant_size, rates
+from agentfleet.llm.limiter.quota_queue import FairQueue
+from agentfleet.llm.limiter.quota_shares import MAX_WANTED_PROJECTS
+from agentfleet.settings.quota_settings import ModelLimits
 
 if TYPE_CHECKING:
-    from agentfleet.llm.quota import ModelQuotas, QuotaConfig
+    from agentfleet.llm.limiter.quota import ModelQuotas, QuotaConfig
 
 _log = structlog.get_logger(__name__)
 
@@ -85,7 +85,7 @@ class ModelBudget:
         """Waiting calls with a fallback model, checked when the expected wait changes."""
         self.share_debt: collections.Counter[str] = collections.Counter()
         """Calls per project used beyond (or below) what grants charged it, for the next
-        grant to settle (:func:`~agentfleet.llm.quota_shares.settle`)."""
+        grant to settle (:func:`~agentfleet.llm.limiter.quota_shares.settle`)."""
         """Waiting calls with a fallback model, checked when the expected wait changes."""
 
     def take_due(self, now: float, project: str) -> Slot | None:

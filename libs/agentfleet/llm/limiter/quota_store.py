@@ -1,7 +1,7 @@
 """The shared budgets in PostgreSQL (``kb.model_quota_budgets``): two autocommitted round
 trips per grant or per 429, on the database's clock.
 
-The row is read (with the database's time), :mod:`agentfleet.llm.quota_math` decides in
+The row is read (with the database's time), :mod:`agentfleet.llm.limiter.quota_math` decides in
 Python, and the row is written back only if nobody wrote it in between (``version``, a
 compare-and-set): the same serial order as locking the row in a transaction, at half the
 round trips (a transaction is BEGIN, read FOR UPDATE, write, COMMIT). A write that lost the
@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from agentfleet.llm.quota_math import BudgetState, Grant, Refused, take_grant, throttled
+from agentfleet.llm.limiter.quota_math import BudgetState, Grant, Refused, take_grant, throttled
 from agentfleet.postgres.db import transaction
-from agentfleet.quota_settings import ModelLimits
+from agentfleet.settings.quota_settings import ModelLimits
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class BudgetStore:
         self, model: str, limits: ModelLimits, **request: Any
     ) -> tuple[float, BudgetState, Grant | Refused]:
         """The database's time, the budget after, and a grant (or why not) per
-        :func:`~agentfleet.llm.quota_math.take_grant`."""
+        :func:`~agentfleet.llm.limiter.quota_math.take_grant`."""
 
         def decide(state: BudgetState, now: float) -> tuple[BudgetState, Grant | Refused, int]:
             state, outcome = take_grant(state, limits, now=now, **request)

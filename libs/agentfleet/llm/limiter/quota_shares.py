@@ -1,7 +1,7 @@
 """Fair shares of one shared model budget between projects, across every process.
 
 Each process's queue is fair between the projects waiting *in it*
-(:mod:`agentfleet.llm.quota_queue`), but grants come from one row for every process: a
+(:mod:`agentfleet.llm.limiter.quota_queue`), but grants come from one row for every process: a
 process holding only one project's runs would get as many grants as one holding another's,
 whatever their weights. So the row keeps weighted fair queueing's virtual time per project
 (``shares``: project -> ``[virtual_time, last_asked]``, and ``vclock``, the virtual time
@@ -15,7 +15,7 @@ projects share and a project alone gets everything (work-conserving). A grant th
 every project it wants ahead is refused for the short time the others need to catch up;
 its projects still count as contending, so the others' grants are capped meanwhile.
 
-Pure functions, no I/O: :func:`agentfleet.llm.quota_math.take_grant` calls
+Pure functions, no I/O: :func:`agentfleet.llm.limiter.quota_math.take_grant` calls
 :func:`allocate` under the row's lock.
 """
 
