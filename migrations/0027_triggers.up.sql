@@ -133,7 +133,7 @@ DECLARE
 BEGIN
     -- The dispatcher's types change at every task step and cannot be triggered on
     -- (agentfleet.graph.reserved): their writes skip even the probe.
-    IF NEW.type IN ('SpecTask', 'TaskGraph', 'Session', 'TaskGraphAddition') THEN
+    IF NEW.type IN ('SpecTask', 'TaskGraph', 'Session', 'TaskGraphAddition', 'SessionMessage', 'Discussion', 'DiscussionEntry') THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.properties IS NOT DISTINCT FROM OLD.properties THEN

@@ -66,6 +66,17 @@ def artifacts_of(run: common_pb2.AgentRun) -> list[a2a.Artifact]:
     return artifacts
 
 
+def _event_message(event: common_pb2.RunEvent, context_id: str, text: str) -> a2a.Message:
+    """The agent's message of one run event (its id names the event, so a repeat is one)."""
+    return a2a.Message(
+        message_id=f"{event.run_id}-{event.seq}",
+        context_id=context_id,
+        task_id=event.run_id,
+        role=a2a.ROLE_AGENT,
+        parts=[a2a.Part(text=text)],
+    )
+
+
 def agent_message(run: common_pb2.AgentRun, text: str) -> a2a.Message:
     return a2a.Message(
         message_id=f"{run.id}-{run.status}-{len(text)}",
@@ -82,15 +93,7 @@ def update_of(event: common_pb2.RunEvent, context_id: str) -> list[object]:
         return [_status_update(event.run_id, context_id, a2a.TASK_STATE_WORKING)]
     if event.type == T.RUN_EVENT_TYPE_MODEL_TEXT and not event.model_text.thought:
         update = _status_update(event.run_id, context_id, a2a.TASK_STATE_WORKING)
-        update.status.message.CopyFrom(
-            a2a.Message(
-                message_id=f"{event.run_id}-{event.seq}",
-                context_id=context_id,
-                task_id=event.run_id,
-                role=a2a.ROLE_AGENT,
-                parts=[a2a.Part(text=event.model_text.text)],
-            )
-        )
+        update.status.message.CopyFrom(_event_message(event, context_id, event.model_text.text))
         return [update]
     if event.type == T.RUN_EVENT_TYPE_STATUS_CHANGED and event.status_changed.to_status in (
         S.RUN_STATUS_PAUSED,
@@ -99,13 +102,7 @@ def update_of(event: common_pb2.RunEvent, context_id: str) -> list[object]:
         update = _status_update(event.run_id, context_id, a2a.TASK_STATE_INPUT_REQUIRED)
         if event.status_changed.reason:
             update.status.message.CopyFrom(
-                a2a.Message(
-                    message_id=f"{event.run_id}-{event.seq}",
-                    context_id=context_id,
-                    task_id=event.run_id,
-                    role=a2a.ROLE_AGENT,
-                    parts=[a2a.Part(text=event.status_changed.reason)],
-                )
+                _event_message(event, context_id, event.status_changed.reason)
             )
         return [update]
     if event.type == T.RUN_EVENT_TYPE_RUN_FINISHED:

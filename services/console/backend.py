@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from agentfleet.config import Settings
 from agentfleet.rpc.clients import open_channel
 from agentfleet.rpc.tls import client_tls
+from agentfleet.structs import message_dict
 from agentfleet.v1 import (
     dispatcher_pb2_grpc,
     executor_pb2_grpc,
@@ -58,7 +58,7 @@ class CallFailed(Exception):
 def to_json(message: Message) -> dict[str, Any]:
     """Proto3 JSON (enum names, RFC 3339 times, int64 as strings, defaults included, so the
     page need not know which zero a field omits)."""
-    return json_format.MessageToDict(
+    return message_dict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from a2a.client.client import Client
 from a2a.types import a2a_pb2 as a2a
-from google.protobuf import json_format
 
+from agentfleet.structs import struct_dict
 from services.executor.runs import RunStatus
 
 MAX_ANSWER_CHARS = 100_000
@@ -49,5 +49,5 @@ def texts_of(parts: Sequence[a2a.Part]) -> list[str]:
 def data_of(parts: Sequence[a2a.Part]) -> dict[str, Any] | None:
     for part in parts:
         if part.HasField("data") and part.data.HasField("struct_value"):
-            return json_format.MessageToDict(part.data.struct_value)
+            return struct_dict(part.data.struct_value)
     return None

@@ -13,7 +13,14 @@ from agentfleet.rpc.grpc_server import Registration, start_server
 from agentfleet.testing.services import ProcessStack, start_process_stack
 from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 
-__all__ = ["serve_toolpool", "start_executor"]
+__all__ = ["NoTools", "serve_toolpool", "start_executor"]
+
+
+class NoTools(toolpool_pb2_grpc.ToolPoolServiceServicer):
+    """A toolpool for agents that call no tool: it resolves none."""
+
+    async def ResolveTools(self, request, context):  # type: ignore[no-untyped-def]
+        return toolpool_pb2.ResolveToolsResponse()
 
 
 @contextlib.asynccontextmanager

@@ -24,20 +24,14 @@ import pytest
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import ProcessStack, free_port, start_process_stack
 from agentfleet.testing.waiting import wait_for, wait_for_query
-from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
 from services.executor.runs import StartRunParams
-from tests.e2e.lone_executor import serve_toolpool
+from tests.e2e.lone_executor import NoTools, serve_toolpool
 
 PROJECT = "host"
 RUNS = 12
-
-
-class NoTools(toolpool_pb2_grpc.ToolPoolServiceServicer):
-    async def ResolveTools(self, request, context):  # type: ignore[no-untyped-def]
-        return toolpool_pb2.ResolveToolsResponse()
 
 
 @pytest.fixture

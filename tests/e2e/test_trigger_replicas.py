@@ -14,10 +14,9 @@ import pytest
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import ProcessStack
 from agentfleet.testing.waiting import wait_for, wait_for_query
-from agentfleet.v1 import toolpool_pb2, toolpool_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
-from tests.e2e.lone_executor import serve_toolpool, start_executor
+from tests.e2e.lone_executor import NoTools, serve_toolpool, start_executor
 
 PROJECT = "reacting"
 EVENTS = 150
@@ -27,13 +26,6 @@ UNCAPPED = {
     "AGENTFLEET_MAX_QUEUED_PER_PROJECT": "100000",
     "AGENTFLEET_SCHEDULE_MIN_INTERVAL_S": "1",
 }
-
-
-class NoTools(toolpool_pb2_grpc.ToolPoolServiceServicer):
-    """The agents here call no tool."""
-
-    async def ResolveTools(self, request, context):  # type: ignore[no-untyped-def]
-        return toolpool_pb2.ResolveToolsResponse()
 
 
 @pytest.fixture

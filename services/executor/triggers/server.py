@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from agentfleet.errors import FieldViolation, InvalidArgument
 from agentfleet.postgres.pagination import clamp_page_size, decode_page_token, encode_page_token
 from agentfleet.request_ids import check_same_request, request_fingerprint, request_id_violations
 from agentfleet.settings.trigger_limits import TriggerLimits
+from agentfleet.structs import struct_dict
 from agentfleet.timestamps import timestamp_proto
 from agentfleet.v1 import triggers_pb2, triggers_pb2_grpc
 from services.executor.registry.definitions import DefinitionRepository
@@ -59,7 +59,7 @@ class TriggerServicer(triggers_pb2_grpc.TriggerServiceServicer):
         if not request.request_id:
             problems.append(FieldViolation("request_id", "is required: an event fires once per id"))
         problems += request_id_violations(request.request_id)
-        payload = json_format.MessageToDict(request.payload) if request.HasField("payload") else {}
+        payload = struct_dict(request.payload) if request.HasField("payload") else {}
         size = len(json.dumps(payload, separators=(",", ":")).encode())
         if size > self.limits.max_event_payload_bytes:
             problems.append(
