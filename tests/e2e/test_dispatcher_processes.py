@@ -350,3 +350,62 @@ async def test_agent_creates_subtasks_then_synthesis_runs_last(base: Base) -> No
     )
     for i in range(3):
         assert f"result of Research part {i}" in synthesis_prompt
+
+
+def hangs_but_summarises(request: StubRequest) -> Reply:
+    """Every working call outlives the run's deadline; the summary after it (no tools)
+    answers at once, so each execution ends PAUSED by its timeout."""
+    if request.tool_names:
+        return Reply(text="never in time", delay_s=30)
+    return Reply(text="ran out of time")
+
+
+async def test_a_task_cut_by_its_deadline_every_time_is_resumed_a_bounded_number_of_times(
+    base: Base,
+) -> None:
+    """Issue 37 item 1 on processes: each cut model call counts as a step, and the task's
+    max_resumes ends the resume loop with the reason (it resumed forever before, total_steps
+    0)."""
+    project_id, token = await project(base, "resumes")
+    await DefinitionRepository(base.pool).upsert(
+        project_id,
+        AgentDefinition(
+            name="hanger",
+            system_prompt=f"You are hanger. [{project_id}]",
+            model=ModelConfig(name="m"),
+            tools=["list_entities"],
+            default_timeout_s=0.3,
+        ),
+    )
+    base.stub.add_script(
+        Script(name=f"hanger-{project_id}", match_system=project_id, policy=hangs_but_summarises)
+    )
+    async with (
+        dispatchers(base, 1) as [(_, address)],
+        open_channel(address, token=token) as channel,
+    ):
+        api = dispatcher_pb2_grpc.DispatcherServiceStub(channel)
+        created = await api.CreateTaskGraph(
+            pb.CreateTaskGraphRequest(
+                project_id=project_id,
+                tasks=[
+                    pb.TaskSpec(
+                        key="slow",
+                        title="slow",
+                        assigned_agent="hanger",
+                        max_retries=0,
+                        max_resumes=2,
+                    )
+                ],
+            )
+        )
+        graph = await until_done(api, project_id, created.task_graph.id, timeout_s=90)
+    (task,) = graph.tasks
+    assert task.status == pb.TASK_STATUS_FAILED
+    assert "max_resumes (2)" in task.error_message
+    (run,) = await base.pool.fetch(
+        "SELECT status, resume_count, total_steps FROM kb.agent_runs WHERE project_id = $1",
+        project_id,
+    )
+    # Three executions (the first and two resumes), each one cut model call counted.
+    assert (run["status"], run["resume_count"], run["total_steps"]) == ("paused", 2, 3)
