@@ -44,6 +44,49 @@ MAX_CARD_BYTES = 256 * 1024
 """A remote Agent Card larger than this is refused (a hostile peer sets its size)."""
 MAX_REDIRECTS = 3
 CONNECT_TIMEOUT_S = 10.0
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""Most bytes one response of a remote agent may carry, its stream included: the SDK reads a
+server-sent event whole before parsing it, so a peer sending one endless event would
+otherwise grow the executor's memory without bound. What a child keeps of a stream is far
+less (its progress events and answer are capped), so a legitimate peer never nears this."""
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """A remote agent's response passed :data:`MAX_RESPONSE_BYTES`."""
+
+
+class _BoundedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream, url: str) -> None:
+        self._stream, self._url = stream, url
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        seen = 0
+        async for chunk in self._stream:
+            seen += len(chunk)
+            if seen > MAX_RESPONSE_BYTES:
+                raise ResponseTooLarge(
+                    f"the response of {self._url} passed {MAX_RESPONSE_BYTES} bytes"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _BoundedTransport(httpx.AsyncBaseTransport):
+    """Every response's body counted as it is read (:data:`MAX_RESPONSE_BYTES`)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _BoundedStream(response.stream, str(request.url))
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class RemoteAgentError(FailedPrecondition):
@@ -83,7 +126,7 @@ def guarded_http_client(
         network_backend=GuardedNetworkBackend(policy, httpcore.AnyIOBackend()),  # type: ignore[arg-type]
     )
     return httpx.AsyncClient(
-        transport=transport,
+        transport=_BoundedTransport(transport),
         headers=dict(headers),
         timeout=httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
         follow_redirects=True,

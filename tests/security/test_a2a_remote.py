@@ -30,6 +30,7 @@ from agentfleet.v1 import (
     registry_pb2,
     registry_pb2_grpc,
 )
+from services.executor.a2a_client import MAX_RESPONSE_BYTES
 from services.executor.remote_runs import MAX_EVENT_CHARS, MAX_PROGRESS_EVENTS
 
 
@@ -234,3 +235,16 @@ async def test_a_flooding_remote_agent_gets_bounded_events(
     )
     assert len(texts) == MAX_PROGRESS_EVENTS
     assert max(t["n"] for t in texts) == MAX_EVENT_CHARS
+
+
+async def test_one_endless_event_from_a_remote_agent_is_cut_at_the_response_bound(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    """The SDK reads a server-sent event whole: a 12 MB one would sit in the executor's
+    memory. The response is cut past MAX_RESPONSE_BYTES and the child fails saying so."""
+    project = f"remote-huge-{uuid.uuid4().hex[:8]}"
+    token = await stub_stack.create_token(project, "admin")
+    await registry(stub_stack, token).UpsertRemoteAgent(upsert(project, "echo", remote.card_url))
+    child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "huge")
+    assert child["status"] == "failed"
+    assert f"passed {MAX_RESPONSE_BYTES} bytes" in child["error_message"]

@@ -81,6 +81,13 @@ class _Executor(AgentExecutor):
                 await updater.update_status(a2a.TASK_STATE_WORKING, message=piece)
             await updater.add_artifact([a2a.Part(text="flooded")], name="answer")
             await updater.complete()
+        elif word == "huge":
+            # A hostile peer: one status event far larger than any response should be.
+            piece = new_text_message(
+                "y" * (int(rest or "0") or 12_000_000), context_id=context_id, task_id=task_id
+            )
+            await updater.update_status(a2a.TASK_STATE_WORKING, message=piece)
+            await updater.complete()
         elif word == "hang":
             await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
             self._agent.hanging.add(task_id)
