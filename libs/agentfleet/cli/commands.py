@@ -119,15 +119,18 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     resume.add_argument("--internal", action="store_true", help=INTERNAL_HELP)
 
     install = _command(
-        commands, "install", "install a product manifest (YAML or JSON)", "agents:install_product"
+        commands,
+        "install",
+        "install a product manifest (YAML or JSON)",
+        "manage.agents:install_product",
     )
     install.add_argument("manifest", metavar="MANIFEST")
     install.add_argument("--validate-only", action="store_true")
 
-    agents = _command(commands, "agents", "list the project's agents", "agents:list_agents")
+    agents = _command(commands, "agents", "list the project's agents", "manage.agents:list_agents")
     _paging(agents)
 
-    with _group(commands, "mcp", "manage MCP servers", "tools:mcp") as mcp:
+    with _group(commands, "mcp", "manage MCP servers", "manage.tools:mcp") as mcp:
         add = mcp.add_parser("add", help="add or update an MCP server")
         add.add_argument("name")
         add.add_argument("--command", help="stdio: the program to start")
@@ -147,7 +150,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         commands,
         "remote-agent",
         "manage remote A2A agents (spawned as remote children)",
-        "remote_agents:remote_agent",
+        "manage.remote_agents:remote_agent",
     ) as remote:
         add = remote.add_parser("add", help="register or update a remote A2A agent")
         add.add_argument("name")
@@ -161,7 +164,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         remove = remote.add_parser("remove", help="remove a remote agent")
         remove.add_argument("name")
 
-    with _group(commands, "secret", "manage project secrets", "tools:secret") as secret:
+    with _group(commands, "secret", "manage project secrets", "manage.tools:secret") as secret:
         set_ = secret.add_parser("set", help="set a secret (value from --value or stdin)")
         set_.add_argument("name")
         set_.add_argument("--value", help="the value (else read from stdin, never echoed)")
@@ -169,7 +172,9 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         remove = secret.add_parser("remove", help="remove a secret")
         remove.add_argument("name")
 
-    with _group(commands, "budget", "the project's budgets and usage", "budget:budget") as budget:
+    with _group(
+        commands, "budget", "the project's budgets and usage", "manage.budget:budget"
+    ) as budget:
         budget.add_parser("show", help="budgets and usage this UTC day and month")
         add_budget_arguments(
             budget.add_parser("set", help="set the budgets (admin; a limit left out is removed)")
@@ -183,7 +188,7 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         watch = dag.add_parser("watch", help="watch a task graph with a progress bar")
         watch.add_argument("graph_id", metavar="GRAPH")
     with _group(
-        commands, "history", "history retention: prune, retention", "retention:history"
+        commands, "history", "history retention: prune, retention", "manage.retention:history"
     ) as history:
         add_history_commands(history)
     add_approval_commands(commands, _command)
@@ -191,7 +196,8 @@ def add_remote_commands(commands: argparse._SubParsersAction) -> None:  # type: 
 
 
 def resolve_handler(spec: str) -> Handler:
-    """``module:function`` under agentfleet.cli, imported only when the command runs."""
+    """``module:function`` under agentfleet.cli (``manage.tools:mcp``), imported only when the
+    command runs."""
     import importlib
 
     module, _, function = spec.partition(":")

@@ -24,20 +24,28 @@ def add_trigger_commands(
 ) -> None:
     """Adds emit, firings and schedule (the parser helpers are commands.py's)."""
     emit = command(
-        commands, "emit", "emit an event: agents on_event:<name> start", "triggers:emit_event"
+        commands,
+        "emit",
+        "emit an event: agents on_event:<name> start",
+        "manage.triggers:emit_event",
     )
     emit.add_argument("name", help="event name")
     emit.add_argument("--payload", default="{}", help="JSON object, the runs' input data")
     emit.add_argument("--request-id", required=True, help="idempotency key: fires once per id")
 
     firings = command(
-        commands, "firings", "what triggers did: fired or skipped and why", "triggers:firings"
+        commands,
+        "firings",
+        "what triggers did: fired or skipped and why",
+        "manage.triggers:firings",
     )
     firings.add_argument("--agent")
     firings.add_argument("--outcome", choices=["fired", "skipped"])
     paging(firings)
 
-    with group(commands, "schedule", "cron schedules of agents", "triggers:schedule") as actions:
+    with group(
+        commands, "schedule", "cron schedules of agents", "manage.triggers:schedule"
+    ) as actions:
         add = actions.add_parser("add", help="add a schedule")
         add.add_argument("name")
         add.add_argument("--agent", required=True)
