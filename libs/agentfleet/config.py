@@ -35,7 +35,7 @@ DEFAULT_PORTS = {
     "dispatcher": 50053,
     "history": 50054,
     # The a2a service's gRPC port serves health only; its A2A HTTP port is 50055
-    # (AGENTFLEET_A2A_HTTP_PORT, services/a2a/settings.py).
+    # (AGENTFLEET_A2A_HTTP_PORT, libs/agentfleet/a2a_settings.py).
     "a2a": 50056,
 }
 DEFAULT_METRICS_PORTS = {

@@ -28,12 +28,15 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpcore2
 import httpx2
+
+if TYPE_CHECKING:
+    from agentfleet.config import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -290,6 +293,22 @@ def platform_endpoints_of(
         if host and not host.startswith("/"):  # a unix socket directory is no TCP pair
             pairs.append((host, port))
     return pairs
+
+
+def platform_endpoints(settings: Settings, database_url: str | None) -> list[tuple[str, int]]:
+    """Every host:port pair of this deployment a tenant's URL may never reach: each service's
+    address and listen port, the a2a service's HTTP and gRPC-binding ports, the console's, and
+    the database. Read at each connect (a test stack learns its ports after the build)."""
+    from agentfleet.a2a_settings import load_a2a_settings
+    from agentfleet.console_settings import load_console_settings
+
+    a2a, console = load_a2a_settings(), load_console_settings()
+    ports = [*settings.ports.values(), a2a.http_port, a2a.grpc_binding_port, console.port]
+    return platform_endpoints_of(
+        settings.addresses.values(),
+        [(settings.listen_host, p) for p in ports if p > 0],
+        database_url,
+    )
 
 
 class GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):

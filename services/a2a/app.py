@@ -20,11 +20,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from agentfleet.a2a_settings import A2ASettings
 from services.a2a.backend import AccessDenied, Backend, Caller, Unavailable
 from services.a2a.card import agent_card
 from services.a2a.grpc_binding import tenant_of
 from services.a2a.handler import AgentRequestHandler
-from services.a2a.settings import A2ASettings
 
 AGENT_PATH = "/{project}/agents/{agent}/"
 

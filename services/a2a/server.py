@@ -12,12 +12,12 @@ import grpc
 import structlog
 import uvicorn
 
+from agentfleet.a2a_settings import load_a2a_settings
 from agentfleet.process.service_runtime import ServiceContext, ServiceParts
 from agentfleet.rpc.grpc_server import PortInUse
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
 from services.a2a.grpc_binding import start_grpc_binding
-from services.a2a.settings import load_a2a_settings
 
 log = structlog.get_logger(__name__)
 

@@ -32,7 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from agentfleet.egress import (
     EgressPolicy,
     GuardedNetworkBackend,
-    platform_endpoints_of,
+    platform_endpoints,
     refusal_of,
 )
 from agentfleet.errors import FailedPrecondition
@@ -206,9 +206,5 @@ def egress_policy(context: ServiceContext) -> EgressPolicy:
     return EgressPolicy(
         allowed_networks=settings.mcp_allowed_networks,
         # Read at each connect: a test stack learns its services' ports after this build.
-        platform_endpoints=lambda: platform_endpoints_of(
-            settings.addresses.values(),
-            [(settings.listen_host, p) for p in settings.ports.values()],
-            context.database_url,
-        ),
+        platform_endpoints=lambda: platform_endpoints(context.settings, context.database_url),
     )

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from agentfleet.auth import current_principal
 from agentfleet.bounded.schema_pool import configure_schema_pool, schema_pool
-from agentfleet.egress import EgressPolicy, platform_endpoints_of
+from agentfleet.egress import EgressPolicy, platform_endpoints
 from agentfleet.errors import InvalidArgument
 from agentfleet.mcp.config import member_view
 from agentfleet.mcp.servers import McpServerConfig
@@ -333,11 +333,7 @@ async def build(context: ServiceContext) -> ServiceParts:
     egress = EgressPolicy(
         allowed_networks=context.settings.mcp_allowed_networks,
         # Read at each connect: a test stack learns its services' ports after this build.
-        platform_endpoints=lambda: platform_endpoints_of(
-            context.settings.addresses.values(),
-            [(context.settings.listen_host, p) for p in context.settings.ports.values()],
-            context.database_url,
-        ),
+        platform_endpoints=lambda: platform_endpoints(context.settings, context.database_url),
     )
     mcp = McpClientPool(stdio_allowlist=allowlist, egress=egress)
     metrics.observe_mcp_pool(mcp)

@@ -13,12 +13,12 @@ import httpx
 import pytest
 from a2a.utils.constants import VERSION_HEADER
 
+from agentfleet.a2a_settings import A2ASettings
 from agentfleet.gemini_stub import GeminiStub, Reply, Script
 from agentfleet.testing.services import Stack, free_port, start_stack
 from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
 from services.a2a.app import build_app
 from services.a2a.backend import Backend
-from services.a2a.settings import A2ASettings
 
 P = "a2a-sec"
 LIMIT = 4096

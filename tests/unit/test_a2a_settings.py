@@ -6,10 +6,10 @@ import socket
 
 import pytest
 
+from agentfleet.a2a_settings import A2ASettings, load_a2a_settings
 from agentfleet.config import ConfigError
 from agentfleet.rpc.grpc_server import PortInUse
 from services.a2a.server import bind_http
-from services.a2a.settings import A2ASettings, load_a2a_settings
 
 
 def test_defaults_and_values() -> None:

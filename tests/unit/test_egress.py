@@ -231,3 +231,20 @@ def test_the_allowlist_setting_takes_cidrs_and_names_a_bad_one() -> None:
     assert load_settings({}).mcp_allowed_networks == ()
     with pytest.raises(ConfigError, match=r"AGENTFLEET_MCP_ALLOWED_NETWORKS: '10\.0\.0\.0/33'"):
         load_settings({"AGENTFLEET_MCP_ALLOWED_NETWORKS": "10.0.0.0/8,10.0.0.0/33"})
+
+
+def test_the_platform_pairs_include_the_a2a_and_console_ports(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A tenant URL may not reach the a2a service's HTTP or gRPC-binding port or the console
+    either, though they are no gRPC service address (with loopback allowlisted, as in a dev
+    stack, a remote agent could otherwise be the platform's own A2A endpoint)."""
+    from agentfleet.config import load_settings
+    from agentfleet.egress import platform_endpoints
+
+    monkeypatch.setenv("AGENTFLEET_A2A_HTTP_PORT", "51055")
+    monkeypatch.setenv("AGENTFLEET_A2A_GRPC_BINDING_PORT", "51057")
+    monkeypatch.setenv("AGENTFLEET_CONSOLE_PORT", "18080")
+    settings = load_settings()
+    pairs = platform_endpoints(settings, "postgresql://db.internal:6432/kb")
+    for port in (51055, 51057, 18080, *settings.ports.values()):
+        assert (settings.listen_host, port) in pairs
+    assert ("db.internal", 6432) in pairs
