@@ -346,6 +346,20 @@ def requests_naming_beta(w: World) -> dict[str, Callable[[], Any]]:
         "GetProjectBudget": lambda: a.registry.GetProjectBudget(
             registry_pb2.GetProjectBudgetRequest(project_id=B)
         ),
+        "UpsertRemoteAgent": lambda: a.registry.UpsertRemoteAgent(
+            registry_pb2.UpsertRemoteAgentRequest(
+                project_id=B,
+                remote_agent=registry_pb2.RemoteAgent(
+                    name="remote", card_url="https://remote.example/.well-known/agent-card.json"
+                ),
+            )
+        ),
+        "ListRemoteAgents": lambda: a.registry.ListRemoteAgents(
+            registry_pb2.ListRemoteAgentsRequest(project_id=B)
+        ),
+        "DeleteRemoteAgent": lambda: a.registry.DeleteRemoteAgent(
+            registry_pb2.DeleteRemoteAgentRequest(project_id=B, name="remote")
+        ),
         "ListTools": lambda: a.toolpool.ListTools(toolpool_pb2.ListToolsRequest(project_id=B)),
         "ResolveTools": lambda: a.toolpool.ResolveTools(
             toolpool_pb2.ResolveToolsRequest(project_id=B, patterns=["*"])
