@@ -100,6 +100,9 @@ EXPECTED_INDEXES = {
         "mcp_servers_pkey", "mcp_servers_project_name_key", "mcp_servers_product_idx",
     },
     "project_secrets": {"project_secrets_pkey", "project_secrets_project_name_key"},
+    "remote_agents": {
+        "remote_agents_pkey", "remote_agents_project_name_key", "remote_agents_product_idx",
+    },
     "graph_objects": {
         "graph_objects_pkey", "graph_objects_type_status_idx", "graph_objects_type_created_idx",
         "graph_objects_key_uidx", "graph_objects_properties_idx", "graph_objects_search_idx",
