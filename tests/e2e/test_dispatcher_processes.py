@@ -37,6 +37,7 @@ from agentfleet.v1 import dispatcher_pb2 as pb
 from agentfleet.v1 import dispatcher_pb2_grpc
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from services.executor.registry.model_config import ModelConfig
+from tests.integration.test_dispatcher_control import hangs_but_summarises
 from tests.integration.test_dispatcher_service import first_user_text, task_title
 
 SEED = Path(__file__).parents[2] / "examples" / "dags" / "seed002.yaml"
@@ -350,14 +351,6 @@ async def test_agent_creates_subtasks_then_synthesis_runs_last(base: Base) -> No
     )
     for i in range(3):
         assert f"result of Research part {i}" in synthesis_prompt
-
-
-def hangs_but_summarises(request: StubRequest) -> Reply:
-    """Every working call outlives the run's deadline; the summary after it (no tools)
-    answers at once, so each execution ends PAUSED by its timeout."""
-    if request.tool_names:
-        return Reply(text="never in time", delay_s=30)
-    return Reply(text="ran out of time")
 
 
 async def test_a_task_cut_by_its_deadline_every_time_is_resumed_a_bounded_number_of_times(
