@@ -20,7 +20,7 @@ from agentfleet.v1 import (
 )
 from services.console import params
 from services.console.api_graphs import graph_routes
-from services.console.app import BadRequest, Console, authed, read_json, text_field
+from services.console.app import BadRequest, Console, authed, read_json, relayed, text_field
 from services.console.backend import CallFailed, to_json
 from services.console.sessions import Session
 from services.console.streams import run_events
@@ -57,29 +57,30 @@ async def list_runs(request: Request, console: Console, session: Session) -> Res
 
 
 async def get_run(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.GetRun,
         history_pb2.GetRunRequest(
             project_id=session.project_id, run_id=params.path_id(request, "run_id")
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def run_tree(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.GetRunTree,
         history_pb2.GetRunTreeRequest(
             project_id=session.project_id, run_id=params.path_id(request, "run_id")
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def run_messages(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.ListRunMessages,
         history_pb2.ListRunMessagesRequest(
             project_id=session.project_id,
@@ -88,26 +89,26 @@ async def run_messages(request: Request, console: Console, session: Session) -> 
             page_token=params.text(request, "page_token", 1000),
             preview_chars=200,
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def run_message(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.GetRunMessage,
         history_pb2.GetRunMessageRequest(
             project_id=session.project_id,
             run_id=params.path_id(request, "run_id"),
             message_id=params.path_id(request, "message_id"),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def run_calls(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.ListRunToolCalls,
         history_pb2.ListRunToolCallsRequest(
             project_id=session.project_id,
@@ -115,22 +116,21 @@ async def run_calls(request: Request, console: Console, session: Session) -> Res
             page_size=params.page_size(request, 100, 500),
             page_token=params.text(request, "page_token", 1000),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def run_call(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.history.GetRunToolCall,
         history_pb2.GetRunToolCallRequest(
             project_id=session.project_id,
             run_id=params.path_id(request, "run_id"),
             tool_call_id=params.path_id(request, "call_id"),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 def run_labels(body: dict[str, object]) -> dict[str, str]:
@@ -165,7 +165,8 @@ async def start_run(request: Request, console: Console, session: Session) -> Res
 
 async def cancel_run(request: Request, console: Console, session: Session) -> Response:
     body = await read_json(request)
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.executor.CancelRun,
         executor_pb2.CancelRunRequest(
             project_id=session.project_id,
@@ -173,9 +174,8 @@ async def cancel_run(request: Request, console: Console, session: Session) -> Re
             reason=text_field(body, "reason", limit=MAX_REASON_CHARS, required=False)
             or "cancelled from the console",
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def resume_run(request: Request, console: Console, session: Session) -> Response:
@@ -252,7 +252,8 @@ async def decide(request: Request, console: Console, session: Session) -> Respon
     if decision not in ("approve", "reject"):
         raise BadRequest("decision", "must be approve or reject")
     reason = text_field(body, "reason", limit=MAX_REASON_CHARS, required=decision == "reject")
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.executor.DecideToolCall,
         executor_pb2.DecideToolCallRequest(
             project_id=session.project_id,
@@ -265,9 +266,8 @@ async def decide(request: Request, console: Console, session: Session) -> Respon
             request_id=text_field(body, "request_id", limit=100, required=False)
             or str(uuid.uuid4()),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def catalog(request: Request, console: Console, session: Session) -> Response:

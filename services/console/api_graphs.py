@@ -15,7 +15,7 @@ from agentfleet import dagfile
 from agentfleet.errors import InvalidArgument
 from agentfleet.v1 import dispatcher_pb2
 from services.console import params
-from services.console.app import BadRequest, Console, authed, read_json, text_field
+from services.console.app import BadRequest, Console, authed, read_json, relayed, text_field
 from services.console.backend import to_json
 from services.console.sessions import Session
 from services.console.streams import graph_events
@@ -24,31 +24,32 @@ MAX_DAG_CHARS = 512 * 1024
 
 
 async def list_graphs(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.dispatcher.ListTaskGraphs,
         dispatcher_pb2.ListTaskGraphsRequest(
             project_id=session.project_id,
             page_size=params.page_size(request),
             page_token=params.text(request, "page_token", 1000),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def get_graph(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.dispatcher.GetTaskGraph,
         dispatcher_pb2.GetTaskGraphRequest(
             project_id=session.project_id, task_graph_id=params.path_id(request, "graph_id")
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def graph_sessions(request: Request, console: Console, session: Session) -> Response:
-    reply = await console.backend.call(
+    return await relayed(
+        console,
         console.backend.dispatcher.ListTaskSessions,
         dispatcher_pb2.ListTaskSessionsRequest(
             project_id=session.project_id,
@@ -56,9 +57,8 @@ async def graph_sessions(request: Request, console: Console, session: Session) -
             page_size=params.page_size(request, 100, 500),
             page_token=params.text(request, "page_token", 1000),
         ),
-        session.token,
+        session,
     )
-    return JSONResponse(to_json(reply))
 
 
 async def create_graph(request: Request, console: Console, session: Session) -> Response:

@@ -8,12 +8,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import Message
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from agentfleet.console_settings import ConsoleSettings
 from agentfleet.v1 import history_pb2
-from services.console.backend import Backend, CallFailed
+from services.console.backend import Backend, CallFailed, to_json
 from services.console.security import same_origin
 from services.console.sessions import Session, SessionStore
 
@@ -203,3 +204,10 @@ async def index(request: Request) -> Response:
 
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "SERVING"})
+
+
+async def relayed(console: Console, method: Any, message: Message, session: Session) -> Response:
+    """One RPC with the signed-in user's token, its answer as the page's JSON (proto3 JSON:
+    :func:`services.console.backend.to_json`); a failed call is the error answer."""
+    reply = await console.backend.call(method, message, session.token)
+    return JSONResponse(to_json(reply))
