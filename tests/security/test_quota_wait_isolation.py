@@ -146,8 +146,12 @@ async def test_a_hostile_429_shows_only_the_executors_own_words(tenants: Tenants
     stored = await tenants.stack.pool.fetchval(
         "SELECT quota_wait FROM kb.agent_runs WHERE id = $1", run_id
     )
-    expected = {"model": MODEL, "limit": "requests_per_minute", "expected_wait_s": 0.5}
-    assert stored in (None, expected)  # None once the wait is over
+    # None once the wait is over; while it lasts, the fixed words only (the expected wait
+    # falls toward 0 as the limiter re-estimates it, so it is bounded, not pinned).
+    if stored is not None:
+        assert set(stored) == {"model", "limit", "expected_wait_s"}
+        assert (stored["model"], stored["limit"]) == (MODEL, "requests_per_minute")
+        assert 0 <= stored["expected_wait_s"] <= 0.5
     payloads = await tenants.stack.pool.fetch(
         "SELECT payload::text AS payload FROM kb.agent_run_events WHERE run_id = $1", run_id
     )
