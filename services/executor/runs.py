@@ -143,6 +143,9 @@ class RunRecord:
     """The event behind a trigger, schedule or event run."""
     chain_depth: int = 0
     """Depth in a chain of triggered runs."""
+    answered_model: str | None = None
+    """The model of its latest model message (:data:`agentfleet.events.ANSWERED_MODEL`);
+    selected only where the run's answer is reported (finish)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
@@ -163,6 +166,7 @@ class RunRecord:
         values["started_by"] = row.get("started_by") or "rpc"
         values["trigger_origin"] = row.get("trigger_origin")
         values["chain_depth"] = row.get("chain_depth") or 0
+        values["answered_model"] = row.get("answered_model")
         for key in ("id", "agent_definition_id", "parent_run_id", "root_run_id", "task_id"):
             if values[key] is not None:
                 values[key] = str(values[key])
@@ -217,6 +221,7 @@ _OPTIONAL_COLUMNS = frozenset(
         "started_by",
         "trigger_origin",
         "chain_depth",
+        "answered_model",
     }
 )
 """Columns some statements do not select; the others are required."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from agentfleet.events import ANSWERED_MODEL
 from services.history.models import (
     AgentInfo,
     MessageRow,
@@ -105,9 +106,11 @@ class HistoryQueries:
         return [RunOverview.from_row(row) for row in rows]
 
     async def get_run(self, project_id: str, run_id: str) -> asyncpg.Record | None:
-        """The full run row (AgentRun is built from it by agentfleet.events)."""
+        """The full run row (AgentRun is built from it by agentfleet.events), with the model
+        of its latest model message as ``answered_model``."""
         return await self._pool.fetchrow(
-            "SELECT * FROM kb.agent_runs WHERE id = $1::uuid AND project_id = $2",
+            f"SELECT r.*, {ANSWERED_MODEL} "
+            "FROM kb.agent_runs r WHERE r.id = $1::uuid AND r.project_id = $2",
             run_id,
             project_id,
         )

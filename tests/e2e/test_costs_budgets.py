@@ -183,6 +183,14 @@ async def test_fallback_model_answers_when_the_primary_keeps_answering_503(fleet
     )
     answered = [m.model_name for m in messages.messages if m.role == common_pb2.MESSAGE_ROLE_MODEL]
     assert answered == ["gemini-e2e-fallback"] * 2
+    # The run says which model answered, on its completion event and in GetRun, while its
+    # agent still names the definition's model.
+    assert events[-1].run_finished.run.model_name == "gemini-e2e-fallback"
+    got = await project.history().GetRun(
+        history_pb2.GetRunRequest(project_id=project.project_id, run_id=events[0].run_id)
+    )
+    assert got.run.model_name == "gemini-e2e-fallback"
+    assert got.agent.model_name == "gemini-e2e"
     # Priced at the fallback's own rate: $2/M input, $20/M output.
     assert events[-1].run_finished.run.cost_nanos == 2 * 2 * CALL_COST_NANOS
 

@@ -35,6 +35,7 @@ from agentfleet.events.domain import (
 )
 from agentfleet.events.notifier import RunEventNotifier
 from agentfleet.events.proto import (
+    ANSWERED_MODEL,
     agent_run_to_proto,
     from_proto,
     quota_wait_message,
@@ -57,6 +58,7 @@ from agentfleet.events.store import (
 )
 
 __all__ = [
+    "ANSWERED_MODEL",
     "CHANNEL",
     "STATEMENTS",
     "ChildRunFinished",

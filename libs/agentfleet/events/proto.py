@@ -41,6 +41,15 @@ def run_status_name(status: int) -> str:
     return common_pb2.RunStatus.Name(status).removeprefix("RUN_STATUS_").lower()
 
 
+ANSWERED_MODEL = (
+    "(SELECT m.model_name FROM kb.agent_run_messages m WHERE m.run_id = r.id "
+    "AND m.model_name IS NOT NULL ORDER BY m.seq DESC LIMIT 1) AS answered_model"
+)
+"""A select-list item of a ``kb.agent_runs r`` row: the model of the run's latest model
+message, which :func:`agent_run_to_proto` gives as ``model_name`` (a fallback model may have
+answered instead of the definition's, so the definition cannot say)."""
+
+
 def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
     """An ``AgentRun`` from a ``kb.agent_runs`` row (asyncpg Record or mapping)."""
     get = row.get
@@ -70,6 +79,7 @@ def agent_run_to_proto(row: Mapping[str, Any]) -> common_pb2.AgentRun:
         thread_id=get("thread_id") or "",
         started_by=get("started_by") or "rpc",
         chain_depth=get("chain_depth") or 0,
+        model_name=get("answered_model") or "",
         labels={str(k): str(v) for k, v in (get("labels") or {}).items()},
     )
     if get("max_steps") is not None:

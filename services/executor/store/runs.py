@@ -14,6 +14,7 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import NotFound
+from agentfleet.events import ANSWERED_MODEL
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
 
 Db = asyncpg.Pool | asyncpg.Connection
@@ -73,7 +74,7 @@ _ELAPSED_MS = """greatest(0, (extract(epoch FROM clock_timestamp()
                                        - coalesce(started_at, created_at)) * 1000)::bigint)"""
 
 _FINISH = f"""
-UPDATE kb.agent_runs
+UPDATE kb.agent_runs r
 SET status = $4,
     summary = $5,
     error_message = $6,
@@ -85,7 +86,7 @@ SET status = $4,
     quota_wait = NULL,
     quota_wait_since = NULL
 WHERE project_id = $1 AND id = $2::uuid AND status = ANY($3::text[])
-RETURNING *
+RETURNING *, {ANSWERED_MODEL}
 """
 
 _REQUEST_CANCEL = """
