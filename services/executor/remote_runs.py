@@ -8,17 +8,26 @@ carries ``remote_agent`` (name, card_url). :class:`RunRouter` hands such a run t
 2. fetches the Agent Card and sends the run's input as one ``message/stream`` (the SDK's
    client; every connect through the MCP egress guard, :mod:`services.executor.a2a_client`);
 3. records the remote side as the child's own events: RUN_STARTED (model ``a2a:<card
-   name>``), each status or artifact text as MODEL_TEXT (at most :data:`MAX_PROGRESS_EVENTS`,
-   each cut to :data:`MAX_EVENT_CHARS`), and the task's id, context id and endpoint on the
-   row (``remote_agent``), as they become known;
+   name>``), each change of the task's state as REMOTE_STATUS (with or without text; at most
+   :data:`MAX_STATUS_EVENTS`), each status or artifact text as MODEL_TEXT (at most
+   :data:`MAX_PROGRESS_EVENTS`, each cut to :data:`MAX_EVENT_CHARS`), and the task's id,
+   context id and endpoint on the row (``remote_agent``), as they become known;
 4. ends the run as the remote task ends: completed with the answer (artifacts' text, else the
    last message) as summary and the first JSON data part as output; failed (remote failed or
-   rejected, asked for input or auth, unreachable, refused by the guard) with the reason;
-   cancelled as the remote cancelled it.
+   rejected, asked for auth, unreachable, refused by the guard) with the reason;
+   cancelled as the remote cancelled it;
+5. pauses the run when the remote task asks for input (``input-required``), the question as
+   its summary and ``awaiting_seq`` on the row: the seq the answer's message will have. The
+   answer is a resume's input -- the parent's ``spawn_agents`` with ``resume_run_id`` and a
+   prompt, or a user's ResumeRun -- and the resumed execution sends it as the next message
+   of the same remote task (its task and context id), then follows the task as before. At
+   most :data:`MAX_INPUT_ROUNDS` answers per child: a further question fails it.
 
 A cancel (CancelRun, a cancelled parent) is sent on as ``tasks/cancel`` before the run is
 recorded cancelled; at the run's timeout (the spawn's ``timeout_s``, else the agent's) the
-remote task is cancelled the same way and the run fails with a SAFETY ``timeout``.
+remote task is cancelled the same way and the run fails with a SAFETY ``timeout``. The
+timeout bounds each execution, as for local runs: the time a child waits paused for an
+answer does not count, and a resumed child has its timeout afresh (or the resume's own).
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from services.executor.a2a_client import (
 )
 from services.executor.loop_state import run_span_context
 from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgentRepository
-from services.executor.remote_task import MAX_ANSWER_CHARS, RemoteTask, data_of, texts_of
+from services.executor.remote_task import ENDS, MAX_ANSWER_CHARS, RemoteTask, state_name
 from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages, runs
@@ -66,19 +75,14 @@ _tracer = trace.get_tracer(__name__)
 
 MAX_PROGRESS_EVENTS = 200
 """MODEL_TEXT events one remote task may add to its run (a peer chooses how many it sends)."""
+MAX_STATUS_EVENTS = 100
+"""REMOTE_STATUS events one execution may add (a peer may flip between states forever)."""
 MAX_EVENT_CHARS = 8000
+MAX_INPUT_ROUNDS = 10
+"""Answers one remote child may be given; the remote task asking again after that fails it
+(each answer is a resume, and a peer decides how often it asks)."""
 CANCEL_TIMEOUT_S = 10.0
 """How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
-_S = a2a.TaskState
-_ENDS: dict[int, RunStatus] = {
-    _S.TASK_STATE_COMPLETED: "completed",
-    _S.TASK_STATE_FAILED: "failed",
-    _S.TASK_STATE_REJECTED: "failed",
-    _S.TASK_STATE_CANCELED: "cancelled",
-    # A child has nobody to answer the remote agent's question: it ends, saying so.
-    _S.TASK_STATE_INPUT_REQUIRED: "failed",
-    _S.TASK_STATE_AUTH_REQUIRED: "failed",
-}
 
 
 class _RemoteTimeout(Exception):
@@ -198,7 +202,8 @@ class RemoteChildRunner:
                 trace_id=current_trace_id(),
             )
         else:
-            # Another execution had started it (a crash, a lost lease): continue its record.
+            # Another execution had started it (a crash, a lost lease, a pause for input):
+            # continue its record.
             recorder.continue_at(next_message_seq=next_seq, open_calls=[])
             await recorder.record_note(
                 step=0,
@@ -206,12 +211,31 @@ class RemoteChildRunner:
                     events.RunStarted(
                         agent_name=run.agent_name,
                         model_name=f"a2a:{card.name}"[:200],
-                        recovered=True,
+                        recovered=not control.resumed,
+                        resumed=control.resumed,
                         worker=self.owner,
                     )
                 ],
             )
-        if known_task:
+        answer = await self._answer(run, str(remote.get("awaiting_seq") or ""))
+        if known_task and answer is not None:
+            # Resumed with the answer to the remote task's question: its next message.
+            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
+            # Forgotten before it is sent: an execution cut in between asks the question
+            # again rather than sending one answer twice, or to a later question.
+            await self._set_remote(run, {"awaiting_seq": ""})
+            stream = task.client.send_message(
+                a2a.SendMessageRequest(
+                    message=a2a.Message(
+                        message_id=f"{run.id}:{answer[0]}",
+                        task_id=task.task_id,
+                        context_id=task.context_id,
+                        role=a2a.ROLE_USER,
+                        parts=[a2a.Part(text=answer[1])],
+                    )
+                )
+            )
+        elif known_task:
             # The remote task exists already: follow it instead of sending the message again.
             task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
             current = await task.client.get_task(a2a.GetTaskRequest(id=known_task))
@@ -240,63 +264,40 @@ class RemoteChildRunner:
             else:
                 raise RemoteAgentError("the remote agent ended its stream without an answer")
 
+    async def _answer(self, run: RunRecord, awaiting_seq: str) -> tuple[int, str] | None:
+        """(seq, text) of the user message a resume added at ``awaiting_seq`` (the answer to
+        the remote task's question); None when there is none."""
+        if not awaiting_seq.isdigit():
+            return None
+        seq = int(awaiting_seq)
+        for row in await messages.of_run(self.pool, run.project_id, run.id):
+            if row.seq == seq and row.role == "user":
+                content = types.Content.model_validate(row.content)
+                return seq, "".join(p.text or "" for p in content.parts or ())
+        return None
+
     async def _take(
         self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, response: a2a.StreamResponse
     ) -> None:
-        texts: list[str] = []
-        state: int | None = None
-        match response.WhichOneof("payload"):
-            case "message":
-                texts = texts_of(response.message.parts)
-                task.add_answer(texts)
-                task.output = task.output or data_of(response.message.parts)
-                state = _S.TASK_STATE_COMPLETED  # a direct answer is the end of it
-            case "task":
-                await self._know_task(run, task, response.task.id, response.task.context_id)
-                for artifact in response.task.artifacts:
-                    task.add_answer(texts_of(artifact.parts))
-                    task.output = task.output or data_of(artifact.parts)
-                texts = texts_of(response.task.status.message.parts)
-                state = response.task.status.state
-            case "status_update":
-                update = response.status_update
-                await self._know_task(run, task, update.task_id, update.context_id)
-                texts = texts_of(update.status.message.parts)
-                state = update.status.state
-            case "artifact_update":
-                update = response.artifact_update
-                await self._know_task(run, task, update.task_id, update.context_id)
-                texts = texts_of(update.artifact.parts)
-                task.add_answer(texts)
-                task.output = task.output or data_of(update.artifact.parts)
-        if texts:
-            task.last_text = texts[-1]
-            await self._progress(run, recorder, task, texts)
-        end = _ENDS.get(state) if state is not None else None
-        if end is not None:
-            task.end = end
-            said = task.last_text[:MAX_EVENT_CHARS]
-            name = a2a.TaskState.Name(state).removeprefix("TASK_STATE_").lower()
-            task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
-
-    async def _know_task(
-        self, run: RunRecord, task: RemoteTask, task_id: str, context_id: str
-    ) -> None:
-        if task_id and task_id != task.task_id:
-            task.task_id, task.context_id = task_id, context_id
-            await runs.set_remote_task(
-                self.pool,
-                run.project_id,
-                run.id,
-                {"task_id": task_id[:200], "context_id": context_id[:200]},
-                owner=self.owner,
+        heard = task.take(response)
+        if heard.new_ids:
+            await self._set_remote(
+                run, {"task_id": task.task_id[:200], "context_id": task.context_id[:200]}
             )
-
-    async def _progress(
-        self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, texts: list[str]
-    ) -> None:
         batch: list[events.RunEvent] = []
-        for text in texts:
+        if heard.new_state and task.statuses < MAX_STATUS_EVENTS:
+            task.statuses += 1
+            batch.append(
+                events.RemoteStatus(
+                    agent_name=run.agent_name,
+                    state=heard.new_state[:40],
+                    task_id=task.task_id[:200],
+                    step=task.progress,
+                )
+            )
+        if heard.texts:
+            task.last_text = heard.texts[-1]
+        for text in heard.texts:
             if task.progress >= MAX_PROGRESS_EVENTS:
                 break
             task.progress += 1
@@ -307,6 +308,25 @@ class RemoteChildRunner:
             )
         if batch:
             await recorder.record_note(step=task.progress, batch=batch)
+        end = ENDS.get(heard.state) if heard.state is not None else None
+        if end is None:
+            return
+        said = task.last_text[:MAX_EVENT_CHARS]
+        task.end = end
+        if end == "paused":
+            task.end_reason = "the remote agent asks for input" + (f": {said}" if said else "")
+            if run.resume_count >= MAX_INPUT_ROUNDS:
+                task.end = "failed"
+                task.end_reason = (
+                    f"the remote agent asked for input again after {MAX_INPUT_ROUNDS} answers"
+                    + (f": {said}" if said else "")
+                )
+            return
+        name = state_name(heard.state or 0)
+        task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
+
+    async def _set_remote(self, run: RunRecord, fields: dict[str, str]) -> None:
+        await runs.set_remote_task(self.pool, run.project_id, run.id, fields, owner=self.owner)
 
     async def _end(
         self,
@@ -321,6 +341,11 @@ class RemoteChildRunner:
         if cancel:
             await self._cancel_remote(task)
         answer = "\n\n".join(task.answer) or task.last_text
+        if status == "paused":
+            # The parent reads the question as the paused child's summary.
+            answer = reason
+            position, _ = await messages.next_position(self.pool, recorder.run.id)
+            await self._set_remote(recorder.run, {"awaiting_seq": str(position)})
         return await recorder.record_finish(
             status=status,
             reason=reason[:2000],
