@@ -8,7 +8,8 @@ What it does follows the first word of the message it is sent:
 * ``fail <text>``: FAILED, the status message ``<text>``;
 * ``hang``: WORKING, then nothing until ``tasks/cancel`` (recorded in :attr:`cancelled`);
 * ``ask``: INPUT_REQUIRED asking "which one?"; the next message on that task (same task id)
-  completes it, its artifact ``you chose <that message's text>``;
+  completes it, its artifact ``you chose <that message's text>``; ``ask <n>`` adds ``n``
+  characters to the question (a peer asking at length);
 * ``quiet``: SUBMITTED, WORKING with no message at all (no text part), an artifact
   ``quietly done``, then COMPLETED;
 * ``nag``: INPUT_REQUIRED "which one?" again after every answer, forever;
@@ -68,7 +69,9 @@ class _Executor(AgentExecutor):
         if current is None:
             await event_queue.enqueue_event(new_task(task_id, context_id, a2a.TASK_STATE_SUBMITTED))
         updater = TaskUpdater(event_queue, task_id, context_id)
-        question = new_text_message("which one?", context_id=context_id, task_id=task_id)
+        word, _, rest = text.partition(" ")
+        asked = "which one?" + (" " + "q" * int(rest) if word == "ask" and rest.isdigit() else "")
+        question = new_text_message(asked, context_id=context_id, task_id=task_id)
         if task_id in self._agent.nagging:
             await updater.requires_input(question)
             return
@@ -77,7 +80,6 @@ class _Executor(AgentExecutor):
             await updater.add_artifact([a2a.Part(text=f"you chose {text}")], name="answer")
             await updater.complete()
             return
-        word, _, rest = text.partition(" ")
         note = new_text_message("working on it", context_id=context_id, task_id=task_id)
         if word == "answer":
             await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
