@@ -281,3 +281,35 @@ async def test_a_user_answers_a_paused_remote_child_with_resume_run(
     ]
     task_id = child["remote_agent"]["task_id"]
     assert [m[2] for m in remote.messages if m[0] == task_id] == ["ask", "the red one"]
+
+
+async def test_a_flow_whose_remote_member_asks_for_input_ends_saying_what_was_asked(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    """A flow has no model to answer with: it fails naming the paused member and its
+    question; the member stays paused, answerable by a user."""
+    tenant = await Tenant.create(stub_stack, gemini_stub, remote)
+    await tenant.registry.UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(
+            project_id=tenant.project_id,
+            agent_definition=common_pb2.AgentDefinition(
+                name="pipeline",
+                flow_type=common_pb2.FLOW_TYPE_SEQUENTIAL,
+                sub_agents=["echo"],
+                model=common_pb2.ModelConfig(name="gemini-e2e"),
+            ),
+        )
+    )
+    run = await tenant.executor.TriggerRun(
+        executor_pb2.StartRunRequest(
+            project_id=tenant.project_id, agent_name="pipeline", input="ask"
+        )
+    )
+    flow = await tenant.ended(db_pool, run.id)
+    member = await tenant.child(db_pool, run.id)
+    assert member["status"] == "paused"
+    assert flow["status"] == "failed"
+    assert flow["error_message"] == (
+        f"member 'echo' (run {member['id']}) ended paused: "
+        "the remote agent asks for input: which one?"
+    )
