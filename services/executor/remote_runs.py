@@ -52,14 +52,13 @@ from agentfleet.process.service_runtime import ServiceContext
 from agentfleet.secrets.secrets_crypto import keyring_from
 from agentfleet.secrets.values import ProjectSecrets, resolve_secrets
 from services.executor.a2a_client import (
+    CANCEL_TIMEOUT_S,
     RemoteAgentError,
-    a2a_client,
+    cancel_task,
     egress_policy,
     endpoint_of,
-    fetch_card,
-    guarded_http_client,
+    open_client,
     remote_error,
-    resolved_headers,
 )
 from services.executor.loop_state import run_span_context
 from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgentRepository
@@ -81,12 +80,18 @@ MAX_EVENT_CHARS = 8000
 MAX_INPUT_ROUNDS = 10
 """Answers one remote child may be given; the remote task asking again after that fails it
 (each answer is a resume, and a peer decides how often it asks)."""
-CANCEL_TIMEOUT_S = 10.0
-"""How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
 
 
 class _RemoteTimeout(Exception):
     pass
+
+
+class _CancelRequested(Exception):
+    """The run was handed over to cancel its remote task (a cancelled paused child)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(kw_only=True, slots=True)
@@ -147,16 +152,25 @@ class RemoteChildRunner:
                 return await complete_then_cancel(
                     self._end(recorder, task, "failed", message, cancel=True, extra=[safety])
                 )
-            except AgentFleetError as exc:
+            except _CancelRequested as exc:
                 return await complete_then_cancel(
-                    self._end(recorder, task, "failed", exc.message or str(exc))
+                    self._end(recorder, task, "cancelled", exc.reason, cancel=True)
                 )
             except Exception as exc:
-                error = remote_error(exc, "calling the remote agent")
-                log.warning("remote_child_failed", error=error.message)
-                return await complete_then_cancel(
-                    self._end(recorder, task, "failed", error.message)
+                error = exc if isinstance(exc, AgentFleetError) else None
+                message = (
+                    (error.message or str(error))
+                    if error
+                    else remote_error(exc, "calling the remote agent").message
                 )
+                log.warning("remote_child_failed", error=message)
+                if run.cancel_requested_at is not None:
+                    # Handed over to be cancelled: it ends so, whatever stood in the way.
+                    why = str((run.remote_agent or {}).get("cancel_reason") or "cancelled")
+                    return await complete_then_cancel(
+                        self._end(recorder, task, "cancelled", f"{why} ({message})")
+                    )
+                return await complete_then_cancel(self._end(recorder, task, "failed", message))
             finally:
                 if task.client is not None:
                     with contextlib.suppress(Exception):
@@ -168,28 +182,11 @@ class RemoteChildRunner:
         self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, control: RunControl
     ) -> None:
         remote = run.remote_agent or {}
-        agent = await self.remote_agents.find(run.project_id, str(remote.get("name", "")))
-        if agent is None:
-            raise RemoteAgentError(
-                f"remote agent {remote.get('name')!r} is no longer registered in project "
-                f"{run.project_id!r}"
-            )
-        headers = resolved_headers(agent, await self.secrets(run.project_id))
-        http = guarded_http_client(self.egress, headers, timeout_s=agent.timeout_s)
-        try:
-            card = await fetch_card(http, agent.card_url)
-        except BaseException:
-            await http.aclose()
-            raise
-        task.client = a2a_client(http, card)
-        await runs.set_remote_task(
-            self.pool,
-            run.project_id,
-            run.id,
-            {"url": endpoint_of(card), "card_name": card.name},
-            owner=self.owner,
-        )
         known_task = str(remote.get("task_id") or "")
+        if known_task:
+            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
+        card = await self._connect(run, task)
+        await self._set_remote(run, {"url": endpoint_of(card), "card_name": card.name})
         next_seq = (
             0 if control.never_started else (await messages.next_position(self.pool, run.id))[0]
         )
@@ -217,27 +214,33 @@ class RemoteChildRunner:
                     )
                 ],
             )
-        answer = await self._answer(run, str(remote.get("awaiting_seq") or ""))
+        assert task.client is not None
+        if run.cancel_requested_at is not None and known_task:
+            raise _CancelRequested(str(remote.get("cancel_reason") or "cancelled"))
+        awaiting = str(remote.get("awaiting_seq") or "")
+        answer = (
+            await messages.user_text_at(self.pool, run.project_id, run.id, int(awaiting))
+            if awaiting.isdigit()
+            else None
+        )
         if known_task and answer is not None:
             # Resumed with the answer to the remote task's question: its next message.
-            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
             # Forgotten before it is sent: an execution cut in between asks the question
             # again rather than sending one answer twice, or to a later question.
             await self._set_remote(run, {"awaiting_seq": ""})
             stream = task.client.send_message(
                 a2a.SendMessageRequest(
                     message=a2a.Message(
-                        message_id=f"{run.id}:{answer[0]}",
+                        message_id=f"{run.id}:{awaiting}",
                         task_id=task.task_id,
                         context_id=task.context_id,
                         role=a2a.ROLE_USER,
-                        parts=[a2a.Part(text=answer[1])],
+                        parts=[a2a.Part(text=answer)],
                     )
                 )
             )
         elif known_task:
             # The remote task exists already: follow it instead of sending the message again.
-            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
             current = await task.client.get_task(a2a.GetTaskRequest(id=known_task))
             await self._take(run, recorder, task, a2a.StreamResponse(task=current))
             if task.end is not None:
@@ -264,17 +267,18 @@ class RemoteChildRunner:
             else:
                 raise RemoteAgentError("the remote agent ended its stream without an answer")
 
-    async def _answer(self, run: RunRecord, awaiting_seq: str) -> tuple[int, str] | None:
-        """(seq, text) of the user message a resume added at ``awaiting_seq`` (the answer to
-        the remote task's question); None when there is none."""
-        if not awaiting_seq.isdigit():
-            return None
-        seq = int(awaiting_seq)
-        for row in await messages.of_run(self.pool, run.project_id, run.id):
-            if row.seq == seq and row.role == "user":
-                content = types.Content.model_validate(row.content)
-                return seq, "".join(p.text or "" for p in content.parts or ())
-        return None
+    async def _connect(self, run: RunRecord, task: RemoteTask) -> a2a.AgentCard:
+        """Opens ``task.client`` on the run's registered remote agent; its card."""
+        name = str((run.remote_agent or {}).get("name", ""))
+        agent = await self.remote_agents.find(run.project_id, name)
+        if agent is None:
+            raise RemoteAgentError(
+                f"remote agent {name!r} is no longer registered in project {run.project_id!r}"
+            )
+        task.client, card = await open_client(
+            agent, await self.secrets(run.project_id), self.egress
+        )
+        return card
 
     async def _take(
         self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, response: a2a.StreamResponse
@@ -339,7 +343,7 @@ class RemoteChildRunner:
         extra: Sequence[events.RunEvent] = (),
     ) -> RunRecord | None:
         if cancel:
-            await self._cancel_remote(task)
+            await self._cancel_remote(recorder.run, task)
         answer = "\n\n".join(task.answer) or task.last_text
         if status == "paused":
             # The parent reads the question as the paused child's summary.
@@ -355,17 +359,22 @@ class RemoteChildRunner:
             extra_events=extra,
         )
 
-    @staticmethod
-    async def _cancel_remote(task: RemoteTask) -> None:
-        """``tasks/cancel`` of the remote task, bounded; a failure only logged (the run ends
-        all the same: the remote agent may have finished or gone)."""
-        if task.client is None or not task.task_id:
+    async def _cancel_remote(self, run: RunRecord, task: RemoteTask) -> None:
+        """``tasks/cancel`` of the remote task; connecting first when the execution was cut
+        before it had (a cancel handed over from a paused child). A failure is logged only."""
+        if not task.task_id:
             return
-        try:
-            async with asyncio.timeout(CANCEL_TIMEOUT_S):
-                await task.client.cancel_task(a2a.CancelTaskRequest(id=task.task_id))
-        except Exception as exc:
-            log.warning("remote_cancel_failed", task_id=task.task_id, error=str(exc)[:500])
+        if task.client is None:
+            try:
+                async with asyncio.timeout(CANCEL_TIMEOUT_S):
+                    await self._connect(run, task)
+            except Exception as exc:
+                log.warning("remote_cancel_failed", task_id=task.task_id, error=str(exc)[:500])
+                return
+        assert task.client is not None
+        failed = await cancel_task(task.client, task.task_id)
+        if failed:
+            log.warning("remote_cancel_failed", task_id=task.task_id, error=failed)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -313,3 +313,47 @@ async def test_a_flow_whose_remote_member_asks_for_input_ends_saying_what_was_as
         f"member 'echo' (run {member['id']}) ended paused: "
         "the remote agent asks for input: which one?"
     )
+
+
+async def test_cancelling_a_child_paused_for_input_cancels_its_remote_task(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    """No execution holds a paused child's connection: the cancel hands it to one, which
+    sends tasks/cancel to the remote task, then records CANCELLED."""
+    tenant = await Tenant.create(stub_stack, gemini_stub, remote)
+
+    def boss(request: StubRequest) -> Reply:
+        if request.turn == 0:
+            return spawn({"agent_name": "echo", "prompt": "ask"})
+        return Reply(text="Asked.")
+
+    root = await tenant.coordinate(boss)
+    child = await tenant.child(db_pool, root)
+    assert child["status"] == "paused"
+    assert (await tenant.ended(db_pool, root))["status"] == "completed"
+    task_id = child["remote_agent"]["task_id"]
+
+    # Through the tree: the ended root's paused descendant.
+    await tenant.executor.CancelRun(
+        executor_pb2.CancelRunRequest(project_id=tenant.project_id, run_id=root)
+    )
+    await wait_for_query(
+        db_pool,
+        "SELECT status = 'cancelled' FROM kb.agent_runs WHERE id = $1",
+        child["id"],
+        what="the paused child cancelled",
+    )
+    assert task_id in remote.cancelled
+    recorded = await tenant.events(db_pool, str(child["id"]))
+    changes = [
+        (e.from_status, e.to_status, e.reason)
+        for e in recorded
+        if isinstance(e, events.StatusChanged)
+    ][-2:]
+    reason = "ancestor cancelled: cancelled by user"
+    assert changes == [
+        ("paused", "running", f"cancelling its remote task: {reason}"),
+        ("running", "cancelled", reason),
+    ]
+    # Nothing was sent to the remote task but the cancel.
+    assert [m[2] for m in remote.messages if m[0] == task_id] == ["ask"]
