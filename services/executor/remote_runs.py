@@ -24,17 +24,18 @@ carries ``remote_agent`` (name, card_url). :class:`RunRouter` hands such a run t
    most :data:`MAX_INPUT_ROUNDS` answers per child: a further question fails it.
 
 A cancel (CancelRun, a cancelled parent) is sent on as ``tasks/cancel`` before the run is
-recorded cancelled; at the run's timeout (the spawn's ``timeout_s``, else the agent's) the
-remote task is cancelled the same way and the run fails with a SAFETY ``timeout``. The
-timeout bounds each execution, as for local runs: the time a child waits paused for an
-answer does not count, and a resumed child has its timeout afresh (or the resume's own).
+recorded cancelled -- a paused child's too: the queue hands it back to ``running`` with its
+cancel request (:meth:`RunQueue.request_cancel`), and the execution that claims it connects
+only to cancel the remote task. At the run's timeout (the spawn's ``timeout_s``, else the
+agent's) the remote task is cancelled the same way and the run fails with a SAFETY
+``timeout``. The timeout bounds each execution, as for local runs: the time a child waits
+paused for an answer does not count, and a resumed child has its timeout afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,14 +49,11 @@ from agentfleet import events
 from agentfleet.egress import EgressPolicy
 from agentfleet.errors import AgentFleetError
 from agentfleet.observability.telemetry import current_trace_id
-from agentfleet.process.service_runtime import ServiceContext
-from agentfleet.secrets.secrets_crypto import keyring_from
-from agentfleet.secrets.values import ProjectSecrets, resolve_secrets
+from agentfleet.secrets.values import ProjectSecrets
 from services.executor.a2a_client import (
     CANCEL_TIMEOUT_S,
     RemoteAgentError,
     cancel_task,
-    egress_policy,
     endpoint_of,
     open_client,
     remote_error,
@@ -319,7 +317,10 @@ class RemoteChildRunner:
         task.end = end
         if end == "paused":
             task.end_reason = "the remote agent asks for input" + (f": {said}" if said else "")
-            if run.resume_count >= MAX_INPUT_ROUNDS:
+            if not task.task_id:
+                task.end = "failed"
+                task.end_reason += " (but names no task to answer on)"
+            elif run.resume_count >= MAX_INPUT_ROUNDS:
                 task.end = "failed"
                 task.end_reason = (
                     f"the remote agent asked for input again after {MAX_INPUT_ROUNDS} answers"
@@ -389,19 +390,3 @@ class RunRouter:
         if run.remote_agent is not None:
             return await self.remote.execute(run, control)
         return await self.local.execute(run, control)
-
-
-def remote_child_runner(
-    context: ServiceContext, *, owner: str, notifier: events.RunEventNotifier
-) -> RemoteChildRunner:
-    """The runner with the executor's settings (:func:`egress_policy`, the secrets' keyring)."""
-    return RemoteChildRunner(
-        pool=context.pool,
-        owner=owner,
-        remote_agents=RemoteAgentRepository(context.pool),
-        secrets=functools.partial(
-            resolve_secrets, context.pool, keyring_from(context.settings.secrets_keys)
-        ),
-        egress=egress_policy(context),
-        notifier=notifier,
-    )

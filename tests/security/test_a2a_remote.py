@@ -7,7 +7,8 @@ Peers (the small a2a-sdk agent of :mod:`agentfleet.testing.a2a_remote`): a card 
 a redirect loop, a page that is no card are refused at registration; a flood of progress
 becomes a bounded number of bounded events, and so does a peer flipping its task's state
 without end; a peer asking for input without end fails the child after MAX_INPUT_ROUNDS
-answers, and a long question is cut. Another project cannot answer a paused remote child.
+answers, and a long question is cut. Another project can neither answer nor cancel a
+paused remote child.
 All four services in-process, auth on.
 """
 
@@ -348,9 +349,21 @@ async def test_another_project_cannot_answer_a_paused_remote_child(
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
     missing = await rpc_error(answer(stub_stack, thief_token, thief, run_id, "mine"))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
+    # Nor cancel it (which would hand it to an executor to cancel its remote task).
+    for project_id, code in (
+        (project, grpc.StatusCode.PERMISSION_DENIED),
+        (thief, grpc.StatusCode.NOT_FOUND),
+    ):
+        error = await rpc_error(
+            executor(stub_stack, thief_token).CancelRun(
+                executor_pb2.CancelRunRequest(project_id=project_id, run_id=run_id)
+            )
+        )
+        assert error.code() == code, project_id
     # Nothing reached the remote task, and the child still waits for its own project.
     task_id = child["remote_agent"]["task_id"]
     assert [m[2] for m in remote.messages if m[0] == task_id] == ["ask"]
+    assert task_id not in remote.cancelled
     status = await db_pool.fetchval("SELECT status FROM kb.agent_runs WHERE id = $1", child["id"])
     assert status == "paused"
     events = await answer(stub_stack, token, project, run_id, "the green one")
