@@ -18,6 +18,7 @@ object, set under an ``httpx`` transport's connection pool here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 
@@ -44,6 +45,8 @@ MAX_CARD_BYTES = 256 * 1024
 """A remote Agent Card larger than this is refused (a hostile peer sets its size)."""
 MAX_REDIRECTS = 3
 CONNECT_TIMEOUT_S = 10.0
+CANCEL_TIMEOUT_S = 10.0
+"""How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 """Most bytes one response of a remote agent may carry, its stream included: the SDK reads a
 server-sent event whole before parsing it, so a peer sending one endless event would
@@ -187,6 +190,32 @@ def a2a_client(http: httpx.AsyncClient, card: a2a.AgentCard) -> Client:
         httpx_client=http, streaming=True, supported_protocol_bindings=list(BINDINGS)
     )
     return ClientFactory(config).create(card)
+
+
+async def open_client(
+    agent: RemoteAgent, secrets: Mapping[str, str], policy: EgressPolicy
+) -> tuple[Client, a2a.AgentCard]:
+    """The SDK client of ``agent`` (its headers filled from ``secrets``, every connect
+    through ``policy``) and its card; the HTTP client closed when the card cannot be had."""
+    http = guarded_http_client(policy, resolved_headers(agent, secrets), timeout_s=agent.timeout_s)
+    try:
+        card = await fetch_card(http, agent.card_url)
+    except BaseException:
+        await http.aclose()
+        raise
+    return a2a_client(http, card), card
+
+
+async def cancel_task(client: Client, task_id: str) -> str:
+    """``tasks/cancel`` of ``task_id``, bounded by :data:`CANCEL_TIMEOUT_S`; "" when it was
+    sent, else why not (the caller ends its run all the same: the remote agent may have
+    finished or gone)."""
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT_S):
+            await client.cancel_task(a2a.CancelTaskRequest(id=task_id))
+    except Exception as exc:
+        return remote_error(exc, f"cancelling remote task {task_id[:200]}").message
+    return ""
 
 
 def endpoint_of(card: a2a.AgentCard) -> str:

@@ -12,7 +12,10 @@ Every status change is a conditional UPDATE that reports whether it applied, so 
 CancelRun is :meth:`RunQueue.request_cancel`: a queued, waiting or paused run is cancelled at
 once (a waiting run's held tool calls are answered, never executed);
 a running one gets ``cancel_requested_at`` and a NOTIFY on ``agentfleet_run_cancel``
-(payload ``{"run_id": ..., "reason": ...}``) for whichever worker holds it.
+(payload ``{"run_id": ..., "reason": ...}``) for whichever worker holds it. A remote child
+paused for an answer is the exception: its remote task waits too, so it goes back to
+``running`` under :data:`CANCEL_LEASE_OWNER` with its cancel request, and the execution that
+claims it sends ``tasks/cancel`` before recording CANCELLED.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from services.executor.store.runs import QUEUED_CHANNEL, read_run
 
 __all__ = [
     "CANCEL_CHANNEL",
+    "CANCEL_LEASE_OWNER",
     "DEFAULT_CANCEL_REASON",
     "QUEUED_CHANNEL",
     "RESUME_LEASE_OWNER",
@@ -54,6 +58,9 @@ CANCEL_CHANNEL = "agentfleet_run_cancel"
 """NOTIFY channel of cancel requests; payload: JSON ``{"run_id", "reason"}``."""
 DEFAULT_CANCEL_REASON = "cancelled by user"
 
+CANCEL_LEASE_OWNER = "cancel-requested"
+"""lease_owner of a paused remote child handed back to ``running`` to cancel its remote task
+(an expired lease, claimed at once)."""
 RESUME_LEASE_OWNER = "resume-requested"
 """lease_owner of a run ResumeRun moved to ``running``: an expired lease that the next
 worker claims at once, marking the execution as a resume rather than a recovery."""
@@ -232,6 +239,8 @@ class RunQueue:
                 await notify(conn, CANCEL_CHANNEL, payload)
                 return run
             previous = run.status
+            if previous == "paused" and (run.remote_agent or {}).get("task_id"):
+                return await _hand_over_paused(conn, run, reason)
             # A waiting run's held calls get their answers (never executed) first.
             held = await answer_held_calls(
                 conn, run, f"not executed: the run was cancelled: {reason}"
@@ -260,6 +269,29 @@ class RunQueue:
                 ],
             )
         return finished
+
+
+async def _hand_over_paused(conn: asyncpg.Connection, run: RunRecord, reason: str) -> RunRecord:
+    """A paused remote child to ``running`` for the execution that cancels its remote task
+    (see the module docstring); its cancel request stays set."""
+    handed = await runs.hand_over_paused(
+        conn, run.project_id, run.id, lease_owner=CANCEL_LEASE_OWNER, reason=reason[:500]
+    )
+    assert handed is not None  # the row is locked by request_cancel's UPDATE
+    await append_run_events(
+        conn,
+        run,
+        [
+            events.StatusChanged(
+                agent_name=run.agent_name,
+                from_status="paused",
+                to_status="running",
+                reason=f"cancelling its remote task: {reason}"[:2000],
+            )
+        ],
+    )
+    await notify(conn, QUEUED_CHANNEL, run.id)
+    return handed
 
 
 def _queue_full(project_id: str, max_queued: int | None) -> ResourceExhausted:

@@ -8,24 +8,34 @@ carries ``remote_agent`` (name, card_url). :class:`RunRouter` hands such a run t
 2. fetches the Agent Card and sends the run's input as one ``message/stream`` (the SDK's
    client; every connect through the MCP egress guard, :mod:`services.executor.a2a_client`);
 3. records the remote side as the child's own events: RUN_STARTED (model ``a2a:<card
-   name>``), each status or artifact text as MODEL_TEXT (at most :data:`MAX_PROGRESS_EVENTS`,
-   each cut to :data:`MAX_EVENT_CHARS`), and the task's id, context id and endpoint on the
-   row (``remote_agent``), as they become known;
+   name>``), each change of the task's state as REMOTE_STATUS (with or without text; at most
+   :data:`MAX_STATUS_EVENTS`), each status or artifact text as MODEL_TEXT (at most
+   :data:`MAX_PROGRESS_EVENTS`, each cut to :data:`MAX_EVENT_CHARS`), and the task's id,
+   context id and endpoint on the row (``remote_agent``), as they become known;
 4. ends the run as the remote task ends: completed with the answer (artifacts' text, else the
    last message) as summary and the first JSON data part as output; failed (remote failed or
-   rejected, asked for input or auth, unreachable, refused by the guard) with the reason;
-   cancelled as the remote cancelled it.
+   rejected, asked for auth, unreachable, refused by the guard) with the reason;
+   cancelled as the remote cancelled it;
+5. pauses the run when the remote task asks for input (``input-required``), the question as
+   its summary and ``awaiting_seq`` on the row: the seq the answer's message will have. The
+   answer is a resume's input -- the parent's ``spawn_agents`` with ``resume_run_id`` and a
+   prompt, or a user's ResumeRun -- and the resumed execution sends it as the next message
+   of the same remote task (its task and context id), then follows the task as before. At
+   most :data:`MAX_INPUT_ROUNDS` answers per child: a further question fails it.
 
 A cancel (CancelRun, a cancelled parent) is sent on as ``tasks/cancel`` before the run is
-recorded cancelled; at the run's timeout (the spawn's ``timeout_s``, else the agent's) the
-remote task is cancelled the same way and the run fails with a SAFETY ``timeout``.
+recorded cancelled -- a paused child's too: the queue hands it back to ``running`` with its
+cancel request (:meth:`RunQueue.request_cancel`), and the execution that claims it connects
+only to cancel the remote task. At the run's timeout (the spawn's ``timeout_s``, else the
+agent's) the remote task is cancelled the same way and the run fails with a SAFETY
+``timeout``. The timeout bounds each execution, as for local runs: the time a child waits
+paused for an answer does not count, and a resumed child has its timeout afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,22 +49,18 @@ from agentfleet import events
 from agentfleet.egress import EgressPolicy
 from agentfleet.errors import AgentFleetError
 from agentfleet.observability.telemetry import current_trace_id
-from agentfleet.process.service_runtime import ServiceContext
-from agentfleet.secrets.secrets_crypto import keyring_from
-from agentfleet.secrets.values import ProjectSecrets, resolve_secrets
+from agentfleet.secrets.values import ProjectSecrets
 from services.executor.a2a_client import (
+    CANCEL_TIMEOUT_S,
     RemoteAgentError,
-    a2a_client,
-    egress_policy,
+    cancel_task,
     endpoint_of,
-    fetch_card,
-    guarded_http_client,
+    open_client,
     remote_error,
-    resolved_headers,
 )
 from services.executor.loop_state import run_span_context
 from services.executor.registry.remote_agents import DEFAULT_TIMEOUT_S, RemoteAgentRepository
-from services.executor.remote_task import MAX_ANSWER_CHARS, RemoteTask, data_of, texts_of
+from services.executor.remote_task import ENDS, MAX_ANSWER_CHARS, RemoteTask, state_name
 from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages, runs
@@ -66,23 +72,24 @@ _tracer = trace.get_tracer(__name__)
 
 MAX_PROGRESS_EVENTS = 200
 """MODEL_TEXT events one remote task may add to its run (a peer chooses how many it sends)."""
+MAX_STATUS_EVENTS = 100
+"""REMOTE_STATUS events one execution may add (a peer may flip between states forever)."""
 MAX_EVENT_CHARS = 8000
-CANCEL_TIMEOUT_S = 10.0
-"""How long ``tasks/cancel`` may take before the run is recorded cancelled anyway."""
-_S = a2a.TaskState
-_ENDS: dict[int, RunStatus] = {
-    _S.TASK_STATE_COMPLETED: "completed",
-    _S.TASK_STATE_FAILED: "failed",
-    _S.TASK_STATE_REJECTED: "failed",
-    _S.TASK_STATE_CANCELED: "cancelled",
-    # A child has nobody to answer the remote agent's question: it ends, saying so.
-    _S.TASK_STATE_INPUT_REQUIRED: "failed",
-    _S.TASK_STATE_AUTH_REQUIRED: "failed",
-}
+MAX_INPUT_ROUNDS = 10
+"""Answers one remote child may be given; the remote task asking again after that fails it
+(each answer is a resume, and a peer decides how often it asks)."""
 
 
 class _RemoteTimeout(Exception):
     pass
+
+
+class _CancelRequested(Exception):
+    """The run was handed over to cancel its remote task (a cancelled paused child)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(kw_only=True, slots=True)
@@ -143,16 +150,25 @@ class RemoteChildRunner:
                 return await complete_then_cancel(
                     self._end(recorder, task, "failed", message, cancel=True, extra=[safety])
                 )
-            except AgentFleetError as exc:
+            except _CancelRequested as exc:
                 return await complete_then_cancel(
-                    self._end(recorder, task, "failed", exc.message or str(exc))
+                    self._end(recorder, task, "cancelled", exc.reason, cancel=True)
                 )
             except Exception as exc:
-                error = remote_error(exc, "calling the remote agent")
-                log.warning("remote_child_failed", error=error.message)
-                return await complete_then_cancel(
-                    self._end(recorder, task, "failed", error.message)
+                error = exc if isinstance(exc, AgentFleetError) else None
+                message = (
+                    (error.message or str(error))
+                    if error
+                    else remote_error(exc, "calling the remote agent").message
                 )
+                log.warning("remote_child_failed", error=message)
+                if run.cancel_requested_at is not None:
+                    # Handed over to be cancelled: it ends so, whatever stood in the way.
+                    why = str((run.remote_agent or {}).get("cancel_reason") or "cancelled")
+                    return await complete_then_cancel(
+                        self._end(recorder, task, "cancelled", f"{why} ({message})")
+                    )
+                return await complete_then_cancel(self._end(recorder, task, "failed", message))
             finally:
                 if task.client is not None:
                     with contextlib.suppress(Exception):
@@ -164,28 +180,11 @@ class RemoteChildRunner:
         self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, control: RunControl
     ) -> None:
         remote = run.remote_agent or {}
-        agent = await self.remote_agents.find(run.project_id, str(remote.get("name", "")))
-        if agent is None:
-            raise RemoteAgentError(
-                f"remote agent {remote.get('name')!r} is no longer registered in project "
-                f"{run.project_id!r}"
-            )
-        headers = resolved_headers(agent, await self.secrets(run.project_id))
-        http = guarded_http_client(self.egress, headers, timeout_s=agent.timeout_s)
-        try:
-            card = await fetch_card(http, agent.card_url)
-        except BaseException:
-            await http.aclose()
-            raise
-        task.client = a2a_client(http, card)
-        await runs.set_remote_task(
-            self.pool,
-            run.project_id,
-            run.id,
-            {"url": endpoint_of(card), "card_name": card.name},
-            owner=self.owner,
-        )
         known_task = str(remote.get("task_id") or "")
+        if known_task:
+            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
+        card = await self._connect(run, task)
+        await self._set_remote(run, {"url": endpoint_of(card), "card_name": card.name})
         next_seq = (
             0 if control.never_started else (await messages.next_position(self.pool, run.id))[0]
         )
@@ -198,7 +197,8 @@ class RemoteChildRunner:
                 trace_id=current_trace_id(),
             )
         else:
-            # Another execution had started it (a crash, a lost lease): continue its record.
+            # Another execution had started it (a crash, a lost lease, a pause for input):
+            # continue its record.
             recorder.continue_at(next_message_seq=next_seq, open_calls=[])
             await recorder.record_note(
                 step=0,
@@ -206,14 +206,39 @@ class RemoteChildRunner:
                     events.RunStarted(
                         agent_name=run.agent_name,
                         model_name=f"a2a:{card.name}"[:200],
-                        recovered=True,
+                        recovered=not control.resumed,
+                        resumed=control.resumed,
                         worker=self.owner,
                     )
                 ],
             )
-        if known_task:
+        assert task.client is not None
+        if run.cancel_requested_at is not None and known_task:
+            raise _CancelRequested(str(remote.get("cancel_reason") or "cancelled"))
+        awaiting = str(remote.get("awaiting_seq") or "")
+        answer = (
+            await messages.user_text_at(self.pool, run.project_id, run.id, int(awaiting))
+            if awaiting.isdigit()
+            else None
+        )
+        if known_task and answer is not None:
+            # Resumed with the answer to the remote task's question: its next message.
+            # Forgotten before it is sent: an execution cut in between asks the question
+            # again rather than sending one answer twice, or to a later question.
+            await self._set_remote(run, {"awaiting_seq": ""})
+            stream = task.client.send_message(
+                a2a.SendMessageRequest(
+                    message=a2a.Message(
+                        message_id=f"{run.id}:{awaiting}",
+                        task_id=task.task_id,
+                        context_id=task.context_id,
+                        role=a2a.ROLE_USER,
+                        parts=[a2a.Part(text=answer)],
+                    )
+                )
+            )
+        elif known_task:
             # The remote task exists already: follow it instead of sending the message again.
-            task.task_id, task.context_id = known_task, str(remote.get("context_id") or "")
             current = await task.client.get_task(a2a.GetTaskRequest(id=known_task))
             await self._take(run, recorder, task, a2a.StreamResponse(task=current))
             if task.end is not None:
@@ -240,63 +265,41 @@ class RemoteChildRunner:
             else:
                 raise RemoteAgentError("the remote agent ended its stream without an answer")
 
+    async def _connect(self, run: RunRecord, task: RemoteTask) -> a2a.AgentCard:
+        """Opens ``task.client`` on the run's registered remote agent; its card."""
+        name = str((run.remote_agent or {}).get("name", ""))
+        agent = await self.remote_agents.find(run.project_id, name)
+        if agent is None:
+            raise RemoteAgentError(
+                f"remote agent {name!r} is no longer registered in project {run.project_id!r}"
+            )
+        task.client, card = await open_client(
+            agent, await self.secrets(run.project_id), self.egress
+        )
+        return card
+
     async def _take(
         self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, response: a2a.StreamResponse
     ) -> None:
-        texts: list[str] = []
-        state: int | None = None
-        match response.WhichOneof("payload"):
-            case "message":
-                texts = texts_of(response.message.parts)
-                task.add_answer(texts)
-                task.output = task.output or data_of(response.message.parts)
-                state = _S.TASK_STATE_COMPLETED  # a direct answer is the end of it
-            case "task":
-                await self._know_task(run, task, response.task.id, response.task.context_id)
-                for artifact in response.task.artifacts:
-                    task.add_answer(texts_of(artifact.parts))
-                    task.output = task.output or data_of(artifact.parts)
-                texts = texts_of(response.task.status.message.parts)
-                state = response.task.status.state
-            case "status_update":
-                update = response.status_update
-                await self._know_task(run, task, update.task_id, update.context_id)
-                texts = texts_of(update.status.message.parts)
-                state = update.status.state
-            case "artifact_update":
-                update = response.artifact_update
-                await self._know_task(run, task, update.task_id, update.context_id)
-                texts = texts_of(update.artifact.parts)
-                task.add_answer(texts)
-                task.output = task.output or data_of(update.artifact.parts)
-        if texts:
-            task.last_text = texts[-1]
-            await self._progress(run, recorder, task, texts)
-        end = _ENDS.get(state) if state is not None else None
-        if end is not None:
-            task.end = end
-            said = task.last_text[:MAX_EVENT_CHARS]
-            name = a2a.TaskState.Name(state).removeprefix("TASK_STATE_").lower()
-            task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
-
-    async def _know_task(
-        self, run: RunRecord, task: RemoteTask, task_id: str, context_id: str
-    ) -> None:
-        if task_id and task_id != task.task_id:
-            task.task_id, task.context_id = task_id, context_id
-            await runs.set_remote_task(
-                self.pool,
-                run.project_id,
-                run.id,
-                {"task_id": task_id[:200], "context_id": context_id[:200]},
-                owner=self.owner,
+        heard = task.take(response)
+        if heard.new_ids:
+            await self._set_remote(
+                run, {"task_id": task.task_id[:200], "context_id": task.context_id[:200]}
             )
-
-    async def _progress(
-        self, run: RunRecord, recorder: RunRecorder, task: RemoteTask, texts: list[str]
-    ) -> None:
         batch: list[events.RunEvent] = []
-        for text in texts:
+        if heard.new_state and task.statuses < MAX_STATUS_EVENTS:
+            task.statuses += 1
+            batch.append(
+                events.RemoteStatus(
+                    agent_name=run.agent_name,
+                    state=heard.new_state[:40],
+                    task_id=task.task_id[:200],
+                    step=task.progress,
+                )
+            )
+        if heard.texts:
+            task.last_text = heard.texts[-1]
+        for text in heard.texts:
             if task.progress >= MAX_PROGRESS_EVENTS:
                 break
             task.progress += 1
@@ -307,6 +310,28 @@ class RemoteChildRunner:
             )
         if batch:
             await recorder.record_note(step=task.progress, batch=batch)
+        end = ENDS.get(heard.state) if heard.state is not None else None
+        if end is None:
+            return
+        said = task.last_text[:MAX_EVENT_CHARS]
+        task.end = end
+        if end == "paused":
+            task.end_reason = "the remote agent asks for input" + (f": {said}" if said else "")
+            if not task.task_id:
+                task.end = "failed"
+                task.end_reason += " (but names no task to answer on)"
+            elif run.resume_count >= MAX_INPUT_ROUNDS:
+                task.end = "failed"
+                task.end_reason = (
+                    f"the remote agent asked for input again after {MAX_INPUT_ROUNDS} answers"
+                    + (f": {said}" if said else "")
+                )
+            return
+        name = state_name(heard.state or 0)
+        task.end_reason = f"the remote task ended {name}" + (f": {said}" if said else "")
+
+    async def _set_remote(self, run: RunRecord, fields: dict[str, str]) -> None:
+        await runs.set_remote_task(self.pool, run.project_id, run.id, fields, owner=self.owner)
 
     async def _end(
         self,
@@ -319,8 +344,13 @@ class RemoteChildRunner:
         extra: Sequence[events.RunEvent] = (),
     ) -> RunRecord | None:
         if cancel:
-            await self._cancel_remote(task)
+            await self._cancel_remote(recorder.run, task)
         answer = "\n\n".join(task.answer) or task.last_text
+        if status == "paused":
+            # The parent reads the question as the paused child's summary.
+            answer = reason
+            position, _ = await messages.next_position(self.pool, recorder.run.id)
+            await self._set_remote(recorder.run, {"awaiting_seq": str(position)})
         return await recorder.record_finish(
             status=status,
             reason=reason[:2000],
@@ -330,17 +360,22 @@ class RemoteChildRunner:
             extra_events=extra,
         )
 
-    @staticmethod
-    async def _cancel_remote(task: RemoteTask) -> None:
-        """``tasks/cancel`` of the remote task, bounded; a failure only logged (the run ends
-        all the same: the remote agent may have finished or gone)."""
-        if task.client is None or not task.task_id:
+    async def _cancel_remote(self, run: RunRecord, task: RemoteTask) -> None:
+        """``tasks/cancel`` of the remote task; connecting first when the execution was cut
+        before it had (a cancel handed over from a paused child). A failure is logged only."""
+        if not task.task_id:
             return
-        try:
-            async with asyncio.timeout(CANCEL_TIMEOUT_S):
-                await task.client.cancel_task(a2a.CancelTaskRequest(id=task.task_id))
-        except Exception as exc:
-            log.warning("remote_cancel_failed", task_id=task.task_id, error=str(exc)[:500])
+        if task.client is None:
+            try:
+                async with asyncio.timeout(CANCEL_TIMEOUT_S):
+                    await self._connect(run, task)
+            except Exception as exc:
+                log.warning("remote_cancel_failed", task_id=task.task_id, error=str(exc)[:500])
+                return
+        assert task.client is not None
+        failed = await cancel_task(task.client, task.task_id)
+        if failed:
+            log.warning("remote_cancel_failed", task_id=task.task_id, error=failed)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -355,19 +390,3 @@ class RunRouter:
         if run.remote_agent is not None:
             return await self.remote.execute(run, control)
         return await self.local.execute(run, control)
-
-
-def remote_child_runner(
-    context: ServiceContext, *, owner: str, notifier: events.RunEventNotifier
-) -> RemoteChildRunner:
-    """The runner with the executor's settings (:func:`egress_policy`, the secrets' keyring)."""
-    return RemoteChildRunner(
-        pool=context.pool,
-        owner=owner,
-        remote_agents=RemoteAgentRepository(context.pool),
-        secrets=functools.partial(
-            resolve_secrets, context.pool, keyring_from(context.settings.secrets_keys)
-        ),
-        egress=egress_policy(context),
-        notifier=notifier,
-    )

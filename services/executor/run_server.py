@@ -9,6 +9,7 @@ runs the run and is identical to a WatchRun replay.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,10 @@ from agentfleet.postgres.db import Listener
 from agentfleet.process.service_runtime import ServiceContext
 from agentfleet.rpc.clients import service_channel
 from agentfleet.runs.run_watch import RunWatch
+from agentfleet.secrets.secrets_crypto import keyring_from
+from agentfleet.secrets.values import resolve_secrets
 from agentfleet.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from services.executor.a2a_client import egress_policy
 from services.executor.approvals.approval_requests import decision_params
 from services.executor.approvals.approval_store import decide_tool_call
 from services.executor.coordination.children import ChildRuns
@@ -34,7 +38,7 @@ from services.executor.model.model_client import LazyModelClient
 from services.executor.queue import DEFAULT_CANCEL_REASON, RunQueue
 from services.executor.registry.definitions import DefinitionRepository
 from services.executor.registry.remote_agents import RemoteAgentRepository
-from services.executor.remote_runs import RunRouter, remote_child_runner
+from services.executor.remote_runs import RemoteChildRunner, RunRouter
 from services.executor.run_path.loop import AgentLoop
 from services.executor.run_path.resume import resume_run
 from services.executor.run_requests import resume_params, run_id_violations, start_params
@@ -239,7 +243,17 @@ async def build_executor_parts(
     worker = RunWorker(
         queue=queue,
         executor=RunRouter(
-            local=loop, remote=remote_child_runner(context, owner=owner, notifier=notifier)
+            local=loop,
+            remote=RemoteChildRunner(
+                pool=context.pool,
+                owner=owner,
+                remote_agents=remote_agents,
+                secrets=functools.partial(
+                    resolve_secrets, context.pool, keyring_from(settings.secrets_keys)
+                ),
+                egress=egress_policy(context),
+                notifier=notifier,
+            ),
         ),
         listener=listener,
         owner=owner,

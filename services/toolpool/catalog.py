@@ -84,7 +84,11 @@ COORDINATION_TOOLS: tuple[ToolSpec, ...] = (
                             },
                             "resume_run_id": {
                                 "type": "string",
-                                "description": "Continue this paused child run instead.",
+                                "description": (
+                                    "Continue this paused child run instead; prompt is "
+                                    "extra input (for a remote agent that asks for "
+                                    "input: the answer)."
+                                ),
                             },
                         },
                         "required": ["agent_name", "prompt"],

@@ -24,7 +24,7 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 
 from agentfleet.auth import TokenStore
-from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script
+from agentfleet.gemini_stub import Call, GeminiStub, Reply, Script, StubRequest
 from agentfleet.postgres import db
 from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.a2a_remote import RemoteAgentServer
@@ -522,3 +522,71 @@ async def test_a_remote_agent_on_the_http_json_binding_answers(fleet: RemoteFlee
     assert child.status == common_pb2.RUN_STATUS_COMPLETED, child.error_message
     assert child.summary == "over rest"
     assert child.remote.url == f"{fleet.remote.base_url}/rest"
+
+
+async def test_the_parent_answers_a_remote_agent_that_asks_for_input(fleet: RemoteFleet) -> None:
+    """The remote task asks "which one?": the child pauses with the question, the parent's
+    model answers it with spawn_agents' resume_run_id, the answer goes to the same remote
+    task (same task and context id) and the task completes with it."""
+    project = await project_of(fleet, "remote-ask")
+    await project.register("echo", fleet.remote.card_url)
+    outputs: list[dict[str, Any]] = []
+    marker = f"[{project.project_id}]"
+
+    def boss(request: StubRequest) -> Reply:
+        if request.turn == 0:
+            return Reply(
+                calls=[Call("spawn_agents", {"tasks": [{"agent_name": "echo", "prompt": "ask"}]})]
+            )
+        outputs.append(request.function_responses()[-1]["response"]["output"])
+        if request.turn == 1:
+            paused = outputs[0]["results"][0]
+            resume = {
+                "agent_name": "echo",
+                "prompt": "the blue one",
+                "resume_run_id": paused["run_id"],
+            }
+            return Reply(calls=[Call("spawn_agents", {"tasks": [resume]})])
+        return Reply(text="Done.")
+
+    fleet.stub.add_script(Script(name=f"boss{marker}", match_system=f"boss {marker}", policy=boss))
+    await project.registry().UpsertAgentDefinition(
+        registry_pb2.UpsertAgentDefinitionRequest(
+            project_id=project.project_id,
+            agent_definition=common_pb2.AgentDefinition(
+                name="boss",
+                system_prompt=f"boss {marker}",
+                model=common_pb2.ModelConfig(name="gemini-e2e"),
+                tools=["spawn_agents"],
+            ),
+        )
+    )
+    root = await project.executor().TriggerRun(
+        executor_pb2.StartRunRequest(project_id=project.project_id, agent_name="boss", input="go")
+    )
+    parent = await project.finished(root.id)
+    assert parent.status == common_pb2.RUN_STATUS_COMPLETED, parent.error_message
+    asked, answered = (o["results"][0] for o in outputs)
+    assert (asked["status"], asked["summary"]) == (
+        "paused",
+        "the remote agent asks for input: which one?",
+    )
+    assert (answered["status"], answered["summary"]) == ("completed", "you chose the blue one")
+
+    child = await project.finished(asked["run_id"])
+    assert child.status == common_pb2.RUN_STATUS_COMPLETED
+    assert child.resume_count == 1
+    sent = [m for m in fleet.remote.messages if m[0] == child.remote.task_id]
+    assert sent == [
+        (child.remote.task_id, child.remote.context_id, "ask"),
+        (child.remote.task_id, child.remote.context_id, "the blue one"),
+    ]
+    states = [
+        e.remote_status.state
+        async for e in project.history().WatchRun(
+            history_pb2.WatchRunRequest(project_id=project.project_id, run_id=child.id)
+        )
+        if e.type == T.RUN_EVENT_TYPE_REMOTE_STATUS
+    ]
+    assert states[:2] == ["submitted", "input_required"]
+    assert states[-1] == "completed"

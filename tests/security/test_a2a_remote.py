@@ -5,7 +5,11 @@ sees no literal header value, another project's remote agent is out of reach, he
 URL abuse is refused naming the field, a missing secret is named, not guessed.
 Peers (the small a2a-sdk agent of :mod:`agentfleet.testing.a2a_remote`): a card too large,
 a redirect loop, a page that is no card are refused at registration; a flood of progress
-becomes a bounded number of bounded events. All four services in-process, auth on.
+becomes a bounded number of bounded events, and so does a peer flipping its task's state
+without end; a peer asking for input without end fails the child after MAX_INPUT_ROUNDS
+answers, and a long question is cut. Another project can neither answer nor cancel a
+paused remote child.
+All four services in-process, auth on.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ from agentfleet.v1 import (
     registry_pb2_grpc,
 )
 from services.executor.a2a_client import MAX_RESPONSE_BYTES
-from services.executor.remote_runs import MAX_EVENT_CHARS, MAX_PROGRESS_EVENTS
+from services.executor.remote_runs import (
+    MAX_EVENT_CHARS,
+    MAX_INPUT_ROUNDS,
+    MAX_PROGRESS_EVENTS,
+    MAX_STATUS_EVENTS,
+)
 
 
 @pytest.fixture
@@ -248,3 +257,114 @@ async def test_one_endless_event_from_a_remote_agent_is_cut_at_the_response_boun
     child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "huge")
     assert child["status"] == "failed"
     assert f"passed {MAX_RESPONSE_BYTES} bytes" in child["error_message"]
+
+
+def executor(stack: Stack, token: str) -> executor_pb2_grpc.ExecutorServiceStub:
+    return executor_pb2_grpc.ExecutorServiceStub(stack.channel("executor", token=token))
+
+
+async def answer(
+    stack: Stack, token: str, project_id: str, run_id: str, text: str
+) -> list[common_pb2.RunEvent]:
+    """ResumeRun of the paused child with ``text``: its events until it stops."""
+    return [
+        e
+        async for e in executor(stack, token).ResumeRun(
+            executor_pb2.ResumeRunRequest(project_id=project_id, run_id=run_id, input=text)
+        )
+    ]
+
+
+async def test_a_peer_asking_without_end_fails_the_child_after_the_bound(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    project = f"remote-nag-{uuid.uuid4().hex[:8]}"
+    token = await stub_stack.create_token(project, "admin")
+    await registry(stub_stack, token).UpsertRemoteAgent(upsert(project, "echo", remote.card_url))
+    child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "nag")
+    run_id = str(child["id"])
+    for round_ in range(MAX_INPUT_ROUNDS):
+        assert (
+            await db_pool.fetchval("SELECT status FROM kb.agent_runs WHERE id = $1", child["id"])
+            == "paused"
+        ), round_
+        await answer(stub_stack, token, project, run_id, f"answer {round_}")
+    ended = await db_pool.fetchrow("SELECT * FROM kb.agent_runs WHERE id = $1", child["id"])
+    assert ended["status"] == "failed"
+    assert ended["error_message"] == (
+        f"the remote agent asked for input again after {MAX_INPUT_ROUNDS} answers: which one?"
+    )
+    task_id = ended["remote_agent"]["task_id"]
+    assert len([m for m in remote.messages if m[0] == task_id]) == MAX_INPUT_ROUNDS + 1
+    error = await rpc_error(answer(stub_stack, token, project, run_id, "one more"))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_a_long_question_is_cut(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    project = f"remote-long-{uuid.uuid4().hex[:8]}"
+    token = await stub_stack.create_token(project, "admin")
+    await registry(stub_stack, token).UpsertRemoteAgent(upsert(project, "echo", remote.card_url))
+    child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "ask 500000")
+    assert child["status"] == "paused"
+    prefix = "the remote agent asks for input: "
+    assert child["summary"] == prefix + ("which one? " + "q" * 500_000)[:MAX_EVENT_CHARS]
+    reasons = await db_pool.fetch(
+        "SELECT length(payload->>'reason') AS n FROM kb.agent_run_events"
+        " WHERE run_id = $1 AND type = 'status_changed'",
+        child["id"],
+    )
+    assert max(r["n"] for r in reasons) <= 2000
+
+
+async def test_a_peer_flipping_its_state_gets_bounded_status_events(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    project = f"remote-flip-{uuid.uuid4().hex[:8]}"
+    token = await stub_stack.create_token(project, "admin")
+    await registry(stub_stack, token).UpsertRemoteAgent(upsert(project, "echo", remote.card_url))
+    child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "flip 300")
+    assert child["status"] == "completed", child["error_message"]
+    assert child["summary"] == "flipped"
+    count = await db_pool.fetchval(
+        "SELECT count(*) FROM kb.agent_run_events WHERE run_id = $1 AND type = 'remote_status'",
+        child["id"],
+    )
+    assert count == MAX_STATUS_EVENTS
+
+
+async def test_another_project_cannot_answer_a_paused_remote_child(
+    stub_stack: Stack, gemini_stub: GeminiStub, db_pool: asyncpg.Pool, remote: RemoteAgentServer
+) -> None:
+    project = f"remote-ask-{uuid.uuid4().hex[:8]}"
+    token = await stub_stack.create_token(project, "admin")
+    await registry(stub_stack, token).UpsertRemoteAgent(upsert(project, "echo", remote.card_url))
+    child = await spawned_child(stub_stack, gemini_stub, db_pool, project, token, "ask")
+    assert child["status"] == "paused"
+    run_id = str(child["id"])
+    thief = f"remote-answer-{uuid.uuid4().hex[:8]}"
+    thief_token = await stub_stack.create_token(thief, "admin")
+    denied = await rpc_error(answer(stub_stack, thief_token, project, run_id, "mine"))
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    missing = await rpc_error(answer(stub_stack, thief_token, thief, run_id, "mine"))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+    # Nor cancel it (which would hand it to an executor to cancel its remote task).
+    for project_id, code in (
+        (project, grpc.StatusCode.PERMISSION_DENIED),
+        (thief, grpc.StatusCode.NOT_FOUND),
+    ):
+        error = await rpc_error(
+            executor(stub_stack, thief_token).CancelRun(
+                executor_pb2.CancelRunRequest(project_id=project_id, run_id=run_id)
+            )
+        )
+        assert error.code() == code, project_id
+    # Nothing reached the remote task, and the child still waits for its own project.
+    task_id = child["remote_agent"]["task_id"]
+    assert [m[2] for m in remote.messages if m[0] == task_id] == ["ask"]
+    assert task_id not in remote.cancelled
+    status = await db_pool.fetchval("SELECT status FROM kb.agent_runs WHERE id = $1", child["id"])
+    assert status == "paused"
+    events = await answer(stub_stack, token, project, run_id, "the green one")
+    assert events[-1].run_finished.run.summary == "you chose the green one"

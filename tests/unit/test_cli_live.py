@@ -63,3 +63,19 @@ def test_the_waiting_line_is_shown_as_written() -> None:
     assert "[red]quota[/red] [/unbalanced]\u241b[2J\ufffd31m\u2407\ufffd about 1 s" in out
     for control in ("\x1b", "\x9b", "\x07", "\u202e"):
         assert control not in out
+
+
+def remote(state: str) -> common_pb2.RunEvent:
+    return event(
+        type=common_pb2.RUN_EVENT_TYPE_REMOTE_STATUS,
+        remote_status=common_pb2.RemoteStatus(state=state, task_id="t-1"),
+    )
+
+
+def test_a_remote_childs_line_says_what_its_remote_task_does() -> None:
+    view = RunTreeView()
+    view.apply(event(type=common_pb2.RUN_EVENT_TYPE_RUN_STARTED, run_started={}))
+    view.apply(remote("working"))
+    assert "(remote task working)" in rendered(view)
+    view.apply(remote("input_required"))
+    assert "remote task" not in rendered(view)

@@ -85,6 +85,7 @@ ONE_OF_EACH: list[ev.RunEvent] = [
         waited_s=11.5,
         message="model quota wait over",
     ),
+    ev.RemoteStatus(agent_name="writer", state="input_required", task_id="t-1", step=3),
     ev.RunFinished(agent_name="writer", run=ev.run_snapshot(RUN_ROW)),
 ]
 

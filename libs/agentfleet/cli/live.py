@@ -16,6 +16,9 @@ from rich.tree import Tree
 from agentfleet.cli.render import STATUS_STYLE, run_status, terminal_text
 from agentfleet.v1 import common_pb2, history_pb2
 
+_REMOTE_BUSY = frozenset({"submitted", "working"})
+"""Remote task states shown on a remote child's line (the others end or pause the run)."""
+
 
 @dataclass(kw_only=True, slots=True)
 class RunNode:
@@ -90,6 +93,10 @@ class RunTreeView:
         elif kind == "model_quota_wait":
             wait = event.model_quota_wait
             node.waiting_for = wait.message if wait.waiting else ""
+        elif kind == "remote_status":
+            # A remote child: what its remote task is doing while the run runs.
+            state = event.remote_status.state
+            node.waiting_for = f"remote task {state}" if state in _REMOTE_BUSY else ""
         elif kind == "run_finished":
             self.merge_run(event.run_finished.run)
         return spawned

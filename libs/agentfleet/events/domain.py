@@ -178,6 +178,17 @@ class ModelQuotaWait(_Envelope):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RemoteStatus(_Envelope):
+    """The remote A2A task of a remote child changed state (the TaskState's name without
+    its prefix, lower case), recorded whether or not the update carried text."""
+
+    type: Literal["remote_status"] = "remote_status"
+    state: str
+    task_id: str = ""
+    step: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RunFinished(_Envelope):
     """The execution stopped; the last event of an execution. ``run``: :func:`run_snapshot`."""
 
@@ -196,6 +207,7 @@ RunEvent: TypeAlias = (
     | Safety
     | StatusChanged
     | ModelQuotaWait
+    | RemoteStatus
     | RunFinished
 )
 
@@ -212,6 +224,7 @@ _EVENT_CLASSES: dict[str, type[RunEvent]] = {
         Safety,
         StatusChanged,
         ModelQuotaWait,
+        RemoteStatus,
         RunFinished,
     )
 }

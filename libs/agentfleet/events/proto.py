@@ -163,6 +163,7 @@ _PROTO_FIELD = {
     "status_changed": "status_changed",
     "run_finished": "run_finished",
     "model_quota_wait": "model_quota_wait",
+    "remote_status": "remote_status",
 }
 
 
@@ -261,6 +262,10 @@ def _payload_proto(event: domain.RunEvent) -> Any:
             if not event.waiting:
                 wait.waited.CopyFrom(_proto_time(timedelta(seconds=event.waited_s)))
             return wait
+        case domain.RemoteStatus():
+            return common_pb2.RemoteStatus(
+                state=event.state, task_id=event.task_id, step=event.step
+            )
     raise TypeError(f"not a run event: {event!r}")
 
 
@@ -352,6 +357,8 @@ def from_proto(message: common_pb2.RunEvent) -> domain.PersistedEvent:
                 "waited_s": body.waited.ToTimedelta().total_seconds(),
                 "message": body.message,
             }
+        case "remote_status":
+            values = {"state": body.state, "task_id": body.task_id, "step": body.step}
     event = domain.event_from_payload(
         type_, agent_name=message.agent_name, is_internal=message.is_internal, payload=values
     )

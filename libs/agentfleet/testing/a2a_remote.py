@@ -7,10 +7,18 @@ What it does follows the first word of the message it is sent:
   a JSON data part ``{"echo": <text>}``, then COMPLETED;
 * ``fail <text>``: FAILED, the status message ``<text>``;
 * ``hang``: WORKING, then nothing until ``tasks/cancel`` (recorded in :attr:`cancelled`);
-* ``ask``: INPUT_REQUIRED;
+* ``ask``: INPUT_REQUIRED asking "which one?"; the next message on that task (same task id)
+  completes it, its artifact ``you chose <that message's text>``; ``ask <n>`` adds ``n``
+  characters to the question (a peer asking at length);
+* ``quiet``: SUBMITTED, WORKING with no message at all (no text part), an artifact
+  ``quietly done``, then COMPLETED;
+* ``nag``: INPUT_REQUIRED "which one?" again after every answer, forever;
+* ``flip <n>``: ``n`` status updates alternating SUBMITTED and WORKING with no text, then
+  COMPLETED (a peer changing state without end);
 * ``flood <n>``: ``n`` WORKING statuses of 10,000 characters each, then COMPLETED.
 
-Every request's headers are kept (:attr:`seen_headers`, by path). Besides the agent's card
+Every request's headers are kept (:attr:`seen_headers`, by path), and every message the agent
+executes as (task id, context id, text) (:attr:`messages`). Besides the agent's card
 (``/agent/.well-known/agent-card.json``) it serves a card whose endpoint is ``inward_url``
 (``/inward/card.json``), a redirect to any URL (``/redirect?to=URL``), a redirect to itself
 (``/loop``), a card too large (``/huge/card.json``) and a JSON page that is no card
@@ -56,10 +64,22 @@ class _Executor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         text = context.get_user_input()
         task_id, context_id = context.task_id or "", context.context_id or ""
-        if context.current_task is None:
+        self._agent.messages.append((task_id, context_id, text))
+        current = context.current_task
+        if current is None:
             await event_queue.enqueue_event(new_task(task_id, context_id, a2a.TASK_STATE_SUBMITTED))
         updater = TaskUpdater(event_queue, task_id, context_id)
         word, _, rest = text.partition(" ")
+        asked = "which one?" + (" " + "q" * int(rest) if word == "ask" and rest.isdigit() else "")
+        question = new_text_message(asked, context_id=context_id, task_id=task_id)
+        if task_id in self._agent.nagging:
+            await updater.requires_input(question)
+            return
+        if current is not None and current.status.state == a2a.TASK_STATE_INPUT_REQUIRED:
+            # The answer to "which one?", sent on the same task.
+            await updater.add_artifact([a2a.Part(text=f"you chose {text}")], name="answer")
+            await updater.complete()
+            return
         note = new_text_message("working on it", context_id=context_id, task_id=task_id)
         if word == "answer":
             await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
@@ -88,14 +108,26 @@ class _Executor(AgentExecutor):
             )
             await updater.update_status(a2a.TASK_STATE_WORKING, message=piece)
             await updater.complete()
+        elif word == "quiet":
+            await updater.update_status(a2a.TASK_STATE_WORKING)  # a state change, no text
+            await updater.add_artifact([a2a.Part(text="quietly done")], name="answer")
+            await updater.complete()
+        elif word == "flip":
+            for i in range(int(rest or "300")):
+                await updater.update_status(
+                    a2a.TASK_STATE_WORKING if i % 2 else a2a.TASK_STATE_SUBMITTED
+                )
+            await updater.add_artifact([a2a.Part(text="flipped")], name="answer")
+            await updater.complete()
+        elif word == "nag":
+            self._agent.nagging.add(task_id)
+            await updater.requires_input(question)
         elif word == "hang":
             await updater.update_status(a2a.TASK_STATE_WORKING, message=note)
             self._agent.hanging.add(task_id)
             await asyncio.Event().wait()  # until tasks/cancel cancels this coroutine
         else:
-            await updater.requires_input(
-                new_text_message("which one?", context_id=context_id, task_id=task_id)
-            )
+            await updater.requires_input(question)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -113,6 +145,8 @@ class RemoteAgentServer:
     seen_headers: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     cancelled: list[str] = field(default_factory=list)
     hanging: set[str] = field(default_factory=set)
+    messages: list[tuple[str, str, str]] = field(default_factory=list)
+    nagging: set[str] = field(default_factory=set)
 
     @property
     def base_url(self) -> str:

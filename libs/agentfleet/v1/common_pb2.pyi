@@ -80,6 +80,7 @@ class RunEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_EVENT_TYPE_RUN_FINISHED: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_MODEL_TEXT_DELTA: _ClassVar[RunEventType]
     RUN_EVENT_TYPE_MODEL_QUOTA_WAIT: _ClassVar[RunEventType]
+    RUN_EVENT_TYPE_REMOTE_STATUS: _ClassVar[RunEventType]
 
 class SafetyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -146,6 +147,7 @@ RUN_EVENT_TYPE_STATUS_CHANGED: RunEventType
 RUN_EVENT_TYPE_RUN_FINISHED: RunEventType
 RUN_EVENT_TYPE_MODEL_TEXT_DELTA: RunEventType
 RUN_EVENT_TYPE_MODEL_QUOTA_WAIT: RunEventType
+RUN_EVENT_TYPE_REMOTE_STATUS: RunEventType
 SAFETY_KIND_UNSPECIFIED: SafetyKind
 SAFETY_KIND_STEP_LIMIT: SafetyKind
 SAFETY_KIND_TIMEOUT: SafetyKind
@@ -513,6 +515,16 @@ class ModelQuotaWait(_message.Message):
     message: str
     def __init__(self, waiting: _Optional[bool] = ..., model: _Optional[str] = ..., limit: _Optional[str] = ..., expected_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step: _Optional[int] = ..., waited: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
 
+class RemoteStatus(_message.Message):
+    __slots__ = ("state", "task_id", "step")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    task_id: str
+    step: int
+    def __init__(self, state: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+
 class RunFinished(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]
@@ -520,7 +532,7 @@ class RunFinished(_message.Message):
     def __init__(self, run: _Optional[_Union[AgentRun, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished", "model_quota_wait", "model_text_delta")
+    __slots__ = ("run_id", "root_run_id", "parent_run_id", "seq", "agent_name", "type", "is_internal", "create_time", "trace_id", "run_queued", "run_started", "model_text", "tool_request", "tool_response", "child_run", "safety", "status_changed", "run_finished", "model_quota_wait", "remote_status", "model_text_delta")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -540,6 +552,7 @@ class RunEvent(_message.Message):
     STATUS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
     MODEL_QUOTA_WAIT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_STATUS_FIELD_NUMBER: _ClassVar[int]
     MODEL_TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     root_run_id: str
@@ -560,5 +573,6 @@ class RunEvent(_message.Message):
     status_changed: StatusChanged
     run_finished: RunFinished
     model_quota_wait: ModelQuotaWait
+    remote_status: RemoteStatus
     model_text_delta: ModelTextDelta
-    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., model_quota_wait: _Optional[_Union[ModelQuotaWait, _Mapping]] = ..., model_text_delta: _Optional[_Union[ModelTextDelta, _Mapping]] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., seq: _Optional[int] = ..., agent_name: _Optional[str] = ..., type: _Optional[_Union[RunEventType, str]] = ..., is_internal: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[str] = ..., run_queued: _Optional[_Union[RunQueued, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., model_text: _Optional[_Union[ModelText, _Mapping]] = ..., tool_request: _Optional[_Union[ToolRequest, _Mapping]] = ..., tool_response: _Optional[_Union[ToolResponse, _Mapping]] = ..., child_run: _Optional[_Union[ChildRun, _Mapping]] = ..., safety: _Optional[_Union[Safety, _Mapping]] = ..., status_changed: _Optional[_Union[StatusChanged, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., model_quota_wait: _Optional[_Union[ModelQuotaWait, _Mapping]] = ..., remote_status: _Optional[_Union[RemoteStatus, _Mapping]] = ..., model_text_delta: _Optional[_Union[ModelTextDelta, _Mapping]] = ...) -> None: ...

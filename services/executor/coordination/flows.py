@@ -95,9 +95,10 @@ class FlowRunner:
                     assert deadline is not None
                     return _timed_out(run, deadline, child.summary or text)
                 if child.status != "completed":
+                    why = _why(child)
                     return _failed(
                         f"member {member!r} (run {child.id}) ended {child.status}"
-                        + (f": {child.error_message}" if child.error_message else ""),
+                        + (f": {why}" if why else ""),
                         summary=child.summary or text,
                     )
                 text = progress.last_text = child.summary or ""
@@ -172,9 +173,7 @@ class _Members:
                 timed_out = True
                 parts.append(f"## {ref.agent_name} (paused at the timeout)\n{child.summary or ''}")
             else:
-                failures.append(
-                    f"{ref.agent_name}: ended {child.status} {child.error_message or ''}".strip()
-                )
+                failures.append(f"{ref.agent_name}: ended {child.status} {_why(child)}".strip())
         if not parts:
             return _failed("every member failed: " + "; ".join(failures))
         completed = sum(finished[r.run_id].status == "completed" for r in batch.children)
@@ -249,6 +248,15 @@ def _capped(task: ChildTask, left_s: float | None) -> ChildTask:
 
 class _MemberError(Exception):
     """A member could not be started (its definition is gone)."""
+
+
+def _why(child: RunRecord) -> str:
+    """Why a member did not complete: its error; for a remote member paused because its
+    remote agent asks for input, that question (its summary): a flow has no model to answer
+    it, so the flow ends saying what was asked."""
+    if child.status == "paused" and child.remote_agent is not None:
+        return (child.summary or "")[:2000]
+    return child.error_message or ""
 
 
 def _failed(message: str, *, summary: str | None = None) -> StopRun:

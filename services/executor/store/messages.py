@@ -112,3 +112,21 @@ async def exists(db: Db, run_id: str, seq: int) -> bool:
             seq,
         )
     )
+
+
+async def user_text_at(db: Db, project_id: str, run_id: str, seq: int) -> str | None:
+    """The text of the run's user message ``seq`` (a resume's input: the answer a paused
+    remote child sends on); None when the run has no user message there."""
+    content = await db.fetchval(
+        """
+        SELECT m.content FROM kb.agent_run_messages m
+        JOIN kb.agent_runs r ON r.id = m.run_id
+        WHERE r.project_id = $1 AND m.run_id = $2::uuid AND m.seq = $3 AND m.role = 'user'
+        """,
+        project_id,
+        run_id,
+        seq,
+    )
+    if content is None:
+        return None
+    return "".join(str(p.get("text") or "") for p in content.get("parts") or ())

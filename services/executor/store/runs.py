@@ -145,6 +145,15 @@ WHERE project_id = $1 AND id = $2::uuid AND status = 'paused'
 RETURNING *
 """
 
+_HAND_OVER_PAUSED = """
+UPDATE kb.agent_runs
+SET status = 'running', completed_at = NULL, duration_ms = NULL,
+    lease_owner = $3, lease_expires_at = now(),
+    remote_agent = remote_agent || jsonb_build_object('cancel_reason', $4::text)
+WHERE project_id = $1 AND id = $2::uuid AND status = 'paused' AND remote_agent IS NOT NULL
+RETURNING *
+"""
+
 _TREE_TOKENS = """
 UPDATE kb.agent_runs p
 SET (tokens_total_tree, cost_total_tree_nanos) = (
@@ -367,6 +376,14 @@ async def resume(
     return await _one(
         db, _RESUME, project_id, run_id, max_steps, timeout_s, lease_owner, max_tokens
     )
+
+
+async def hand_over_paused(
+    db: Db, project_id: str, run_id: str, *, lease_owner: str, reason: str
+) -> RunRecord | None:
+    """A paused remote child with a cancel request back to ``running``, as an expired lease
+    of ``lease_owner`` (the next worker claims it at once), ``reason`` on its remote_agent."""
+    return await _one(db, _HAND_OVER_PAUSED, project_id, run_id, lease_owner, reason)
 
 
 async def refresh_tree_tokens(db: Db, project_id: str, run_id: str) -> int:
