@@ -14,9 +14,10 @@ outbox events, deleted in small batches by :class:`~services.history.retention.H
   unconsumed event is never deleted.
 
 Each statement deletes at most :data:`BATCH_ROWS` rows (by primary key: ``id = ANY (ARRAY
-(...))``, which a join to the batch would let the planner turn into a scan of the table), its
-own short transaction on the pool, locking them ``SKIP LOCKED`` (two history replicas take disjoint rows, and a consumer
-holding a row is never waited for); a call stops at its row budget and says so.
+(...))``, which a join to the batch would let the planner turn into a scan of the table), in
+its own short transaction on the pool, locking them ``SKIP LOCKED`` (two history replicas
+take disjoint rows, and a consumer holding a row is never waited for); a call stops at its
+row budget and says so.
 """
 
 from __future__ import annotations
