@@ -112,6 +112,10 @@ class Settings:
     setting, SetHistoryRetention, overrides it); 0 keeps history forever."""
     history_prune_interval_s: float = 600.0
     """AGENTFLEET_HISTORY_PRUNE_INTERVAL_S: how often the history service prunes."""
+    trigger_outbox_retention_hours: int = 168
+    """AGENTFLEET_TRIGGER_OUTBOX_RETENTION_HOURS: hours a consumed trigger outbox event is
+    kept before the history prune deletes it (unconsumed ones are kept until consumed); an
+    EmitEvent request_id repeated within it is the same event, later a new one."""
     executor_lease_s: float
     """AGENTFLEET_EXECUTOR_LEASE_S: how long a run's lease lasts without a heartbeat."""
     executor_heartbeat_s: float
@@ -323,6 +327,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         history_prune_interval_s=env.get(
             "AGENTFLEET_HISTORY_PRUNE_INTERVAL_S", 600.0, parsers.positive_float
+        ),
+        trigger_outbox_retention_hours=env.get(
+            "AGENTFLEET_TRIGGER_OUTBOX_RETENTION_HOURS", 168, parsers.int_range(1, 876_000)
         ),
         executor_lease_s=lease_s,
         executor_heartbeat_s=heartbeat_s,

@@ -61,3 +61,14 @@ WHERE type = 'SpecTask' AND status = 'in_progress'
 """
 """SpecTasks by dispatch state (``blocked``, ``ready``, ``in_progress``), for the
 ``agentfleet.tasks`` gauge; served by the pending and in-progress partial indexes."""
+
+TRIGGER_OUTBOX_BACKLOG_SQL = """
+SELECT (SELECT count(*) FROM kb.trigger_outbox WHERE consumed_at IS NULL) AS pending,
+       extract(epoch FROM now() - (SELECT created_at FROM kb.trigger_outbox
+                                    WHERE consumed_at IS NULL ORDER BY id LIMIT 1))::float8
+           AS oldest_age_s
+"""
+"""Trigger outbox events not consumed yet, and the age of the oldest (NULL: none), for the
+``agentfleet.triggers.outbox.*`` gauges. Deployment-wide, no project: the backlog of one
+consumer pool, and a label per project would let tenants grow the series. Both arms read
+``trigger_outbox_pending_idx`` (the oldest is its first entry, ids growing with time)."""

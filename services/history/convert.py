@@ -212,7 +212,11 @@ def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
         **_same(row, "step_count tokens_total_tree cost_total_tree_nanos"),
         run_id=str(row.id),
         summary_preview=row.summary_preview or "",
+        started_by=row.started_by or "rpc",
+        chain_depth=row.chain_depth or 0,
     )
+    if row.trigger_origin:
+        node.trigger_origin.update(row.trigger_origin)
     if row.quota_wait is not None and row.quota_wait_since is not None:
         node.waiting_for.CopyFrom(waiting_for_proto(row.quota_wait, row.quota_wait_since))
     if row.remote_agent:

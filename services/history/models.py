@@ -177,6 +177,10 @@ class TreeRow(_FromRow):
     quota_wait_since: datetime | None
     remote_agent: dict[str, Any] | None = None
     """A remote A2A child's agent (migration 0028); None for a local run."""
+    started_by: str = "rpc"
+    trigger_origin: dict[str, Any] | None = None
+    """The event behind a triggered run (migration 0027); None for others."""
+    chain_depth: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -291,7 +291,8 @@ class HistoryQueries:
                    t.cost_nanos, t.cost_total_tree_nanos, t.duration_ms,
                    left(CASE WHEN t.status = 'failed' THEN coalesce(t.error_message, t.summary)
                              ELSE t.summary END, {PREVIEW_CHARS}) AS summary_preview,
-                   t.created_at, t.quota_wait, t.quota_wait_since, t.remote_agent
+                   t.created_at, t.quota_wait, t.quota_wait_since, t.remote_agent,
+                   t.started_by, t.trigger_origin, t.chain_depth
             FROM kb.agent_runs r
             JOIN kb.agent_runs t ON t.root_run_id = r.root_run_id AND t.project_id = r.project_id
             WHERE r.id = $1::uuid AND r.project_id = $2

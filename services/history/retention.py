@@ -7,7 +7,9 @@ job (:meth:`HistoryRetention.run`): every AGENTFLEET_HISTORY_PRUNE_INTERVAL_S, e
 with a retention deletes at most :data:`PASS_ROOTS` trees, :data:`BATCH_ROOTS` per
 statement, each statement its own short transaction, so writers never wait long on a prune
 and a deployment with a long backlog catches up over several passes. Any number of history
-replicas may prune at once: a batch skips trees another one holds.
+replicas may prune at once: a batch skips trees another one holds. The same calls and pass
+prune the triggers' rows (:mod:`services.history.trigger_prune`): a project's firings with
+its retention, consumed outbox events after AGENTFLEET_TRIGGER_OUTBOX_RETENTION_HOURS.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import asyncpg
 
 from agentfleet.errors import InvalidArgument
 from agentfleet.observability import metrics
-from services.history import prune_sql
+from services.history import prune_sql, trigger_prune
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class PruneTotals:
     tool_calls: int = 0
     events: int = 0
     roots: int = 0
+    trigger_firings: int = 0
     keep_days: int = 0
     cutoff: datetime | None = None
     more: bool = False
@@ -67,6 +70,8 @@ class HistoryRetention:
     default_days: int
     interval_s: float = 600.0
     batch_roots: int = BATCH_ROOTS
+    outbox_keep_hours: int = 168
+    """AGENTFLEET_TRIGGER_OUTBOX_RETENTION_HOURS."""
     _passes: int = field(default=0, init=False)
 
     async def keep_days(self, project_id: str) -> tuple[int, bool]:
@@ -92,12 +97,29 @@ class HistoryRetention:
         self, project_id: str, *, dry_run: bool, max_roots: int = DEFAULT_CALL_ROOTS
     ) -> PruneTotals:
         """Deletes (counts) the project's prunable trees, at most ``max_roots`` of them, in
-        batches; one project's rows only (every statement is scoped by ``project_id``)."""
+        batches, then its trigger firings older than the same cutoff; one project's rows
+        only (every statement is scoped by ``project_id``)."""
         days, _ = await self.keep_days(project_id)
         totals = PruneTotals(keep_days=days)
         if days == 0:
             return totals
         totals.cutoff = await self.pool.fetchval(prune_sql.CUTOFF, days)
+        await self._prune_trees(project_id, totals, dry_run=dry_run, max_roots=max_roots)
+        firings = await trigger_prune.prune_firings(
+            self.pool, project_id, totals.cutoff, dry_run=dry_run
+        )
+        totals.trigger_firings = firings.rows
+        totals.more = totals.more or firings.more
+        if firings.rows and not dry_run:
+            metrics.record_history_pruned(
+                project=project_id, table="trigger_firings", rows=firings.rows
+            )
+        return totals
+
+    async def _prune_trees(
+        self, project_id: str, totals: PruneTotals, *, dry_run: bool, max_roots: int
+    ) -> None:
+        assert totals.cutoff is not None
         after: tuple[datetime, str] | None = None
         # Roots read are bounded too: a project whose old runs are all kept (tasks, live
         # threads) costs a call at most SCAN_FACTOR x max_roots index entries.
@@ -106,7 +128,7 @@ class HistoryRetention:
             scan = min(self.batch_roots, max_roots - totals.roots, scan_left)
             if scan <= 0:
                 totals.more = True
-                return totals
+                return
             scan_left -= scan
             # Pool, not one connection: each batch is its own transaction, committed before
             # the next, so no lock outlives a batch.
@@ -117,25 +139,35 @@ class HistoryRetention:
             if not dry_run:
                 _record(project_id, result)
             if result.scanned < scan or result.last is None:
-                return totals
+                return
             after = result.last
 
     async def prune_all(self) -> int:
-        """One background pass over every project with finished runs; trees deleted."""
+        """One background pass over every project with finished runs or trigger firings,
+        then the consumed outbox events; trees deleted."""
         deleted = 0
-        for row in await self.pool.fetch(prune_sql.PROJECTS):
-            totals = await self.prune(row["project_id"], dry_run=False, max_roots=PASS_ROOTS)
+        projects = [row["project_id"] for row in await self.pool.fetch(prune_sql.PROJECTS)]
+        seen = set(projects)
+        for row in await self.pool.fetch(trigger_prune.FIRING_PROJECTS):
+            if row["project_id"] not in seen:
+                projects.append(row["project_id"])
+        for project_id in projects:
+            totals = await self.prune(project_id, dry_run=False, max_roots=PASS_ROOTS)
             deleted += totals.roots
-            if totals.roots:
+            if totals.roots or totals.trigger_firings:
                 log.info(
                     "pruned history",
                     extra={
-                        "project_id": row["project_id"],
+                        "project_id": project_id,
                         "runs": totals.runs,
                         "events": totals.events,
+                        "trigger_firings": totals.trigger_firings,
                         "more": totals.more,
                     },
                 )
+        outbox, _ = await trigger_prune.prune_outbox(self.pool, self.outbox_keep_hours)
+        for project_id, rows in outbox.items():
+            metrics.record_history_pruned(project=project_id, table="trigger_outbox", rows=rows)
         self._passes += 1
         return deleted
 

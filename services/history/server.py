@@ -418,6 +418,7 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             events=totals.events,
             keep_days=totals.keep_days,
             more=totals.more,
+            trigger_firings=totals.trigger_firings,
         )
         if totals.cutoff is not None:
             reply.cutoff.FromDatetime(totals.cutoff)
@@ -443,6 +444,7 @@ async def build(context: ServiceContext) -> ServiceParts:
         pool=context.pool,
         default_days=context.settings.history_retention_days,
         interval_s=context.settings.history_prune_interval_s,
+        outbox_keep_hours=context.settings.trigger_outbox_retention_hours,
     )
     servicer = HistoryServicer(
         queries=HistoryQueries(context.pool), watch=watch, retention=retention

@@ -14,9 +14,11 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentfleet.gemini_stub import Call, Reply, Script
+from agentfleet.rpc.clients import open_channel
 from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet
 from agentfleet.testing.database import DatabaseFactory
-from agentfleet.v1 import common_pb2
+from agentfleet.testing.waiting import wait_for_query
+from agentfleet.v1 import common_pb2, triggers_pb2, triggers_pb2_grpc
 
 SHOTS = Path(__file__).parents[2] / "docs" / "console"
 LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
@@ -218,6 +220,36 @@ async def test_cancel_a_running_run(fleet: ConsoleFleet, page: Page) -> None:
     await page.get_by_role("button", name="Cancel run").click()
     await expect(status_of(page)).to_have_text("cancelled", timeout=LIVE_S)
     await expect(page.get_by_role("button", name="Cancel run")).to_be_disabled()
+
+
+async def test_a_triggered_run_says_what_started_it_in_its_tree(
+    fleet: ConsoleFleet, page: Page
+) -> None:
+    project_id, token = await fleet.project("ui-trigger")
+    marker = f"[{project_id}]"
+    fleet.stub.add_script(
+        Script(name=f"listener{marker}", match_system=marker, replies=[Reply(text="heard")])
+    )
+    await fleet.define(
+        project_id, token, "listener", system_prompt=f"listener {marker}", trigger="on_event:ping"
+    )
+    async with open_channel(fleet.stack.addresses["executor"], token=token) as channel:
+        await triggers_pb2_grpc.TriggerServiceStub(channel).EmitEvent(
+            triggers_pb2.EmitEventRequest(project_id=project_id, name="ping", request_id="ui-1")
+        )
+    await wait_for_query(
+        fleet.pool,
+        "SELECT count(*) = 1 FROM kb.agent_runs WHERE project_id = $1 AND status = 'completed'",
+        project_id,
+    )
+    run_id = await fleet.pool.fetchval(
+        "SELECT id::text FROM kb.agent_runs WHERE project_id = $1", project_id
+    )
+    await sign_in(page, fleet, project_id, token)
+    await page.goto(f"{fleet.url}/#/runs/{run_id}")
+    await expect(page.get_by_test_id("tree-trigger")).to_have_text(
+        " started by event on_event:ping", timeout=LIVE_S
+    )
 
 
 async def test_a_member_cannot_open_another_projects_run_by_url(

@@ -37,6 +37,8 @@ async def test_the_research_demo_reports_and_writes_the_graph(
     assert "offline stub Gemini server" in output
     assert "installed product research" in output
     assert "2 documents ingested: on_document_ingested starts the paper-summarizer" in output
+    # The live tree marks each run the ingestion triggered, with what fired it.
+    assert output.count("started by trigger on_document_ingested (Document ") >= 2, output
     assert "Saved a ResearchReport citing 3 Source entities" in output
     assert "Sources (3 CITES relationships)" in output
     assert "agentfleet.v1.HistoryService/ListRuns" in output

@@ -16,6 +16,7 @@ from agentfleet import events as ev
 from agentfleet.process.service_runtime import start_service
 from agentfleet.rpc.clients import open_channel
 from agentfleet.runs import run_watch as watch_module
+from agentfleet.structs import struct_dict
 from agentfleet.testing import factories as f
 from agentfleet.testing.services import Stack
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
@@ -342,6 +343,18 @@ async def test_run_tree(history, db_pool) -> None:  # type: ignore[no-untyped-de
     a = await f.insert_run(db_pool, project_id=P, agent_name="a", parent=root, tokens_in=20)
     b = await f.insert_run(db_pool, project_id=P, agent_name="b", parent=root, status="failed")
     a1 = await f.insert_run(db_pool, project_id=P, agent_name="a1", parent=a, status="paused")
+    # The root was started by a graph trigger: the tree says so (and by what).
+    origin = {"trigger": "on_document_ingested", "object_type": "Document", "outbox_id": "7"}
+    await db_pool.execute(
+        "UPDATE kb.agent_runs SET started_by = 'trigger', trigger_origin = $2::jsonb,"
+        " chain_depth = 2 WHERE id = $1",
+        root["id"],
+        origin,
+    )
+    await db_pool.execute(
+        "UPDATE kb.agent_runs SET started_by = 'parent' WHERE id = ANY($1::uuid[])",
+        [a["id"], b["id"], a1["id"]],
+    )
     tree = await history.GetRunTree(
         history_pb2.GetRunTreeRequest(project_id=P, run_id=str(a1["id"]))
     )
@@ -353,6 +366,11 @@ async def test_run_tree(history, db_pool) -> None:  # type: ignore[no-untyped-de
     assert by_id[str(b["id"])].status == common_pb2.RUN_STATUS_FAILED
     assert by_id[str(b["id"])].summary_preview == "boom"
     assert by_id[str(a1["id"])].depth == 2
+    triggered = by_id[str(root["id"])]
+    assert (triggered.started_by, triggered.chain_depth) == ("trigger", 2)
+    assert struct_dict(triggered.trigger_origin) == origin
+    assert by_id[str(a["id"])].started_by == "parent"
+    assert not by_id[str(a["id"])].HasField("trigger_origin")
 
 
 async def test_agent_stats(history, db_pool) -> None:  # type: ignore[no-untyped-def]

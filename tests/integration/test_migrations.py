@@ -127,7 +127,7 @@ EXPECTED_INDEXES = {
     "model_quota_budgets": {"model_quota_budgets_pkey"},
     "trigger_outbox": {
         "trigger_outbox_pkey", "trigger_outbox_pending_idx", "trigger_outbox_request_id_uidx",
-        "trigger_outbox_schedule_tick_uidx",
+        "trigger_outbox_schedule_tick_uidx", "trigger_outbox_consumed_idx",
     },
     "trigger_schedules": {
         "trigger_schedules_pkey", "trigger_schedules_project_name_key",

@@ -1,6 +1,7 @@
 """The triggers' hot statements keep their indexes (EXPLAIN on analysed, realistically sized
 tables; no planner setting forced): the consumers' claim, the graph trigger's listener probe,
-the per-minute cap's count, ListTriggerFirings and ListRuns(started_by) pages."""
+the per-minute cap's count, ListTriggerFirings and ListRuns(started_by) pages, the history
+prune's batches of old outbox events and firings, and the backlog gauges' sample."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 import asyncpg
 import pytest_asyncio
 
+from agentfleet.queue_depth import TRIGGER_OUTBOX_BACKLOG_SQL
 from agentfleet.testing.database import DatabaseFactory
 from services.executor.triggers import store
+from services.history import trigger_prune
 
 ROWS = 30_000
 
@@ -140,3 +143,29 @@ async def test_list_runs_by_started_by_uses_its_index(filled: asyncpg.Pool) -> N
         "p7",
         "event",
     )
+
+
+async def test_the_history_prunes_walk_their_indexes(filled: asyncpg.Pool) -> None:
+    # Batches of consumed events, and of one project's old firings: the head of one index
+    # range each, never the table (nor a sort of it).
+    await _uses(
+        filled,
+        "trigger_outbox",
+        "trigger_outbox_consumed_idx",
+        trigger_prune.PRUNE_OUTBOX,
+        24,
+        trigger_prune.BATCH_ROWS,
+    )
+    await _uses(
+        filled,
+        "trigger_firings",
+        "trigger_firings_project_created_idx",
+        trigger_prune.PRUNE_FIRINGS,
+        "p3",
+        datetime.now(UTC),
+        trigger_prune.BATCH_ROWS,
+    )
+
+
+async def test_the_backlog_gauges_read_the_pending_index(filled: asyncpg.Pool) -> None:
+    await _uses(filled, "trigger_outbox", "trigger_outbox_pending_idx", TRIGGER_OUTBOX_BACKLOG_SQL)

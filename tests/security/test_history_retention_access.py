@@ -4,7 +4,8 @@
   how long the project keeps its history: PERMISSION_DENIED, nothing deleted.
 - An admin of one project cannot prune or set another project's history (the token's
   project is checked); pruning its own never touches another project's rows, even when the
-  other project's rows are older and its own retention is shorter.
+  other project's rows are older and its own retention is shorter; the same for trigger
+  firings, which PruneHistory counts and deletes with the runs.
 - Hostile values: a negative or huge keep_days or max_runs is INVALID_ARGUMENT naming the
   field.
 - A service identity (the dispatcher's) may call neither RPC.
@@ -156,3 +157,41 @@ async def test_a_service_identity_may_call_neither(deployment: Deployment) -> No
         service.SetHistoryRetention(history_pb2.SetHistoryRetentionRequest(project_id=PROJECT)),
     ):
         assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def _firing(pool: asyncpg.Pool, project: str, age_days: int) -> None:
+    await pool.execute(
+        """
+        INSERT INTO kb.trigger_firings (project_id, outbox_id, agent_name, trigger, outcome,
+                                        reason, created_at)
+        VALUES ($1, 1, gen_random_uuid()::text, 'on_event:e', 'skipped', 'rate_cap: x',
+                now() - make_interval(days => $2::integer))
+        """,
+        project,
+        age_days,
+    )
+
+
+async def test_trigger_firings_are_pruned_in_the_callers_project_only(
+    deployment: Deployment, db_pool: asyncpg.Pool
+) -> None:
+    # PruneHistory counts and deletes trigger firings too: a member counts its own only, and
+    # an admin's prune with a shorter retention leaves another project's older firings.
+    await _firing(db_pool, PROJECT, 3)
+    await _firing(db_pool, OTHER, 400)
+    await _firing(db_pool, OTHER, 400)
+    member = deployment.history("member")
+    dry = await member.PruneHistory(
+        history_pb2.PruneHistoryRequest(project_id=PROJECT, dry_run=True)
+    )
+    assert dry.trigger_firings == 0  # 3 days old, inside the default 30
+    denied = member.PruneHistory(history_pb2.PruneHistoryRequest(project_id=OTHER, dry_run=True))
+    assert await _code(denied) == grpc.StatusCode.PERMISSION_DENIED
+    admin = deployment.history("admin")
+    await admin.SetHistoryRetention(
+        history_pb2.SetHistoryRetentionRequest(project_id=PROJECT, keep_days=1)
+    )
+    pruned = await admin.PruneHistory(history_pb2.PruneHistoryRequest(project_id=PROJECT))
+    assert pruned.trigger_firings == 1
+    left = await db_pool.fetch("SELECT project_id FROM kb.trigger_firings")
+    assert [r["project_id"] for r in left] == [OTHER, OTHER]

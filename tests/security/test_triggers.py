@@ -230,6 +230,48 @@ async def test_a_payload_is_data_never_a_definition(deployment: Deployment) -> N
     assert [dict(r) for r in after] == [dict(r) for r in before]
 
 
+async def test_a_forged_trace_context_is_dropped_never_stored_as_given(
+    deployment: Deployment, spans: object
+) -> None:
+    """The outbox keeps a writer's traceparent for the run it starts (migration 0032): what a
+    plain-SQL writer sets in agentfleet.traceparent is kept only in the W3C form (garbage or
+    a huge value is NULL, and the write and its run still happen), and an EmitEvent caller's
+    malformed traceparent header starts a trace of the server's own."""
+    async with deployment.pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "SELECT set_config('agentfleet.traceparent', $1, true)",
+            "00-" + "f" * 32 + "-" + "e" * 16 + "-01'); DROP TABLE kb.agent_runs; --" * 500,
+        )
+        await GraphRepository.bound(conn).create_object(PROJECT, type="Document", properties={})
+    await deployment.drained()
+    assert await deployment.pool.fetchval("SELECT traceparent FROM kb.trigger_outbox") is None
+    reader = await deployment.pool.fetchrow(
+        "SELECT trace_parent FROM kb.agent_runs WHERE project_id = $1 AND agent_name = 'reader'",
+        PROJECT,
+    )
+    assert reader is not None
+    assert reader["trace_parent"] is None
+
+    await deployment.triggers("member").EmitEvent(
+        emit(PROJECT, "traced", text="hi"), metadata=(("traceparent", "00-zz-not-a-trace"),)
+    )
+    await deployment.drained()
+    stored = await deployment.pool.fetchval(
+        "SELECT traceparent FROM kb.trigger_outbox WHERE request_id = 'traced'"
+    )
+    run = await deployment.pool.fetchrow(
+        "SELECT trace_id, trace_parent FROM kb.agent_runs WHERE agent_name = 'listener'"
+        " AND project_id = $1",
+        PROJECT,
+    )
+    assert run is not None
+    # Tracing is on (the spans fixture): the server span's own context, a new trace.
+    assert stored is not None
+    assert "zz" not in stored
+    assert run["trace_parent"] == stored
+    assert run["trace_id"] == stored.split("-")[1]
+
+
 async def test_bad_events_are_refused_naming_the_field(deployment: Deployment) -> None:
     member = deployment.triggers("member")
     big = await rpc_error(member.EmitEvent(emit(PROJECT, "big", text="x" * 2000)))

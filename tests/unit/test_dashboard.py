@@ -94,6 +94,7 @@ def _record_every_hook() -> None:
     metrics.observe_db_pool(_Pool(), "executor")
     metrics.set_active_runs([("p", "queued", 2)])
     metrics.set_tasks([("ready", 1)])
+    metrics.set_trigger_outbox(3, 12.5)
     metrics.observe_model_quotas(_QUOTAS)
 
 

@@ -2,8 +2,8 @@
 
 :class:`RunTreeView` is pure state: feed it :class:`RunEvent` messages from any run of the
 tree (in any order across runs) and render it as a rich ``Tree``. Each node shows agent,
-status, step, tokens, the tool call in flight and what the run waits for (its model's
-quota).
+status, step, tokens, what started it when a trigger, schedule or event did, the tool call
+in flight and what the run waits for (its model's quota).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from rich.tree import Tree
 
-from agentfleet.cli.render import STATUS_STYLE, run_status, terminal_text
+from agentfleet.cli.render import STATUS_STYLE, run_status, started_by_text, terminal_text
+from agentfleet.structs import struct_dict
 from agentfleet.v1 import common_pb2, history_pb2
 
 _REMOTE_BUSY = frozenset({"submitted", "working"})
@@ -37,6 +38,9 @@ class RunNode:
     """What the running run waits for (its model's quota), as the server says; empty when
     it is not waiting."""
     children: list[str] = field(default_factory=list)
+    started_by: str = ""
+    """What started a run a trigger, schedule or event started (:func:`started_by_text`);
+    empty for any other run."""
 
 
 class RunTreeView:
@@ -66,6 +70,7 @@ class RunTreeView:
         spawned: list[str] = []
         if kind == "run_queued":
             node.status = run_status(event.run_queued.run.status) or "queued"
+            self._started_by(node, event.run_queued.run)
         elif kind == "run_started":
             node.status = "running"
         elif kind == "model_text":
@@ -105,6 +110,7 @@ class RunTreeView:
         node = self._merge(run.id, run.agent_name, run.parent_run_id, run)
         node.summary = run.summary or run.error_message
         node.waiting_for = run.waiting_for.message if run.HasField("waiting_for") else ""
+        self._started_by(node, run)
 
     def merge_tree(self, tree: history_pb2.GetRunTreeResponse) -> None:
         """Takes status, steps and tokens from the persisted tree (authoritative)."""
@@ -112,6 +118,12 @@ class RunTreeView:
             node = self._merge(item.run_id, item.agent_name, item.parent_run_id, item)
             node.summary = node.summary or item.summary_preview
             node.waiting_for = item.waiting_for.message if item.HasField("waiting_for") else ""
+            self._started_by(node, item)
+
+    @staticmethod
+    def _started_by(node: RunNode, run: common_pb2.AgentRun | history_pb2.RunTreeNode) -> None:
+        if run.started_by:
+            node.started_by = started_by_text(run.started_by, struct_dict(run.trigger_origin))
 
     def _merge(
         self,
@@ -156,6 +168,8 @@ class RunTreeView:
         if node.status == "paused" and node.pause_reason:
             text.append(f" ({node.pause_reason})", style=STATUS_STYLE["paused"])
         text.append(f"  step {node.step}  {node.tokens} tokens")
+        if node.started_by:
+            text.append(terminal_text(f"  ⚡ {node.started_by}", style="magenta"))
         if node.current_tool:
             text.append(f"  → {node.current_tool}", style="cyan")
         if node.waiting_for and node.status == "running":

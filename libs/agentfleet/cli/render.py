@@ -18,7 +18,7 @@ command prints through :data:`console` (or :func:`inert` for a plain ``print``),
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -89,6 +89,28 @@ def terminal_text(value: str, style: str = "") -> Text:
     """Server or tenant text to print as written: a ``Text``, so never read as markup, with
     its control characters made visible (:func:`inert`)."""
     return Text(inert(value), style=style)
+
+
+TRIGGERED = ("trigger", "schedule", "event")
+"""AgentRun.started_by values of a run that a trigger, a schedule tick or an event started."""
+
+
+def started_by_text(started_by: str, origin: Mapping[str, Any]) -> str:
+    """What started a triggered run, for a tree node (empty for any other run): its trigger
+    and what fired it, e.g. ``started by trigger on_document_ingested (Document 4f1c…)``.
+    The origin holds tenant text (event names, request ids): print it with
+    :func:`terminal_text`."""
+    if started_by not in TRIGGERED:
+        return ""
+    what = str(origin.get("trigger") or started_by)
+    detail = ""
+    if origin.get("object_type"):
+        detail = f"{origin['object_type']} {str(origin.get('object_id', ''))[:8]}…"
+    elif origin.get("request_id"):
+        detail = f"request {origin['request_id']}"
+    elif origin.get("tick_at"):
+        detail = f"tick {origin['tick_at']}"
+    return f"started by {started_by} {what}" + (f" ({detail})" if detail else "")
 
 
 def enum_name(enum: Any, value: int, prefix: str) -> str:

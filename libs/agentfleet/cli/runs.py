@@ -21,12 +21,14 @@ from agentfleet.cli.render import (
     print_listing,
     run_status,
     seconds,
+    started_by_text,
     styled_status,
     terminal_text,
     timestamp,
     to_dict,
 )
 from agentfleet.settings.model_prices import usd
+from agentfleet.structs import struct_dict
 from agentfleet.v1 import common_pb2, history_pb2
 
 
@@ -212,6 +214,9 @@ def _label(node: history_pb2.RunTreeNode) -> Text:
         f" step {node.step_count} {node.tokens_in + node.tokens_out} tokens "
         f"{usd(node.cost_nanos)} {seconds(node.duration)}",
     )
+    started = started_by_text(node.started_by, struct_dict(node.trigger_origin))
+    if started:
+        label.append(terminal_text(f" {started}", style="magenta"))
     if node.HasField("remote"):
         label.append(f" remote A2A {node.remote.url or node.remote.card_url}", "cyan")
     if node.HasField("waiting_for"):

@@ -31,6 +31,7 @@ from agentfleet.graph._common import (
 from agentfleet.graph.models import GraphObject, ObjectPage
 from agentfleet.graph.reads import GraphReads
 from agentfleet.graph.relationships import GraphRelationships
+from agentfleet.observability.telemetry import current_traceparent
 from agentfleet.postgres.pagination import decode_page_token, encode_page_token
 
 __all__ = ["GraphRepository", "NewObject", "parse_id"]
@@ -80,13 +81,15 @@ class GraphRepository(GraphRelationships, GraphReads):
 
     @contextlib.asynccontextmanager
     async def _writer(self) -> AsyncIterator[Executor]:
-        """Where a write goes: ``self._db``, or, for a run's writes, a transaction that first
-        names the run to the graph trigger (one more round trip, only on that path)."""
-        if self._source_run_id is None:
+        """Where a write goes: ``self._db``, or, for a run's writes or a traced writer's, a
+        transaction that first names the run and the writer's span to the graph trigger
+        (one more statement, only on that path; a run's writes named both in one)."""
+        parent = current_traceparent()
+        if self._source_run_id is None and parent is None:
             yield self._db
             return
         if isinstance(self._db, asyncpg.Connection) and self._db.is_in_transaction():
-            await _name_source_run(self._db, self._source_run_id)
+            await _name_writer(self._db, self._source_run_id, parent)
             yield self._db
             return
         async with contextlib.AsyncExitStack() as stack:
@@ -95,7 +98,7 @@ class GraphRepository(GraphRelationships, GraphReads):
             else:
                 conn = await stack.enter_async_context(self._db.acquire())
             await stack.enter_async_context(conn.transaction())
-            await _name_source_run(conn, self._source_run_id)
+            await _name_writer(conn, self._source_run_id, parent)
             yield conn
 
     @property
@@ -298,6 +301,14 @@ def _cursor_position(cursor: str, filters: Mapping[str, Any]) -> tuple[datetime,
     return None if position is None else (position[0], position[1])
 
 
-async def _name_source_run(conn: asyncpg.Connection, run_id: str) -> None:
-    """Names ``run_id`` to the graph trigger until the transaction ends (SET LOCAL)."""
-    await conn.execute("SELECT set_config('agentfleet.source_run_id', $1, true)", run_id)
+async def _name_writer(
+    conn: asyncpg.Connection, run_id: str | None, traceparent: str | None
+) -> None:
+    """Names the writing run and span to the graph trigger until the transaction ends (SET
+    LOCAL): the runs the write triggers extend the run's chain and join the span's trace."""
+    await conn.execute(
+        "SELECT set_config('agentfleet.source_run_id', $1, true),"
+        " set_config('agentfleet.traceparent', $2, true)",
+        run_id or "",
+        traceparent or "",
+    )

@@ -83,6 +83,8 @@ class ObservedState:
         self.db_pools: list[tuple[_DbPool, str]] = []
         """The process's database pools (asyncpg pools take no weak reference)."""
         self.quotas: weakref.WeakSet[QuotaRates] = weakref.WeakSet()
+        self.outbox: tuple[int, float] | None = None
+        """(events pending, seconds the oldest has waited), once sampled."""
 
     def set_active_runs(self, rows: Iterable[tuple[str, str, int]]) -> None:
         """(project_id, status, runs) rows; projects past :data:`TOP_PROJECTS` become other."""
@@ -107,6 +109,18 @@ class ObservedState:
         for state, tasks in rows:
             counts[state] = counts.get(state, 0) + tasks
         self.tasks = counts
+
+    def set_outbox(self, pending: int, oldest_age_s: float | None) -> None:
+        """The trigger outbox's backlog; no pending event is an age of 0."""
+        self.outbox = (pending, max(0.0, oldest_age_s or 0.0) if pending else 0.0)
+
+    def observe_outbox_pending(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self.outbox is not None:
+            yield Observation(self.outbox[0])
+
+    def observe_outbox_oldest_age(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self.outbox is not None:
+            yield Observation(self.outbox[1])
 
     def observe_active_runs(self, _options: CallbackOptions) -> Iterable[Observation]:
         for (project, status), runs in self.active_runs.items():
@@ -295,6 +309,18 @@ _OBSERVED: dict[str, _Spec] = {
         "agentfleet.tasks",
         "{task}",
         "Task-graph tasks not finished, by blocked/ready/in_progress (sampled)",
+    ),
+    "observe_outbox_pending": _Spec(
+        "observable_gauge",
+        "agentfleet.triggers.outbox.pending",
+        "{event}",
+        "Trigger outbox events not consumed yet, deployment-wide (sampled)",
+    ),
+    "observe_outbox_oldest_age": _Spec(
+        "observable_gauge",
+        "agentfleet.triggers.outbox.oldest_age",
+        "s",
+        "Seconds the oldest unconsumed trigger outbox event has waited; 0 when none (sampled)",
     ),
     "observe_breakers": _Spec(
         "observable_gauge",
@@ -528,6 +554,11 @@ def observe_model_quotas(quotas: QuotaRates) -> None:
 def set_active_runs(rows: Iterable[tuple[str, str, int]]) -> None:
     """A new sample of (project_id, status, runs) for ``agentfleet.runs.active``."""
     _instruments.state.set_active_runs(rows)
+
+
+def set_trigger_outbox(pending: int, oldest_age_s: float | None) -> None:
+    """A new sample of the trigger outbox's backlog (``agentfleet.triggers.outbox.*``)."""
+    _instruments.state.set_outbox(pending, oldest_age_s)
 
 
 def set_tasks(rows: Iterable[tuple[str, int]]) -> None:

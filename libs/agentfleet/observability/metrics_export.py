@@ -1,6 +1,6 @@
 """Where a service process's metrics go: one MeterProvider, a Prometheus ``/metrics``
 endpoint on the service's metrics port, OTLP export when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is
-set, and the sampler that refreshes the queue gauges (RPCs are timed by
+set, and the sampler that refreshes the queue gauges (and the trigger outbox's) (RPCs are timed by
 :mod:`agentfleet.rpc.rpc_metrics`).
 
 ``/metrics`` is served from the service's own event loop (aiohttp), so the gauges' callbacks
@@ -27,7 +27,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agentfleet.config import Settings
 from agentfleet.observability import metrics
-from agentfleet.queue_depth import ACTIVE_RUNS_BY_PROJECT_SQL, TASKS_BY_STATE_SQL
+from agentfleet.queue_depth import (
+    ACTIVE_RUNS_BY_PROJECT_SQL,
+    TASKS_BY_STATE_SQL,
+    TRIGGER_OUTBOX_BACKLOG_SQL,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -139,9 +143,17 @@ async def sample_active_runs(pool: asyncpg.Pool) -> None:
     metrics.set_active_runs((r["project_id"], r["status"], r["runs"]) for r in rows)
 
 
+async def sample_executor(pool: asyncpg.Pool) -> None:
+    """The executor's gauges: its runs, and the trigger outbox its consumers drain."""
+    await sample_active_runs(pool)
+    backlog = await pool.fetchrow(TRIGGER_OUTBOX_BACKLOG_SQL, timeout=10)
+    assert backlog is not None  # scalar subqueries: always one row
+    metrics.set_trigger_outbox(backlog["pending"], backlog["oldest_age_s"])
+
+
 async def sample_tasks(pool: asyncpg.Pool) -> None:
     rows = await pool.fetch(TASKS_BY_STATE_SQL, timeout=10)
     metrics.set_tasks((r["state"], r["tasks"]) for r in rows)
 
 
-_SAMPLES.update(executor=sample_active_runs, dispatcher=sample_tasks)
+_SAMPLES.update(executor=sample_executor, dispatcher=sample_tasks)

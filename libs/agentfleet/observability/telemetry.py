@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.sampling import (
     SamplingResult,
 )
 from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
@@ -92,6 +93,27 @@ def configure_tracing(
 def shutdown_tracing() -> None:
     if _provider is not None:
         _provider.shutdown()
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the current span (None when nothing is traced), for a hop
+    that the propagators do not cross: a row another process reads later (a child run, an
+    outbox event)."""
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The 32 hex digits of a W3C traceparent's trace id (None for none or a malformed one)."""
+    parts = (traceparent or "").split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or parts[1] == "0" * 32:
+        return None
+    try:
+        int(parts[1], 16)
+    except ValueError:
+        return None
+    return parts[1].lower()
 
 
 def current_trace_id() -> str | None:

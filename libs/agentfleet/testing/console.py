@@ -68,6 +68,7 @@ class ConsoleFleet:
         tools: tuple[str, ...] = (),
         config: dict | None = None,
         visibility: int = common_pb2.VISIBILITY_EXTERNAL,
+        trigger: str = "",
     ) -> None:
         definition = common_pb2.AgentDefinition(
             name=name,
@@ -75,6 +76,7 @@ class ConsoleFleet:
             model=common_pb2.ModelConfig(name="gemini-e2e"),
             visibility=visibility,  # type: ignore[arg-type]
             tools=list(tools),
+            trigger=trigger,
         )
         if config:
             definition.config.update(config)

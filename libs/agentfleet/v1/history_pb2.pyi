@@ -23,7 +23,7 @@ class PruneHistoryRequest(_message.Message):
     def __init__(self, project_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_runs: _Optional[int] = ...) -> None: ...
 
 class PruneHistoryResponse(_message.Message):
-    __slots__ = ("runs", "messages", "tool_calls", "events", "keep_days", "cutoff", "more")
+    __slots__ = ("runs", "messages", "tool_calls", "events", "keep_days", "cutoff", "more", "trigger_firings")
     RUNS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class PruneHistoryResponse(_message.Message):
     KEEP_DAYS_FIELD_NUMBER: _ClassVar[int]
     CUTOFF_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIRINGS_FIELD_NUMBER: _ClassVar[int]
     runs: int
     messages: int
     tool_calls: int
@@ -38,7 +39,8 @@ class PruneHistoryResponse(_message.Message):
     keep_days: int
     cutoff: _timestamp_pb2.Timestamp
     more: bool
-    def __init__(self, runs: _Optional[int] = ..., messages: _Optional[int] = ..., tool_calls: _Optional[int] = ..., events: _Optional[int] = ..., keep_days: _Optional[int] = ..., cutoff: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., more: _Optional[bool] = ...) -> None: ...
+    trigger_firings: int
+    def __init__(self, runs: _Optional[int] = ..., messages: _Optional[int] = ..., tool_calls: _Optional[int] = ..., events: _Optional[int] = ..., keep_days: _Optional[int] = ..., cutoff: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., more: _Optional[bool] = ..., trigger_firings: _Optional[int] = ...) -> None: ...
 
 class SetHistoryRetentionRequest(_message.Message):
     __slots__ = ("project_id", "keep_days")
@@ -238,7 +240,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., message_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., step: _Optional[int] = ..., tool_name: _Optional[str] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.ToolCallStatus, str]] = ..., error: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., child_run_ids: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunTreeNode(_message.Message):
-    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for", "cost_nanos", "cost_total_tree_nanos", "remote")
+    __slots__ = ("run_id", "parent_run_id", "agent_name", "status", "depth", "step_count", "total_steps", "tokens_in", "tokens_out", "tokens_total_tree", "duration", "summary_preview", "create_time", "waiting_for", "cost_nanos", "cost_total_tree_nanos", "remote", "started_by", "trigger_origin", "chain_depth")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +258,9 @@ class RunTreeNode(_message.Message):
     COST_NANOS_FIELD_NUMBER: _ClassVar[int]
     COST_TOTAL_TREE_NANOS_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_DEPTH_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     parent_run_id: str
     agent_name: str
@@ -273,7 +278,10 @@ class RunTreeNode(_message.Message):
     cost_nanos: int
     cost_total_tree_nanos: int
     remote: _common_pb2.RemoteRun
-    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ...) -> None: ...
+    started_by: str
+    trigger_origin: _struct_pb2.Struct
+    chain_depth: int
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ..., started_by: _Optional[str] = ..., trigger_origin: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., chain_depth: _Optional[int] = ...) -> None: ...
 
 class AgentStats(_message.Message):
     __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries", "cost_nanos")

@@ -95,12 +95,16 @@ export async function runPage(main, runId) {
     }
     const branch = (parent) => (byParent.get(parent) || []).map((node) => {
       const waiting = node.waiting_for && node.waiting_for.message;
+      // A run a trigger, schedule or event started says so, with the trigger that fired.
+      const triggered = ["trigger", "schedule", "event"].includes(node.started_by)
+        ? ` started by ${node.started_by} ${(node.trigger_origin && node.trigger_origin.trigger) || ""}` : "";
       const children = branch(node.run_id);
       return el("li", { "data-testid": "tree-node", dataset: { runId: node.run_id, status: short(node.status) } },
         el("a", { href: `#/runs/${encodeURIComponent(node.run_id)}`, text: node.agent_name }), " ",
         statusBadge(node.status),
         el("span", { class: "muted", text: ` step ${node.step_count}/${node.total_steps} · ${Number(node.tokens_in) + Number(node.tokens_out)} tokens · ${cost(node.cost_nanos)} · ${seconds(node.duration).toFixed(1)} s` }),
         waiting && el("span", { class: "waiting", text: ` waiting: ${waiting}` }),
+        triggered && el("span", { class: "muted", "data-testid": "tree-trigger", text: triggered }),
         node.summary_preview && el("div", { class: "preview", text: node.summary_preview }),
         children.length ? el("ul", {}, children) : null);
     });

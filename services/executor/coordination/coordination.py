@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agentfleet import events
+from agentfleet.observability.telemetry import current_traceparent
 from agentfleet.run_limits import (
     MAX_SPAWN_DEPTH,
     TIMEOUT_RANGE,
@@ -136,9 +136,7 @@ def parse_spawn_arguments(arguments: dict[str, Any]) -> tuple[list[ChildTask], i
 
 def current_trace_parent() -> str | None:
     """The W3C traceparent of the current span (None when nothing is traced)."""
-    carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier)
-    return carrier.get("traceparent")
+    return current_traceparent()
 
 
 @dataclass(kw_only=True, slots=True)

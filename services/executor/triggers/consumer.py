@@ -23,6 +23,7 @@ import structlog
 from agentfleet.errors import NotFound, ResourceExhausted
 from agentfleet.graph import GraphRepository
 from agentfleet.observability import metrics
+from agentfleet.observability.telemetry import trace_id_of
 from agentfleet.postgres.db import Listener, lock_key
 from agentfleet.reconnect import is_disconnect
 from agentfleet.settings.trigger_limits import TriggerLimits
@@ -276,6 +277,9 @@ class TriggerConsumer:
             started_by=STARTED_BY[event.kind],
             trigger_origin=_origin(event, agent),
             chain_depth=depth,
+            # Below the span that wrote the event: the run is in the writer's trace.
+            trace_id=trace_id_of(event.traceparent),
+            trace_parent=event.traceparent,
         )
         try:
             # A savepoint: a refused insert must not abort the event's transaction.

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from agentfleet.errors import FieldViolation, InvalidArgument
+from agentfleet.observability.telemetry import current_traceparent
 from agentfleet.postgres.pagination import clamp_page_size, decode_page_token, encode_page_token
 from agentfleet.request_ids import check_same_request, request_fingerprint, request_id_violations
 from agentfleet.settings.trigger_limits import TriggerLimits
@@ -79,6 +80,8 @@ class TriggerServicer(triggers_pb2_grpc.TriggerServiceServicer):
             payload=payload,
             request_id=request.request_id,
             request_fingerprint=fingerprint,
+            # The RPC's server span: the runs the event starts join the emitter's trace.
+            traceparent=current_traceparent(),
         )
         if not created:
             check_same_request(stored, fingerprint)

@@ -38,6 +38,9 @@ class OutboxEvent:
     agent_names: list[str] | None
     """A graph event's listeners whose filter matched the write."""
     created_at: dt.datetime
+    traceparent: str | None = None
+    """W3C traceparent of the span that wrote the event (migration 0032): the runs it
+    starts are below that span, in the writer's trace."""
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> OutboxEvent:
@@ -242,6 +245,7 @@ async def insert_event(
     payload: dict[str, Any],
     request_id: str,
     request_fingerprint: str,
+    traceparent: str | None = None,
 ) -> tuple[int, bool, str | None]:
     """An external event's outbox row (NOTIFY at commit): its id and True, or the id and
     fingerprint of the project's earlier event of ``request_id`` and False."""
@@ -249,8 +253,8 @@ async def insert_event(
         f"""
         WITH inserted AS (
             INSERT INTO kb.trigger_outbox (project_id, kind, event_name, payload, request_id,
-                                           request_fingerprint)
-            VALUES ($1, 'event', $2, $3::jsonb, $4, $5)
+                                           request_fingerprint, traceparent)
+            VALUES ($1, 'event', $2, $3::jsonb, $4, $5, $6)
             ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
             RETURNING id)
         SELECT id, pg_notify('{OUTBOX_CHANNEL}', $1) FROM inserted
@@ -260,6 +264,7 @@ async def insert_event(
         payload,
         request_id,
         request_fingerprint,
+        traceparent,
     )
     if row is not None:
         return int(row["id"]), True, None

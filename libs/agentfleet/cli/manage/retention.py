@@ -42,7 +42,8 @@ async def history(conn: Connection, args: argparse.Namespace) -> int:
             console.print(f"retention {reply.keep_days} days: runs finished before {cutoff} UTC")
             console.print(
                 f"{verb} {reply.runs} runs, {reply.messages} messages, "
-                f"{reply.tool_calls} tool calls, {reply.events} events"
+                f"{reply.tool_calls} tool calls, {reply.events} events, "
+                f"{reply.trigger_firings} trigger firings"
             )
             if reply.more:
                 console.print("more remain: run it again")
