@@ -1,10 +1,13 @@
 """The console in a real headless Chromium (issue 34): Playwright drives the distribution's
 chromium (/usr/bin/chromium, installed by the fixture when missing and this runs as root)
 against a console process in front of real services, on the stub model. The screenshots of
-README's "Console" section are taken here, into docs/console/."""
+README's "Console" section are taken here: into a temporary directory on an ordinary run, and
+into docs/console/ only when ``AGENTFLEET_REFRESH_SCREENSHOTS=1`` asks for them (so a test
+run leaves the checkout as it found it)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,8 +21,16 @@ from agentfleet.testing.console import ConsoleFleet, chromium_path, console_flee
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.v1 import common_pb2
 
-SHOTS = Path(__file__).parents[2] / "docs" / "console"
+DOCS_SHOTS = Path(__file__).parents[2] / "docs" / "console"
 LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: docs/console/ only when asked to refresh them."""
+    if os.environ.get("AGENTFLEET_REFRESH_SCREENSHOTS") == "1":
+        return DOCS_SHOTS
+    return tmp_path_factory.mktemp("console-screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +103,7 @@ def status_of(page: Page) -> object:
 
 
 async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
-    fleet: ConsoleFleet, page: Page
+    fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
     project_id, token = await fleet.project("ui-tour")
     marker = f"[{project_id}]"
@@ -146,7 +157,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     await expect(tree.nth(1)).to_have_attribute("data-status", "completed")
     await expect(page.get_by_test_id("answer")).to_have_text("The scribe wrote the note.")
     await expect(page.get_by_test_id("event").first).to_be_visible()
-    await page.screenshot(path=SHOTS / "run-tree.png", full_page=True)
+    await page.screenshot(path=shots / "run-tree.png", full_page=True)
 
     # The child's create_entity call, in full.
     await tree.nth(1).get_by_role("link", name="scribe").click()
@@ -155,7 +166,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     await row.get_by_role("button", name="Full content of create_entity").click()
     await expect(page.get_by_test_id("call-input")).to_contain_text('"key": "n1"')
     await expect(page.get_by_test_id("call-output")).not_to_have_text("null")
-    await page.screenshot(path=SHOTS / "tool-call.png", full_page=True)
+    await page.screenshot(path=shots / "tool-call.png", full_page=True)
 
     # The runs list shows the run; sign out ends the session on the server.
     await page.get_by_role("link", name="Runs").click()
@@ -168,7 +179,9 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
 
 
-async def test_approve_a_waiting_call_from_the_inbox(fleet: ConsoleFleet, page: Page) -> None:
+async def test_approve_a_waiting_call_from_the_inbox(
+    fleet: ConsoleFleet, page: Page, shots: Path
+) -> None:
     project_id, token = await fleet.project("ui-approve")
     marker = f"[{project_id}]"
     fleet.stub.add_script(
@@ -199,7 +212,7 @@ async def test_approve_a_waiting_call_from_the_inbox(fleet: ConsoleFleet, page: 
     await expect(card).to_be_visible(timeout=LIVE_S)
     await expect(card.get_by_test_id("arguments")).to_contain_text("careful-1")
     await card.get_by_label(re.compile("Reason")).fill("looks right")
-    await page.screenshot(path=SHOTS / "approvals.png", full_page=True)
+    await page.screenshot(path=shots / "approvals.png", full_page=True)
     await card.get_by_role("button", name="Approve").click()
     await expect(page.locator("#flash")).to_have_text("create_entity: approved")
     await page.goto(f"{fleet.url}/#/runs/{run_id}")
@@ -249,7 +262,7 @@ HOSTILE = (
 
 
 async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
-    fleet: ConsoleFleet, page: Page
+    fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
     project_id, token = await fleet.project("ui-xss")
     marker = f"[{project_id}]"
@@ -266,7 +279,7 @@ async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
     assert await page.evaluate("window.__pwned") is None
     assert await page.locator("main img").count() == 0
     assert await page.locator("main script").count() == 0
-    await page.screenshot(path=SHOTS / "hostile-answer.png")
+    await page.screenshot(path=shots / "hostile-answer.png")
     # The runs list shows the hostile input's preview, as text too.
     await page.get_by_role("link", name="Runs").click()
     await expect(page.get_by_test_id("run-row").first).to_contain_text("<script>window.__pwned")
@@ -286,7 +299,7 @@ tasks:
 
 
 async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
-    fleet: ConsoleFleet, page: Page, tmp_path: Path
+    fleet: ConsoleFleet, page: Page, shots: Path, tmp_path: Path
 ) -> None:
     project_id, token = await fleet.project("ui-dag")
     marker = f"[{project_id}]"
@@ -313,7 +326,7 @@ async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
     session = page.get_by_test_id("session-row")
     await expect(session).to_have_count(1)
     await expect(session).to_contain_text("worker")
-    await page.screenshot(path=SHOTS / "task-graph.png", full_page=True)
+    await page.screenshot(path=shots / "task-graph.png", full_page=True)
     await session.get_by_role("link").click()
     await expect(page.get_by_test_id("answer")).to_have_text("ok")
     # A malformed file is refused naming what is wrong.
@@ -339,7 +352,7 @@ async def test_the_sign_in_link_up_prints_fills_the_form_and_leaves_no_token_in_
     assert token not in page.url
 
 
-async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> None:
+async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, shots: Path) -> None:
     project_id, token = await fleet.project("ui-catalog")
     marker = f"[{project_id}]"
     fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text="hi")]))
@@ -353,13 +366,15 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> 
     await expect(page.get_by_test_id("agents")).to_contain_text("greeter")
     await expect(page.get_by_test_id("tools")).to_contain_text("create_entity")
     await expect(page.get_by_test_id("secrets")).to_be_visible()
-    await page.screenshot(path=SHOTS / "catalog.png", full_page=True)
+    await page.screenshot(path=shots / "catalog.png", full_page=True)
     await page.get_by_role("link", name="Stats").click()
     await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
-    await page.screenshot(path=SHOTS / "stats.png", full_page=True)
+    await page.screenshot(path=shots / "stats.png", full_page=True)
 
 
-async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: Page) -> None:
+async def test_filter_runs_by_status_agent_and_label(
+    fleet: ConsoleFleet, page: Page, shots: Path
+) -> None:
     project_id, token = await fleet.project("ui-filter")
     marker = f"[{project_id}]"
     fleet.stub.add_script(
@@ -376,7 +391,7 @@ async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: 
     await page.get_by_role("link", name="Runs").click()
     rows = page.get_by_test_id("run-row")
     await expect(rows).to_have_count(2)
-    await page.screenshot(path=SHOTS / "runs.png")
+    await page.screenshot(path=shots / "runs.png")
     await page.get_by_label("Labels").fill("job=nightly")
     await page.get_by_role("button", name="Filter").click()
     await expect(rows).to_have_count(1)
