@@ -129,11 +129,14 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
             name=f"scribe{marker}",
             match_system=f"scribe {marker}",
             replies=[
-                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=2.0),
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=1.0),
+                # A slow MCP tool: the child is seen calling it while the lead waits.
+                Reply(calls=[Call("test__slow", {"seconds": 4})]),
                 Reply(text="Note n1 written.", delay_s=0.5),
             ],
         )
     )
+    await fleet.test_mcp_server(project_id, token)
     await fleet.define(
         project_id, token, "lead", system_prompt=f"lead {marker}", tools=("spawn_agents",)
     )
@@ -142,7 +145,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
         token,
         "scribe",
         system_prompt=f"scribe {marker}",
-        tools=("create_entity",),
+        tools=("create_entity", "test__slow"),
         visibility=common_pb2.VISIBILITY_PROJECT,
     )
     await sign_in(page, fleet, project_id, token)
@@ -153,6 +156,17 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     # the lead is shown calling spawn_agents meanwhile.
     await expect(tree).to_have_count(2, timeout=LIVE_S)
     await expect(page.get_by_test_id("now")).to_have_text("calling spawn_agents")
+    # The child's own steps show as they happen, from the one WatchRun include_descendants
+    # stream (the page reads nothing on a timer, and GetRunTree has no current tool): the
+    # child is seen calling its slow tool while the lead still waits, and its events are in
+    # the timeline.
+    child = tree.nth(1)
+    await expect(child.get_by_test_id("node-calling")).to_contain_text(
+        "calling test__slow", timeout=LIVE_S
+    )
+    await expect(page.get_by_test_id("now")).to_have_text("calling spawn_agents")
+    timeline = page.locator("[data-testid=event][data-agent=scribe][data-type=tool_request]")
+    await expect(timeline).to_have_count(2)
     await expect(tree.first).to_have_attribute("data-status", "completed", timeout=LIVE_S)
     await expect(tree.nth(1)).to_have_attribute("data-status", "completed")
     await expect(page.get_by_test_id("answer")).to_have_text("The scribe wrote the note.")
@@ -355,9 +369,25 @@ async def test_the_sign_in_link_up_prints_fills_the_form_and_leaves_no_token_in_
 async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, shots: Path) -> None:
     project_id, token = await fleet.project("ui-catalog")
     marker = f"[{project_id}]"
-    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text="hi")]))
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                Reply(calls=[Call("test__echo", {"text": "x"})]),
+                # A JSON-RPC error: the MCP server's health shows it as its last error.
+                Reply(calls=[Call("test__refuse", {})]),
+                Reply(text="hi"),
+            ],
+        )
+    )
+    await fleet.test_mcp_server(project_id, token)
     await fleet.define(
-        project_id, token, "greeter", system_prompt=f"greeter {marker}", tools=("create_entity",)
+        project_id,
+        token,
+        "greeter",
+        system_prompt=f"greeter {marker}",
+        tools=("create_entity", "test__echo", "test__refuse"),
     )
     await sign_in(page, fleet, project_id, token)
     await start_run(page, "greeter", "hello")
@@ -366,6 +396,14 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, sho
     await expect(page.get_by_test_id("agents")).to_contain_text("greeter")
     await expect(page.get_by_test_id("tools")).to_contain_text("create_entity")
     await expect(page.get_by_test_id("secrets")).to_be_visible()
+    # The MCP server with its health and breaker state (McpServer.health).
+    server = page.locator("[data-testid=mcp-server][data-name=test]")
+    await expect(server).to_have_attribute("data-breaker", "closed")
+    await expect(server.get_by_test_id("breaker")).to_have_text("closed")
+    await expect(server).to_contain_text("connected")
+    await expect(server.get_by_test_id("last-error")).to_have_text(
+        re.compile("always answers a protocol error")
+    )
     await page.screenshot(path=shots / "catalog.png", full_page=True)
     await page.get_by_role("link", name="Stats").click()
     await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
@@ -392,6 +430,14 @@ async def test_filter_runs_by_status_agent_and_label(
     rows = page.get_by_test_id("run-row")
     await expect(rows).to_have_count(2)
     await page.screenshot(path=shots / "runs.png")
+    # By what started them (ListRunsRequest.started_by): the console starts runs by RPC.
+    await page.get_by_label("Started by").select_option("schedule")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(page.get_by_test_id("runs")).to_contain_text("no runs match")
+    await page.get_by_label("Started by").select_option("rpc")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(2)
+    await page.get_by_label("Started by").select_option("")
     await page.get_by_label("Labels").fill("job=nightly")
     await page.get_by_role("button", name="Filter").click()
     await expect(rows).to_have_count(1)

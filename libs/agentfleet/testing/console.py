@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,8 +31,15 @@ from agentfleet.testing.services import (
     start_service_process,
     stop_processes,
 )
+from agentfleet.testing.stdio_allowlist import TEST_SERVER
 from agentfleet.testing.waiting import wait_for
-from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
+from agentfleet.v1 import (
+    common_pb2,
+    registry_pb2,
+    registry_pb2_grpc,
+    toolpool_pb2,
+    toolpool_pb2_grpc,
+)
 
 NAMES = ("toolpool", "history", "executor", "dispatcher")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -83,6 +91,20 @@ class ConsoleFleet:
                 registry_pb2.UpsertAgentDefinitionRequest(
                     project_id=project_id, agent_definition=definition
                 )
+            )
+
+    async def test_mcp_server(self, project_id: str, token: str, name: str = "test") -> None:
+        """The example MCP test server (stdio; the harness's allowlist runs it) in the
+        project, its tools named ``<name>__echo``, ``<name>__refuse``, ..."""
+        server = toolpool_pb2.McpServer(
+            name=name,
+            transport=toolpool_pb2.MCP_TRANSPORT_STDIO,
+            command=sys.executable,
+            args=[TEST_SERVER, "--transport", "stdio"],
+        )
+        async with open_channel(self.stack.addresses["toolpool"], token=token) as channel:
+            await toolpool_pb2_grpc.ToolPoolServiceStub(channel).UpsertMcpServer(
+                toolpool_pb2.UpsertMcpServerRequest(project_id=project_id, mcp_server=server)
             )
 
 

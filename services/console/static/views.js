@@ -146,10 +146,26 @@ export async function catalogPage(main) {
     ...section("Tools", "tools", "tools", ["name", "source", "description"], (t) =>
       el("tr", {}, el("td", { text: t.name }), el("td", { text: t.source?.mcp_server || short(t.source?.kind) || "" }), el("td", { text: t.description }))),
     unavailable.length ? el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.reason || u.message || ""})`).join(", ")}` }) : null,
-    ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command"], (s) =>
-      el("tr", {}, el("td", { text: s.name }), el("td", { text: short(s.transport) }), el("td", { text: s.url || [s.command, ...(s.args || [])].join(" ") }))),
+    ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command", "breaker", "session", "last success", "last failure", "last error"], mcpServerRow),
     ...section("Secrets (names only)", "secrets", "secrets", ["name", "updated"], (s) =>
       el("tr", {}, el("td", { text: s.name }), el("td", { text: when(s.update_time) }))));
+}
+
+// A server's health as the toolpool replica that answered has seen it (McpServer.health).
+function mcpServerRow(server) {
+  const health = server.health || {};
+  const breaker = short(health.breaker).replace("mcp_breaker_state_", "") || "closed";
+  const failures = Number(health.consecutive_failures || 0);
+  return el("tr", { "data-testid": "mcp-server", dataset: { name: server.name, breaker } },
+    el("td", { text: server.name }), el("td", { text: short(server.transport) }),
+    el("td", { text: server.url || [server.command, ...(server.args || [])].join(" ") }),
+    el("td", {}, el("span", { class: `status s-breaker-${breaker}`, "data-testid": "breaker", text: breaker.replace("_", "-") }),
+      failures ? ` ${failures} failure(s) in a row` : "",
+      health.retry_after ? ` (retry in ${seconds(health.retry_after).toFixed(0)} s)` : ""),
+    el("td", { text: health.connected ? "connected" : "none" }),
+    el("td", { text: when(health.last_success_time) || "—" }),
+    el("td", { text: when(health.last_failure_time) || "—" }),
+    el("td", { class: "preview", "data-testid": "last-error", text: health.last_error || "" }));
 }
 
 export async function statsPage(main) {
