@@ -374,10 +374,11 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, sho
             name=marker,
             match_system=marker,
             replies=[
-                Reply(calls=[Call("test__echo", {"text": "x"})]),
+                # Each model call takes 0.4 s at least: the stats page's latency shows it.
+                Reply(calls=[Call("test__echo", {"text": "x"})], delay_s=0.4),
                 # A JSON-RPC error: the MCP server's health shows it as its last error.
-                Reply(calls=[Call("test__refuse", {})]),
-                Reply(text="hi"),
+                Reply(calls=[Call("test__refuse", {})], delay_s=0.4),
+                Reply(text="hi", delay_s=0.4),
             ],
         )
     )
@@ -407,6 +408,14 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, sho
     await page.screenshot(path=shots / "catalog.png", full_page=True)
     await page.get_by_role("link", name="Stats").click()
     await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
+    # Step and model-call latency (GetAgentStats' percentiles), charted and in the table.
+    await expect(page.get_by_test_id("step-latency")).to_contain_text("greeter")
+    await expect(page.get_by_test_id("model-latency")).to_contain_text("greeter")
+    row = page.locator("[data-testid=stats] tr[data-agent=greeter]")
+    for cell in ("p50-model", "p50-step"):
+        shown = await row.get_by_test_id(cell).text_content() or ""
+        assert re.fullmatch(r"\d+\.\d\d s", shown), shown
+        assert float(shown.split()[0]) >= 0.4, (cell, shown)
     await page.screenshot(path=shots / "stats.png", full_page=True)
 
 
