@@ -1,6 +1,9 @@
 """The console in a real headless Chromium (issue 34): Playwright drives the distribution's
 chromium (/usr/bin/chromium, installed by the fixture when missing and this runs as root)
-against a console process in front of real services, on the stub model. The screenshots of
+against a console process in front of real services, on the stub model. The tests marked
+``IN_BOTH`` (signing in and the live run page, another project's run by URL, hostile
+content) run in Debian's Firefox ESR too, through Playwright's WebDriver BiDi client
+(``firefox_bidi_shim.py`` says why it stands between them). The screenshots of
 README's "Console" section are taken here: into a temporary directory on an ordinary run, and
 into docs/console/ only when ``AGENTFLEET_REFRESH_SCREENSHOTS=1`` asks for them (so a test
 run leaves the checkout as it found it)."""
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,28 +21,34 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentfleet.gemini_stub import Call, Reply, Script
-from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet
+from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet, firefox_path
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.v1 import common_pb2
 
 DOCS_SHOTS = Path(__file__).parents[2] / "docs" / "console"
+SHIM = Path(__file__).with_name("firefox_bidi_shim.py")
 LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
+IN_BOTH = pytest.mark.parametrize("engine", ["chromium", "firefox"], indirect=True)
+"""A test that runs in Chromium and in Firefox (the others run in Chromium only)."""
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: docs/console/ only when asked to refresh them."""
+def engine(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "chromium")
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/console/ only when asked to refresh the screenshots; a temporary one otherwise."""
     if os.environ.get("AGENTFLEET_REFRESH_SCREENSHOTS") == "1":
         return DOCS_SHOTS
     return tmp_path_factory.mktemp("console-screenshots")
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    found = chromium_path()
-    if isinstance(found, str):
-        pytest.skip(found)
-    return found
+@pytest.fixture
+def shots(engine: str, screenshot_dir: Path, tmp_path: Path) -> Path:
+    """Where a test's screenshots go: README's are Chromium's."""
+    return screenshot_dir if engine == "chromium" else tmp_path
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -50,12 +60,24 @@ async def fleet(
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def browser(chromium: Path) -> AsyncIterator[Browser]:
+async def browser(engine: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Browser]:
+    found = chromium_path() if engine == "chromium" else firefox_path()
+    if isinstance(found, str):
+        pytest.skip(found)
     async with async_playwright() as playwright:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
-        launched = await playwright.chromium.launch(
-            executable_path=str(chromium), headless=True, args=["--no-sandbox"]
-        )
+        if engine == "chromium":
+            # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+            launched = await playwright.chromium.launch(
+                executable_path=str(found), headless=True, args=["--no-sandbox"]
+            )
+        else:
+            # Playwright launches an executable: this one runs the shim in front of Firefox.
+            wrapper = tmp_path_factory.mktemp("firefox") / "firefox"
+            wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SHIM}" "{found}" "$@"\n')
+            wrapper.chmod(0o755)
+            launched = await playwright.firefox.launch(
+                channel="moz-firefox", executable_path=str(wrapper), headless=True
+            )
         yield launched
         await launched.close()
 
@@ -65,19 +87,31 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     opened = await context.new_page()
     errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Firefox reports a CSP refusal as a page error too.
+    opened.on(
+        "pageerror", lambda exc: errors.extend([] if PLAYWRIGHT_PROBE in str(exc) else [str(exc)])
+    )
     # Any dialog (alert from injected script) fails the test that caused it; so does anything
     # of the console's own that its CSP refused (the page must work under its policy).
     opened.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
-    opened.on(
-        "console",
-        lambda message: (
-            errors.append(message.text) if "Content Security Policy" in message.text else None
-        ),
-    )
+    opened.on("console", lambda message: errors.extend(csp_refusals(message.text)))
     yield opened
     await context.close()
     assert not errors, errors
+
+
+PLAYWRIGHT_PROBE = "sha256-YjaKGiklmzC6wjXA513HAMmzus8VE61XCOT+SmwNZWA="
+"""The hash of ``body {}``, the <style> Playwright's screenshots add for a moment to settle
+animations: Firefox reports our CSP refusing it. It is the test tool's, not the console's."""
+
+
+def csp_refusals(text: str) -> list[str]:
+    """A console message that says the page's CSP refused something (Chromium's words, then
+    Firefox's), unless it is Playwright's own probe."""
+    if PLAYWRIGHT_PROBE in text:
+        return []
+    refused = "Content Security Policy" in text or "settings blocked" in text
+    return [text] if refused else []
 
 
 async def sign_in(page: Page, fleet: ConsoleFleet, project_id: str, token: str) -> None:
@@ -102,6 +136,7 @@ def status_of(page: Page) -> object:
     return page.get_by_test_id("run-status")
 
 
+@IN_BOTH
 async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
@@ -247,6 +282,7 @@ async def test_cancel_a_running_run(fleet: ConsoleFleet, page: Page) -> None:
     await expect(page.get_by_role("button", name="Cancel run")).to_be_disabled()
 
 
+@IN_BOTH
 async def test_a_member_cannot_open_another_projects_run_by_url(
     fleet: ConsoleFleet, page: Page
 ) -> None:
@@ -275,6 +311,7 @@ HOSTILE = (
 )
 
 
+@IN_BOTH
 async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
     fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
