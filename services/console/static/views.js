@@ -145,7 +145,8 @@ export async function catalogPage(main) {
       el("tr", {}, el("td", { text: p.name }), el("td", { text: p.version || "" }), el("td", { text: (p.agent_names || []).join(", ") }))),
     ...section("Tools", "tools", "tools", ["name", "source", "description"], (t) =>
       el("tr", {}, el("td", { text: t.name }), el("td", { text: t.source?.mcp_server || short(t.source?.kind) || "" }), el("td", { text: t.description }))),
-    unavailable.length ? el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.reason || u.message || ""})`).join(", ")}` }) : null,
+    // Spread, not a null: replaceChildren would show a null as the text "null".
+    ...(unavailable.length ? [el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.error || ""})`).join(", ")}` })] : []),
     ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command", "breaker", "session", "last success", "last failure", "last error"], mcpServerRow),
     ...section("Secrets (names only)", "secrets", "secrets", ["name", "updated"], (s) =>
       el("tr", {}, el("td", { text: s.name }), el("td", { text: when(s.update_time) }))));
@@ -154,7 +155,7 @@ export async function catalogPage(main) {
 // A server's health as the toolpool replica that answered has seen it (McpServer.health).
 function mcpServerRow(server) {
   const health = server.health || {};
-  const breaker = short(health.breaker).replace("mcp_breaker_state_", "") || "closed";
+  const breaker = short(health.breaker) || "closed";
   const failures = Number(health.consecutive_failures || 0);
   return el("tr", { "data-testid": "mcp-server", dataset: { name: server.name, breaker } },
     el("td", { text: server.name }), el("td", { text: short(server.transport) }),
@@ -165,7 +166,7 @@ function mcpServerRow(server) {
     el("td", { text: health.connected ? "connected" : "none" }),
     el("td", { text: when(health.last_success_time) || "—" }),
     el("td", { text: when(health.last_failure_time) || "—" }),
-    el("td", { class: "preview", "data-testid": "last-error", text: health.last_error || "" }));
+    el("td", { class: "preview", "data-testid": "last-error", title: health.last_error || "", text: health.last_error || "" }));
 }
 
 // Latency rows (p50, p95 in seconds) of the entries that measured any; label each.
