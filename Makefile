@@ -24,13 +24,14 @@ run: $(STAMP)
 up: $(STAMP)
 	$(BIN)/agentfleet up
 
-## Debian's chromium for the console's browser tests: installed only as root and only when
-## missing; without it those tests skip, saying why.
+## Debian's chromium and Firefox ESR for the console's browser tests: installed only as root
+## and only when missing; without them those tests skip, saying why.
 browser:
-	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	@if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/lib/firefox-esr/firefox-esr ]; } \
+	    && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -q && apt-get install -y -q chromium \
-	    || echo "chromium could not be installed: the console's browser tests will skip"; \
+	  apt-get update -q && apt-get install -y -q chromium firefox-esr \
+	    || echo "chromium or firefox-esr could not be installed: the browser tests will skip"; \
 	fi
 
 ## The whole test suite (unit, integration, e2e) on real PostgreSQL and real gRPC.

@@ -47,6 +47,8 @@ async def list_runs(request: Request, console: Console, session: Session) -> Res
         task_id=params.text(request, "task_id"),
         thread_id=params.text(request, "thread_id"),
         labels=params.labels(request),
+        # The history service checks the value (rpc, trigger, schedule, ...) and names it.
+        started_by=params.text(request, "started_by", 40),
     )
     for name, field in (("after", "created_after"), ("before", "created_before")):
         stamp = params.timestamp(request, name)

@@ -34,7 +34,8 @@ async def run_events(request: Request, console: Console, session: Session) -> Re
         project_id=session.project_id,
         run_id=params.path_id(request, "run_id"),
         after_seq=int(after),
-        # WatchRun has no include_descendants yet: the page re-reads the tree for children.
+        # The run page asks for the whole tree's events in this one stream (the history
+        # service checks every descendant is the project's): children show as they step.
         include_descendants=params.flag(request, "descendants", False),
     )
     return _stream(console, session, console.backend.history.WatchRun, watch)

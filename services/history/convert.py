@@ -11,8 +11,9 @@ from google.protobuf import duration_pb2, struct_pb2
 
 from agentfleet.events import run_status_proto, tool_source_proto, waiting_for_proto
 from agentfleet.events.proto import remote_run_proto
-from agentfleet.timestamps import timestamp_proto
+from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, history_pb2
+from services.history.latency import Latency
 from services.history.models import (
     AgentInfo,
     MessageRow,
@@ -224,10 +225,12 @@ def tree_node(row: TreeRow) -> history_pb2.RunTreeNode:
     return node
 
 
-def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2.AgentStats:
+def agent_stats(
+    row: StatsRow, *, start: datetime, end: datetime, latency: Latency | None = None
+) -> history_pb2.AgentStats:
     """AgentStats; success rate over the runs that stopped."""
     stopped = row.completed + row.failed + row.cancelled + row.paused
-    return history_pb2.AgentStats(
+    stats = history_pb2.AgentStats(
         **_same(row, "agent_name total_runs queued running completed failed cancelled paused"),
         **_same(row, "tokens_in tokens_out cost_nanos mean_steps resumes task_retries"),
         window_start=timestamp_proto(start),
@@ -236,3 +239,14 @@ def agent_stats(row: StatsRow, *, start: datetime, end: datetime) -> history_pb2
         p50_duration=_ms(row.p50_ms),
         p95_duration=_ms(row.p95_ms),
     )
+    if latency is not None:
+        stats.latency_runs = latency.runs
+        for field, value in (
+            ("p50_step_duration", latency.step_p50_s),
+            ("p95_step_duration", latency.step_p95_s),
+            ("p50_model_call_duration", latency.model_p50_s),
+            ("p95_model_call_duration", latency.model_p95_s),
+        ):
+            if value is not None:
+                getattr(stats, field).CopyFrom(duration_proto(value))
+    return stats

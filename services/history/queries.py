@@ -39,7 +39,7 @@ _OVERVIEW_COLUMNS = f"""
 """
 
 # A run is an internal agent's if its project defines that agent name as internal.
-_NOT_INTERNAL_AGENT = """NOT EXISTS (
+NOT_INTERNAL_AGENT = """NOT EXISTS (
     SELECT 1 FROM kb.agent_definitions d
     WHERE d.project_id = r.project_id AND d.name = r.agent_name AND d.visibility = 'internal')"""
 
@@ -49,6 +49,11 @@ class HistoryQueries:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The pool the queries run on (for the statements of their own modules)."""
+        return self._pool
 
     async def list_runs(
         self, filters: RunFilters, *, after: Sequence[Any] | None, limit: int
@@ -91,7 +96,7 @@ class HistoryQueries:
         if filters.created_before is not None:
             conditions.append(f"r.created_at < {param(filters.created_before)}")
         if not filters.include_internal_agents:
-            conditions.append(_NOT_INTERNAL_AGENT)
+            conditions.append(NOT_INTERNAL_AGENT)
         if after is not None:
             created, run_id = after
             conditions.append(
@@ -339,7 +344,7 @@ class HistoryQueries:
             FROM kb.agent_runs r
             WHERE r.project_id = $1 AND r.created_at >= $2 AND r.created_at < $3
               AND ($4::text IS NULL OR r.agent_name = $4)
-              AND ($4::text IS NOT NULL OR $5 OR {_NOT_INTERNAL_AGENT})
+              AND ($4::text IS NOT NULL OR $5 OR {NOT_INTERNAL_AGENT})
             GROUP BY r.agent_name
             ORDER BY r.agent_name
             """,

@@ -35,6 +35,7 @@ from agentfleet.rpc.grpc_server import Registration
 from agentfleet.runs.run_watch import RunWatch
 from agentfleet.v1 import common_pb2, history_pb2, history_pb2_grpc
 from services.history import convert
+from services.history.latency import agent_latency
 from services.history.models import RunFilters
 from services.history.queries import PREVIEW_CHARS, TREE_LIMIT, HistoryQueries
 from services.history.retention import DEFAULT_CALL_ROOTS, MAX_CALL_ROOTS, HistoryRetention
@@ -391,8 +392,19 @@ class HistoryServicer(history_pb2_grpc.HistoryServiceServicer):
             end=end,
             include_internal_agents=request.include_internal_agents,
         )
+        latency = await agent_latency(
+            self.queries.pool,
+            request.project_id,
+            agent_name=request.agent_name or None,
+            start=start,
+            end=end,
+            include_internal_agents=request.include_internal_agents,
+        )
         return history_pb2.GetAgentStatsResponse(
-            stats=[convert.agent_stats(r, start=start, end=end) for r in rows]
+            stats=[
+                convert.agent_stats(r, start=start, end=end, latency=latency.get(r.agent_name))
+                for r in rows
+            ]
         )
 
     async def PruneHistory(

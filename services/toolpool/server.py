@@ -30,6 +30,7 @@ from agentfleet.timestamps import duration_proto, timestamp_proto
 from agentfleet.v1 import common_pb2, toolpool_pb2, toolpool_pb2_grpc
 from services.toolpool.catalog import ToolSpec
 from services.toolpool.clashes import check_clashes
+from services.toolpool.health import server_health
 from services.toolpool.mcp import (
     McpClientPool,
     McpServerStore,
@@ -150,9 +151,13 @@ class ToolPoolServicer(toolpool_pb2_grpc.ToolPoolServiceServicer):
         servers, token = await _page(self._toolpool.servers, request)
         if current_principal.get().role != "admin":
             servers = [_member_view(s) for s in servers]
-        return toolpool_pb2.ListMcpServersResponse(
-            mcp_servers=[mcp_server_message(s) for s in servers], next_page_token=token
-        )
+        messages = [mcp_server_message(s) for s in servers]
+        for message in messages:
+            # This replica's view, from its own calls (a member may read it: no secret in it).
+            message.health.CopyFrom(
+                server_health(self._toolpool.mcp, request.project_id, message.name)
+            )
+        return toolpool_pb2.ListMcpServersResponse(mcp_servers=messages, next_page_token=token)
 
     async def DeleteMcpServer(self, request, context):  # type: ignore[no-untyped-def]
         await self._delete(self._toolpool.servers, request, server=request.name)

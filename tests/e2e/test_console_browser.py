@@ -1,11 +1,18 @@
 """The console in a real headless Chromium (issue 34): Playwright drives the distribution's
 chromium (/usr/bin/chromium, installed by the fixture when missing and this runs as root)
-against a console process in front of real services, on the stub model. The screenshots of
-README's "Console" section are taken here, into docs/console/."""
+against a console process in front of real services, on the stub model. The tests marked
+``IN_BOTH`` (signing in and the live run page, another project's run by URL, hostile
+content) run in Debian's Firefox ESR too, through Playwright's WebDriver BiDi client
+(``firefox_bidi_shim.py`` says why it stands between them). The screenshots of
+README's "Console" section are taken here: into a temporary directory on an ordinary run, and
+into docs/console/ only when ``AGENTFLEET_REFRESH_SCREENSHOTS=1`` asks for them (so a test
+run leaves the checkout as it found it)."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,21 +22,35 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentfleet.gemini_stub import Call, Reply, Script
 from agentfleet.rpc.clients import open_channel
-from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet
+from agentfleet.testing.console import ConsoleFleet, chromium_path, console_fleet, firefox_path
 from agentfleet.testing.database import DatabaseFactory
 from agentfleet.testing.waiting import wait_for_query
 from agentfleet.v1 import common_pb2, triggers_pb2, triggers_pb2_grpc
 
-SHOTS = Path(__file__).parents[2] / "docs" / "console"
+DOCS_SHOTS = Path(__file__).parents[2] / "docs" / "console"
+SHIM = Path(__file__).with_name("firefox_bidi_shim.py")
 LIVE_S = 60_000  # ms: how long a run may take to reach what a test waits for (2 busy cores)
+IN_BOTH = pytest.mark.parametrize("engine", ["chromium", "firefox"], indirect=True)
+"""A test that runs in Chromium and in Firefox (the others run in Chromium only)."""
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Path:
-    found = chromium_path()
-    if isinstance(found, str):
-        pytest.skip(found)
-    return found
+def engine(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "chromium")
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/console/ only when asked to refresh the screenshots; a temporary one otherwise."""
+    if os.environ.get("AGENTFLEET_REFRESH_SCREENSHOTS") == "1":
+        return DOCS_SHOTS
+    return tmp_path_factory.mktemp("console-screenshots")
+
+
+@pytest.fixture
+def shots(engine: str, screenshot_dir: Path, tmp_path: Path) -> Path:
+    """Where a test's screenshots go: README's are Chromium's."""
+    return screenshot_dir if engine == "chromium" else tmp_path
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -41,12 +62,24 @@ async def fleet(
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def browser(chromium: Path) -> AsyncIterator[Browser]:
+async def browser(engine: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Browser]:
+    found = chromium_path() if engine == "chromium" else firefox_path()
+    if isinstance(found, str):
+        pytest.skip(found)
     async with async_playwright() as playwright:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
-        launched = await playwright.chromium.launch(
-            executable_path=str(chromium), headless=True, args=["--no-sandbox"]
-        )
+        if engine == "chromium":
+            # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+            launched = await playwright.chromium.launch(
+                executable_path=str(found), headless=True, args=["--no-sandbox"]
+            )
+        else:
+            # Playwright launches an executable: this one runs the shim in front of Firefox.
+            wrapper = tmp_path_factory.mktemp("firefox") / "firefox"
+            wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SHIM}" "{found}" "$@"\n')
+            wrapper.chmod(0o755)
+            launched = await playwright.firefox.launch(
+                channel="moz-firefox", executable_path=str(wrapper), headless=True
+            )
         yield launched
         await launched.close()
 
@@ -56,19 +89,31 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     opened = await context.new_page()
     errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Firefox reports a CSP refusal as a page error too.
+    opened.on(
+        "pageerror", lambda exc: errors.extend([] if PLAYWRIGHT_PROBE in str(exc) else [str(exc)])
+    )
     # Any dialog (alert from injected script) fails the test that caused it; so does anything
     # of the console's own that its CSP refused (the page must work under its policy).
     opened.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
-    opened.on(
-        "console",
-        lambda message: (
-            errors.append(message.text) if "Content Security Policy" in message.text else None
-        ),
-    )
+    opened.on("console", lambda message: errors.extend(csp_refusals(message.text)))
     yield opened
     await context.close()
     assert not errors, errors
+
+
+PLAYWRIGHT_PROBE = "sha256-YjaKGiklmzC6wjXA513HAMmzus8VE61XCOT+SmwNZWA="
+"""The hash of ``body {}``, the <style> Playwright's screenshots add for a moment to settle
+animations: Firefox reports our CSP refusing it. It is the test tool's, not the console's."""
+
+
+def csp_refusals(text: str) -> list[str]:
+    """A console message that says the page's CSP refused something (Chromium's words, then
+    Firefox's), unless it is Playwright's own probe."""
+    if PLAYWRIGHT_PROBE in text:
+        return []
+    refused = "Content Security Policy" in text or "settings blocked" in text
+    return [text] if refused else []
 
 
 async def sign_in(page: Page, fleet: ConsoleFleet, project_id: str, token: str) -> None:
@@ -93,8 +138,9 @@ def status_of(page: Page) -> object:
     return page.get_by_test_id("run-status")
 
 
+@IN_BOTH
 async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
-    fleet: ConsoleFleet, page: Page
+    fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
     project_id, token = await fleet.project("ui-tour")
     marker = f"[{project_id}]"
@@ -120,11 +166,14 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
             name=f"scribe{marker}",
             match_system=f"scribe {marker}",
             replies=[
-                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=2.0),
+                Reply(calls=[Call("create_entity", {"type": "Note", "key": "n1"})], delay_s=1.0),
+                # A slow MCP tool: the child is seen calling it while the lead waits.
+                Reply(calls=[Call("test__slow", {"seconds": 4})]),
                 Reply(text="Note n1 written.", delay_s=0.5),
             ],
         )
     )
+    await fleet.test_mcp_server(project_id, token)
     await fleet.define(
         project_id, token, "lead", system_prompt=f"lead {marker}", tools=("spawn_agents",)
     )
@@ -133,7 +182,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
         token,
         "scribe",
         system_prompt=f"scribe {marker}",
-        tools=("create_entity",),
+        tools=("create_entity", "test__slow"),
         visibility=common_pb2.VISIBILITY_PROJECT,
     )
     await sign_in(page, fleet, project_id, token)
@@ -144,11 +193,22 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     # the lead is shown calling spawn_agents meanwhile.
     await expect(tree).to_have_count(2, timeout=LIVE_S)
     await expect(page.get_by_test_id("now")).to_have_text("calling spawn_agents")
+    # The child's own steps show as they happen, from the one WatchRun include_descendants
+    # stream (the page reads nothing on a timer, and GetRunTree has no current tool): the
+    # child is seen calling its slow tool while the lead still waits, and its events are in
+    # the timeline.
+    child = tree.nth(1)
+    await expect(child.get_by_test_id("node-calling")).to_contain_text(
+        "calling test__slow", timeout=LIVE_S
+    )
+    await expect(page.get_by_test_id("now")).to_have_text("calling spawn_agents")
+    timeline = page.locator("[data-testid=event][data-agent=scribe][data-type=tool_request]")
+    await expect(timeline).to_have_count(2)
     await expect(tree.first).to_have_attribute("data-status", "completed", timeout=LIVE_S)
     await expect(tree.nth(1)).to_have_attribute("data-status", "completed")
     await expect(page.get_by_test_id("answer")).to_have_text("The scribe wrote the note.")
     await expect(page.get_by_test_id("event").first).to_be_visible()
-    await page.screenshot(path=SHOTS / "run-tree.png", full_page=True)
+    await page.screenshot(path=shots / "run-tree.png", full_page=True)
 
     # The child's create_entity call, in full.
     await tree.nth(1).get_by_role("link", name="scribe").click()
@@ -157,7 +217,7 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     await row.get_by_role("button", name="Full content of create_entity").click()
     await expect(page.get_by_test_id("call-input")).to_contain_text('"key": "n1"')
     await expect(page.get_by_test_id("call-output")).not_to_have_text("null")
-    await page.screenshot(path=SHOTS / "tool-call.png", full_page=True)
+    await page.screenshot(path=shots / "tool-call.png", full_page=True)
 
     # The runs list shows the run; sign out ends the session on the server.
     await page.get_by_role("link", name="Runs").click()
@@ -170,7 +230,9 @@ async def test_sign_in_start_a_run_watch_its_tree_open_a_tool_output_sign_out(
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
 
 
-async def test_approve_a_waiting_call_from_the_inbox(fleet: ConsoleFleet, page: Page) -> None:
+async def test_approve_a_waiting_call_from_the_inbox(
+    fleet: ConsoleFleet, page: Page, shots: Path
+) -> None:
     project_id, token = await fleet.project("ui-approve")
     marker = f"[{project_id}]"
     fleet.stub.add_script(
@@ -201,7 +263,7 @@ async def test_approve_a_waiting_call_from_the_inbox(fleet: ConsoleFleet, page: 
     await expect(card).to_be_visible(timeout=LIVE_S)
     await expect(card.get_by_test_id("arguments")).to_contain_text("careful-1")
     await card.get_by_label(re.compile("Reason")).fill("looks right")
-    await page.screenshot(path=SHOTS / "approvals.png", full_page=True)
+    await page.screenshot(path=shots / "approvals.png", full_page=True)
     await card.get_by_role("button", name="Approve").click()
     await expect(page.locator("#flash")).to_have_text("create_entity: approved")
     await page.goto(f"{fleet.url}/#/runs/{run_id}")
@@ -252,6 +314,7 @@ async def test_a_triggered_run_says_what_started_it_in_its_tree(
     )
 
 
+@IN_BOTH
 async def test_a_member_cannot_open_another_projects_run_by_url(
     fleet: ConsoleFleet, page: Page
 ) -> None:
@@ -280,8 +343,9 @@ HOSTILE = (
 )
 
 
+@IN_BOTH
 async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
-    fleet: ConsoleFleet, page: Page
+    fleet: ConsoleFleet, page: Page, shots: Path
 ) -> None:
     project_id, token = await fleet.project("ui-xss")
     marker = f"[{project_id}]"
@@ -298,7 +362,7 @@ async def test_a_hostile_model_answer_is_shown_as_text_and_runs_nothing(
     assert await page.evaluate("window.__pwned") is None
     assert await page.locator("main img").count() == 0
     assert await page.locator("main script").count() == 0
-    await page.screenshot(path=SHOTS / "hostile-answer.png")
+    await page.screenshot(path=shots / "hostile-answer.png")
     # The runs list shows the hostile input's preview, as text too.
     await page.get_by_role("link", name="Runs").click()
     await expect(page.get_by_test_id("run-row").first).to_contain_text("<script>window.__pwned")
@@ -318,7 +382,7 @@ tasks:
 
 
 async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
-    fleet: ConsoleFleet, page: Page, tmp_path: Path
+    fleet: ConsoleFleet, page: Page, shots: Path, tmp_path: Path
 ) -> None:
     project_id, token = await fleet.project("ui-dag")
     marker = f"[{project_id}]"
@@ -345,7 +409,7 @@ async def test_create_a_task_graph_from_a_dag_file_and_watch_it_complete(
     session = page.get_by_test_id("session-row")
     await expect(session).to_have_count(1)
     await expect(session).to_contain_text("worker")
-    await page.screenshot(path=SHOTS / "task-graph.png", full_page=True)
+    await page.screenshot(path=shots / "task-graph.png", full_page=True)
     await session.get_by_role("link").click()
     await expect(page.get_by_test_id("answer")).to_have_text("ok")
     # A malformed file is refused naming what is wrong.
@@ -371,12 +435,29 @@ async def test_the_sign_in_link_up_prints_fills_the_form_and_leaves_no_token_in_
     assert token not in page.url
 
 
-async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> None:
+async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page, shots: Path) -> None:
     project_id, token = await fleet.project("ui-catalog")
     marker = f"[{project_id}]"
-    fleet.stub.add_script(Script(name=marker, match_system=marker, replies=[Reply(text="hi")]))
+    fleet.stub.add_script(
+        Script(
+            name=marker,
+            match_system=marker,
+            replies=[
+                # Each model call takes 0.4 s at least: the stats page's latency shows it.
+                Reply(calls=[Call("test__echo", {"text": "x"})], delay_s=0.4),
+                # A JSON-RPC error: the MCP server's health shows it as its last error.
+                Reply(calls=[Call("test__refuse", {})], delay_s=0.4),
+                Reply(text="hi", delay_s=0.4),
+            ],
+        )
+    )
+    await fleet.test_mcp_server(project_id, token)
     await fleet.define(
-        project_id, token, "greeter", system_prompt=f"greeter {marker}", tools=("create_entity",)
+        project_id,
+        token,
+        "greeter",
+        system_prompt=f"greeter {marker}",
+        tools=("create_entity", "test__echo", "test__refuse"),
     )
     await sign_in(page, fleet, project_id, token)
     await start_run(page, "greeter", "hello")
@@ -385,13 +466,31 @@ async def test_agents_tools_and_stats_pages(fleet: ConsoleFleet, page: Page) -> 
     await expect(page.get_by_test_id("agents")).to_contain_text("greeter")
     await expect(page.get_by_test_id("tools")).to_contain_text("create_entity")
     await expect(page.get_by_test_id("secrets")).to_be_visible()
-    await page.screenshot(path=SHOTS / "catalog.png", full_page=True)
+    # The MCP server with its health and breaker state (McpServer.health).
+    server = page.locator("[data-testid=mcp-server][data-name=test]")
+    await expect(server).to_have_attribute("data-breaker", "closed")
+    await expect(server.get_by_test_id("breaker")).to_have_text("closed")
+    await expect(server).to_contain_text("connected")
+    await expect(server.get_by_test_id("last-error")).to_have_text(
+        re.compile("always answers a protocol error")
+    )
+    await page.screenshot(path=shots / "catalog.png", full_page=True)
     await page.get_by_role("link", name="Stats").click()
     await expect(page.get_by_test_id("stats")).to_contain_text("greeter")
-    await page.screenshot(path=SHOTS / "stats.png", full_page=True)
+    # Step and model-call latency (GetAgentStats' percentiles), charted and in the table.
+    await expect(page.get_by_test_id("step-latency")).to_contain_text("greeter")
+    await expect(page.get_by_test_id("model-latency")).to_contain_text("greeter")
+    row = page.locator("[data-testid=stats] tr[data-agent=greeter]")
+    for cell in ("p50-model", "p50-step"):
+        shown = await row.get_by_test_id(cell).text_content() or ""
+        assert re.fullmatch(r"\d+\.\d\d s", shown), shown
+        assert float(shown.split()[0]) >= 0.4, (cell, shown)
+    await page.screenshot(path=shots / "stats.png", full_page=True)
 
 
-async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: Page) -> None:
+async def test_filter_runs_by_status_agent_and_label(
+    fleet: ConsoleFleet, page: Page, shots: Path
+) -> None:
     project_id, token = await fleet.project("ui-filter")
     marker = f"[{project_id}]"
     fleet.stub.add_script(
@@ -408,7 +507,15 @@ async def test_filter_runs_by_status_agent_and_label(fleet: ConsoleFleet, page: 
     await page.get_by_role("link", name="Runs").click()
     rows = page.get_by_test_id("run-row")
     await expect(rows).to_have_count(2)
-    await page.screenshot(path=SHOTS / "runs.png")
+    await page.screenshot(path=shots / "runs.png")
+    # By what started them (ListRunsRequest.started_by): the console starts runs by RPC.
+    await page.get_by_label("Started by").select_option("schedule")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(page.get_by_test_id("runs")).to_contain_text("no runs match")
+    await page.get_by_label("Started by").select_option("rpc")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(2)
+    await page.get_by_label("Started by").select_option("")
     await page.get_by_label("Labels").fill("job=nightly")
     await page.get_by_role("button", name="Filter").click()
     await expect(rows).to_have_count(1)

@@ -334,3 +334,25 @@ async def test_live_views_are_bounded_per_session_and_end_with_it(fleet: Console
                 async with asyncio.timeout(30):
                     rest = [line async for line in lines]
                 assert "event: end" in rest
+
+
+async def test_the_started_by_filter_is_checked_and_scoped_to_the_session(
+    fleet: ConsoleFleet,
+) -> None:
+    owner, owner_token = await fleet.project("sec-started")
+    run_id = await a_run(fleet, owner, owner_token)
+    other, other_token = await fleet.project("sec-started-other")
+    async with signed_in(fleet, owner, owner_token) as (http, _):
+        reply = await http.get("/api/runs", params={"started_by": "rpc"})
+        assert [r["id"] for r in reply.json()["runs"]] == [run_id]
+        assert reply.json()["runs"][0]["started_by"] == "rpc"
+        assert (await http.get("/api/runs", params={"started_by": "schedule"})).json()["runs"] == []
+        for hostile in ("rpc' OR '1'='1", "x" * 41):
+            reply = await http.get("/api/runs", params={"started_by": hostile})
+            assert reply.status_code == 400, reply.text
+            assert "started_by" in reply.json()["message"]
+    # Another project's session sees none of the owner's runs, whatever started them.
+    async with signed_in(fleet, other, other_token) as (http, _):
+        reply = await http.get("/api/runs", params={"started_by": "rpc", "top_level": "false"})
+        assert reply.status_code == 200
+        assert run_id not in reply.text

@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,11 +31,19 @@ from agentfleet.testing.services import (
     start_service_process,
     stop_processes,
 )
+from agentfleet.testing.stdio_allowlist import TEST_SERVER
 from agentfleet.testing.waiting import wait_for
-from agentfleet.v1 import common_pb2, registry_pb2, registry_pb2_grpc
+from agentfleet.v1 import (
+    common_pb2,
+    registry_pb2,
+    registry_pb2_grpc,
+    toolpool_pb2,
+    toolpool_pb2_grpc,
+)
 
 NAMES = ("toolpool", "history", "executor", "dispatcher")
 CHROMIUM = Path("/usr/bin/chromium")
+FIREFOX = Path("/usr/lib/firefox-esr/firefox-esr")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,6 +94,20 @@ class ConsoleFleet:
                 registry_pb2.UpsertAgentDefinitionRequest(
                     project_id=project_id, agent_definition=definition
                 )
+            )
+
+    async def test_mcp_server(self, project_id: str, token: str, name: str = "test") -> None:
+        """The example MCP test server (stdio; the harness's allowlist runs it) in the
+        project, its tools named ``<name>__echo``, ``<name>__refuse``, ..."""
+        server = toolpool_pb2.McpServer(
+            name=name,
+            transport=toolpool_pb2.MCP_TRANSPORT_STDIO,
+            command=sys.executable,
+            args=[TEST_SERVER, "--transport", "stdio"],
+        )
+        async with open_channel(self.stack.addresses["toolpool"], token=token) as channel:
+            await toolpool_pb2_grpc.ToolPoolServiceStub(channel).UpsertMcpServer(
+                toolpool_pb2.UpsertMcpServerRequest(project_id=project_id, mcp_server=server)
             )
 
 
@@ -138,13 +161,25 @@ async def console_fleet(
 def chromium_path() -> Path | str:
     """Debian's chromium, installed here when missing and this runs as root; otherwise a
     reason to skip (a string)."""
-    if CHROMIUM.exists():
-        return CHROMIUM
+    return debian_browser(CHROMIUM, "chromium")
+
+
+def firefox_path() -> Path | str:
+    """Debian's Firefox ESR (``make browser`` installs it beside chromium), as
+    :func:`chromium_path`."""
+    return debian_browser(FIREFOX, "firefox-esr")
+
+
+def debian_browser(binary: Path, package: str) -> Path | str:
+    """``binary`` from Debian's ``package``, installed with apt-get when missing and this runs
+    as root; otherwise why it cannot be had (a string: the tests that need it skip)."""
+    if binary.exists():
+        return binary
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "chromium is not installed (/usr/bin/chromium) and cannot be: not root or no apt"
+        return f"{package} is not installed ({binary}) and cannot be: not root or no apt"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", package]):
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
-            return f"apt-get could not install chromium: {done.stderr.strip()[-300:]}"
-    return CHROMIUM if CHROMIUM.exists() else "apt-get ran but /usr/bin/chromium is missing"
+            return f"apt-get could not install {package}: {done.stderr.strip()[-300:]}"
+    return binary if binary.exists() else f"apt-get ran but {binary} is missing"

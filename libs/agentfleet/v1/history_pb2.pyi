@@ -284,7 +284,7 @@ class RunTreeNode(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., depth: _Optional[int] = ..., step_count: _Optional[int] = ..., total_steps: _Optional[int] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., tokens_total_tree: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., summary_preview: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting_for: _Optional[_Union[_common_pb2.RunWaitingFor, _Mapping]] = ..., cost_nanos: _Optional[int] = ..., cost_total_tree_nanos: _Optional[int] = ..., remote: _Optional[_Union[_common_pb2.RemoteRun, _Mapping]] = ..., started_by: _Optional[str] = ..., trigger_origin: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., chain_depth: _Optional[int] = ...) -> None: ...
 
 class AgentStats(_message.Message):
-    __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries", "cost_nanos")
+    __slots__ = ("agent_name", "window_start", "window_end", "total_runs", "queued", "running", "completed", "failed", "cancelled", "paused", "success_rate", "p50_duration", "p95_duration", "tokens_in", "tokens_out", "mean_steps", "resumes", "task_retries", "cost_nanos", "p50_step_duration", "p95_step_duration", "p50_model_call_duration", "p95_model_call_duration", "latency_runs")
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,11 @@ class AgentStats(_message.Message):
     RESUMES_FIELD_NUMBER: _ClassVar[int]
     TASK_RETRIES_FIELD_NUMBER: _ClassVar[int]
     COST_NANOS_FIELD_NUMBER: _ClassVar[int]
+    P50_STEP_DURATION_FIELD_NUMBER: _ClassVar[int]
+    P95_STEP_DURATION_FIELD_NUMBER: _ClassVar[int]
+    P50_MODEL_CALL_DURATION_FIELD_NUMBER: _ClassVar[int]
+    P95_MODEL_CALL_DURATION_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_RUNS_FIELD_NUMBER: _ClassVar[int]
     agent_name: str
     window_start: _timestamp_pb2.Timestamp
     window_end: _timestamp_pb2.Timestamp
@@ -323,7 +328,12 @@ class AgentStats(_message.Message):
     resumes: int
     task_retries: int
     cost_nanos: int
-    def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ..., cost_nanos: _Optional[int] = ...) -> None: ...
+    p50_step_duration: _duration_pb2.Duration
+    p95_step_duration: _duration_pb2.Duration
+    p50_model_call_duration: _duration_pb2.Duration
+    p95_model_call_duration: _duration_pb2.Duration
+    latency_runs: int
+    def __init__(self, agent_name: _Optional[str] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., paused: _Optional[int] = ..., success_rate: _Optional[float] = ..., p50_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., mean_steps: _Optional[float] = ..., resumes: _Optional[int] = ..., task_retries: _Optional[int] = ..., cost_nanos: _Optional[int] = ..., p50_step_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_step_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p50_model_call_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., p95_model_call_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., latency_runs: _Optional[int] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("project_id", "page_size", "page_token", "agent_name", "statuses", "parent_run_id", "root_run_id", "top_level_only", "created_after", "created_before", "include_internal_agents", "task_id", "thread_id", "started_by", "labels")

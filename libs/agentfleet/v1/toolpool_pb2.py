@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/toolpool.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x02\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x06source\x18\x04 \x01(\x0b\x32\x19.agentfleet.v1.ToolSource\x12\x30\n\x0b\x65xecuted_by\x18\x05 \x01(\x0e\x32\x1b.agentfleet.v1.ToolExecutor\x12.\n\routput_schema\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rmcp_tool_name\x18\x07 \x01(\t\"0\n\x11UnavailableServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x95\x01\n\x10ListToolsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x32\n\x0bsource_kind\x18\x04 \x01(\x0e\x32\x1d.agentfleet.v1.ToolSourceKind\x12\x12\n\nmcp_server\x18\x05 \x01(\t\"\x99\x01\n\x11ListToolsResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12=\n\x13unavailable_servers\x18\x03 \x03(\x0b\x32 .agentfleet.v1.UnavailableServer\"J\n\x13ResolveToolsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08patterns\x18\x02 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\"\x83\x01\n\x14ResolveToolsResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12=\n\x13unavailable_servers\x18\x02 \x03(\x0b\x32 .agentfleet.v1.UnavailableServer\"\xb6\x01\n\x0f\x43\x61llToolRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12*\n\targuments\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x07timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xfa\x01\n\x10\x43\x61llToolResponse\x12\'\n\x06result\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x19\n\x11result_size_bytes\x18\x06 \x01(\x03\x12)\n\x06source\x18\x07 \x01(\x0b\x32\x19.agentfleet.v1.ToolSource\x12\x0e\n\x06\x66\x61iled\x18\x08 \x01(\x08\"\xe2\x04\n\tMcpServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\ttransport\x18\x02 \x01(\x0e\x32\x1b.agentfleet.v1.McpTransport\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x04 \x03(\t\x12.\n\x03\x65nv\x18\x05 \x03(\x0b\x32!.agentfleet.v1.McpServer.EnvEntry\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x36\n\x07headers\x18\x07 \x03(\x0b\x32%.agentfleet.v1.McpServer.HeadersEntry\x12\x18\n\x0btool_prefix\x18\x08 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07\x65nabled\x18\t \x01(\x08H\x01\x88\x01\x01\x12\x32\n\x0f\x63onnect_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0c\x63\x61ll_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cproduct_name\x18\x0c \x01(\t\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_tool_prefixB\n\n\x08_enabled\"q\n\x16UpsertMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12,\n\nmcp_server\x18\x02 \x01(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x15\n\rvalidate_only\x18\x03 \x01(\x08\"X\n\x17UpsertMcpServerResponse\x12,\n\nmcp_server\x18\x01 \x01(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"R\n\x15ListMcpServersRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x16ListMcpServersResponse\x12-\n\x0bmcp_servers\x18\x01 \x03(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\":\n\x16\x44\x65leteMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x19\n\x17\x44\x65leteMcpServerResponse\"t\n\x14TestMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x12.\n\nmcp_server\x18\x03 \x01(\x0b\x32\x18.agentfleet.v1.McpServerH\x00\x42\x08\n\x06target\"\xba\x01\n\x15TestMcpServerResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12,\n\x05tools\x18\x03 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12\x13\n\x0bserver_name\x18\x04 \x01(\t\x12\x16\n\x0eserver_version\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"x\n\x06Secret\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"C\n\x10SetSecretRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"K\n\x11SetSecretResponse\x12%\n\x06secret\x18\x01 \x01(\x0b\x32\x15.agentfleet.v1.Secret\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"O\n\x12ListSecretsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"V\n\x13ListSecretsResponse\x12&\n\x07secrets\x18\x01 \x03(\x0b\x32\x15.agentfleet.v1.Secret\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"7\n\x13\x44\x65leteSecretRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteSecretResponse*e\n\x0cToolExecutor\x12\x1d\n\x19TOOL_EXECUTOR_UNSPECIFIED\x10\x00\x12\x1a\n\x16TOOL_EXECUTOR_EXECUTOR\x10\x01\x12\x1a\n\x16TOOL_EXECUTOR_TOOLPOOL\x10\x02*\x80\x01\n\x0cMcpTransport\x12\x1d\n\x19MCP_TRANSPORT_UNSPECIFIED\x10\x00\x12\x17\n\x13MCP_TRANSPORT_STDIO\x10\x01\x12\x15\n\x11MCP_TRANSPORT_SSE\x10\x02\x12!\n\x1dMCP_TRANSPORT_STREAMABLE_HTTP\x10\x03\x32\x85\x07\n\x0fToolPoolService\x12N\n\tListTools\x12\x1f.agentfleet.v1.ListToolsRequest\x1a .agentfleet.v1.ListToolsResponse\x12W\n\x0cResolveTools\x12\".agentfleet.v1.ResolveToolsRequest\x1a#.agentfleet.v1.ResolveToolsResponse\x12K\n\x08\x43\x61llTool\x12\x1e.agentfleet.v1.CallToolRequest\x1a\x1f.agentfleet.v1.CallToolResponse\x12`\n\x0fUpsertMcpServer\x12%.agentfleet.v1.UpsertMcpServerRequest\x1a&.agentfleet.v1.UpsertMcpServerResponse\x12]\n\x0eListMcpServers\x12$.agentfleet.v1.ListMcpServersRequest\x1a%.agentfleet.v1.ListMcpServersResponse\x12`\n\x0f\x44\x65leteMcpServer\x12%.agentfleet.v1.DeleteMcpServerRequest\x1a&.agentfleet.v1.DeleteMcpServerResponse\x12Z\n\rTestMcpServer\x12#.agentfleet.v1.TestMcpServerRequest\x1a$.agentfleet.v1.TestMcpServerResponse\x12N\n\tSetSecret\x12\x1f.agentfleet.v1.SetSecretRequest\x1a .agentfleet.v1.SetSecretResponse\x12T\n\x0bListSecrets\x12!.agentfleet.v1.ListSecretsRequest\x1a\".agentfleet.v1.ListSecretsResponse\x12W\n\x0c\x44\x65leteSecret\x12\".agentfleet.v1.DeleteSecretRequest\x1a#.agentfleet.v1.DeleteSecretResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61gentfleet/v1/toolpool.proto\x12\ragentfleet.v1\x1a\x1a\x61gentfleet/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x02\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x06source\x18\x04 \x01(\x0b\x32\x19.agentfleet.v1.ToolSource\x12\x30\n\x0b\x65xecuted_by\x18\x05 \x01(\x0e\x32\x1b.agentfleet.v1.ToolExecutor\x12.\n\routput_schema\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rmcp_tool_name\x18\x07 \x01(\t\"0\n\x11UnavailableServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x95\x01\n\x10ListToolsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x32\n\x0bsource_kind\x18\x04 \x01(\x0e\x32\x1d.agentfleet.v1.ToolSourceKind\x12\x12\n\nmcp_server\x18\x05 \x01(\t\"\x99\x01\n\x11ListToolsResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12=\n\x13unavailable_servers\x18\x03 \x03(\x0b\x32 .agentfleet.v1.UnavailableServer\"J\n\x13ResolveToolsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08patterns\x18\x02 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\"\x83\x01\n\x14ResolveToolsResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12=\n\x13unavailable_servers\x18\x02 \x03(\x0b\x32 .agentfleet.v1.UnavailableServer\"\xb6\x01\n\x0f\x43\x61llToolRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12*\n\targuments\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x07timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xfa\x01\n\x10\x43\x61llToolResponse\x12\'\n\x06result\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x02 \x01(\x08\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x19\n\x11result_size_bytes\x18\x06 \x01(\x03\x12)\n\x06source\x18\x07 \x01(\x0b\x32\x19.agentfleet.v1.ToolSource\x12\x0e\n\x06\x66\x61iled\x18\x08 \x01(\x08\"\x92\x05\n\tMcpServer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\ttransport\x18\x02 \x01(\x0e\x32\x1b.agentfleet.v1.McpTransport\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x04 \x03(\t\x12.\n\x03\x65nv\x18\x05 \x03(\x0b\x32!.agentfleet.v1.McpServer.EnvEntry\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x36\n\x07headers\x18\x07 \x03(\x0b\x32%.agentfleet.v1.McpServer.HeadersEntry\x12\x18\n\x0btool_prefix\x18\x08 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07\x65nabled\x18\t \x01(\x08H\x01\x88\x01\x01\x12\x32\n\x0f\x63onnect_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0c\x63\x61ll_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cproduct_name\x18\x0c \x01(\t\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x06health\x18\x0f \x01(\x0b\x32\x1e.agentfleet.v1.McpServerHealth\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_tool_prefixB\n\n\x08_enabled\"\xa5\x02\n\x0fMcpServerHealth\x12/\n\x07\x62reaker\x18\x01 \x01(\x0e\x32\x1e.agentfleet.v1.McpBreakerState\x12\x1c\n\x14\x63onsecutive_failures\x18\x02 \x01(\x05\x12\x35\n\x11last_success_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_failure_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tconnected\x18\x07 \x01(\x08\"q\n\x16UpsertMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12,\n\nmcp_server\x18\x02 \x01(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x15\n\rvalidate_only\x18\x03 \x01(\x08\"X\n\x17UpsertMcpServerResponse\x12,\n\nmcp_server\x18\x01 \x01(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"R\n\x15ListMcpServersRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x16ListMcpServersResponse\x12-\n\x0bmcp_servers\x18\x01 \x03(\x0b\x32\x18.agentfleet.v1.McpServer\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\":\n\x16\x44\x65leteMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x19\n\x17\x44\x65leteMcpServerResponse\"t\n\x14TestMcpServerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x12.\n\nmcp_server\x18\x03 \x01(\x0b\x32\x18.agentfleet.v1.McpServerH\x00\x42\x08\n\x06target\"\xba\x01\n\x15TestMcpServerResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12,\n\x05tools\x18\x03 \x03(\x0b\x32\x1d.agentfleet.v1.ToolDefinition\x12\x13\n\x0bserver_name\x18\x04 \x01(\t\x12\x16\n\x0eserver_version\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"x\n\x06Secret\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"C\n\x10SetSecretRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"K\n\x11SetSecretResponse\x12%\n\x06secret\x18\x01 \x01(\x0b\x32\x15.agentfleet.v1.Secret\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"O\n\x12ListSecretsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"V\n\x13ListSecretsResponse\x12&\n\x07secrets\x18\x01 \x03(\x0b\x32\x15.agentfleet.v1.Secret\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"7\n\x13\x44\x65leteSecretRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteSecretResponse*e\n\x0cToolExecutor\x12\x1d\n\x19TOOL_EXECUTOR_UNSPECIFIED\x10\x00\x12\x1a\n\x16TOOL_EXECUTOR_EXECUTOR\x10\x01\x12\x1a\n\x16TOOL_EXECUTOR_TOOLPOOL\x10\x02*\x80\x01\n\x0cMcpTransport\x12\x1d\n\x19MCP_TRANSPORT_UNSPECIFIED\x10\x00\x12\x17\n\x13MCP_TRANSPORT_STDIO\x10\x01\x12\x15\n\x11MCP_TRANSPORT_SSE\x10\x02\x12!\n\x1dMCP_TRANSPORT_STREAMABLE_HTTP\x10\x03*\x8f\x01\n\x0fMcpBreakerState\x12!\n\x1dMCP_BREAKER_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18MCP_BREAKER_STATE_CLOSED\x10\x01\x12\x1a\n\x16MCP_BREAKER_STATE_OPEN\x10\x02\x12\x1f\n\x1bMCP_BREAKER_STATE_HALF_OPEN\x10\x03\x32\x85\x07\n\x0fToolPoolService\x12N\n\tListTools\x12\x1f.agentfleet.v1.ListToolsRequest\x1a .agentfleet.v1.ListToolsResponse\x12W\n\x0cResolveTools\x12\".agentfleet.v1.ResolveToolsRequest\x1a#.agentfleet.v1.ResolveToolsResponse\x12K\n\x08\x43\x61llTool\x12\x1e.agentfleet.v1.CallToolRequest\x1a\x1f.agentfleet.v1.CallToolResponse\x12`\n\x0fUpsertMcpServer\x12%.agentfleet.v1.UpsertMcpServerRequest\x1a&.agentfleet.v1.UpsertMcpServerResponse\x12]\n\x0eListMcpServers\x12$.agentfleet.v1.ListMcpServersRequest\x1a%.agentfleet.v1.ListMcpServersResponse\x12`\n\x0f\x44\x65leteMcpServer\x12%.agentfleet.v1.DeleteMcpServerRequest\x1a&.agentfleet.v1.DeleteMcpServerResponse\x12Z\n\rTestMcpServer\x12#.agentfleet.v1.TestMcpServerRequest\x1a$.agentfleet.v1.TestMcpServerResponse\x12N\n\tSetSecret\x12\x1f.agentfleet.v1.SetSecretRequest\x1a .agentfleet.v1.SetSecretResponse\x12T\n\x0bListSecrets\x12!.agentfleet.v1.ListSecretsRequest\x1a\".agentfleet.v1.ListSecretsResponse\x12W\n\x0c\x44\x65leteSecret\x12\".agentfleet.v1.DeleteSecretRequest\x1a#.agentfleet.v1.DeleteSecretResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,10 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MCPSERVER_ENVENTRY']._serialized_options = b'8\001'
   _globals['_MCPSERVER_HEADERSENTRY']._loaded_options = None
   _globals['_MCPSERVER_HEADERSENTRY']._serialized_options = b'8\001'
-  _globals['_TOOLEXECUTOR']._serialized_start=3351
-  _globals['_TOOLEXECUTOR']._serialized_end=3452
-  _globals['_MCPTRANSPORT']._serialized_start=3455
-  _globals['_MCPTRANSPORT']._serialized_end=3583
+  _globals['_TOOLEXECUTOR']._serialized_start=3695
+  _globals['_TOOLEXECUTOR']._serialized_end=3796
+  _globals['_MCPTRANSPORT']._serialized_start=3799
+  _globals['_MCPTRANSPORT']._serialized_end=3927
+  _globals['_MCPBREAKERSTATE']._serialized_start=3930
+  _globals['_MCPBREAKERSTATE']._serialized_end=4073
   _globals['_TOOLDEFINITION']._serialized_start=171
   _globals['_TOOLDEFINITION']._serialized_end=431
   _globals['_UNAVAILABLESERVER']._serialized_start=433
@@ -60,41 +62,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CALLTOOLRESPONSE']._serialized_start=1187
   _globals['_CALLTOOLRESPONSE']._serialized_end=1437
   _globals['_MCPSERVER']._serialized_start=1440
-  _globals['_MCPSERVER']._serialized_end=2050
-  _globals['_MCPSERVER_ENVENTRY']._serialized_start=1932
-  _globals['_MCPSERVER_ENVENTRY']._serialized_end=1974
-  _globals['_MCPSERVER_HEADERSENTRY']._serialized_start=1976
-  _globals['_MCPSERVER_HEADERSENTRY']._serialized_end=2022
-  _globals['_UPSERTMCPSERVERREQUEST']._serialized_start=2052
-  _globals['_UPSERTMCPSERVERREQUEST']._serialized_end=2165
-  _globals['_UPSERTMCPSERVERRESPONSE']._serialized_start=2167
-  _globals['_UPSERTMCPSERVERRESPONSE']._serialized_end=2255
-  _globals['_LISTMCPSERVERSREQUEST']._serialized_start=2257
-  _globals['_LISTMCPSERVERSREQUEST']._serialized_end=2339
-  _globals['_LISTMCPSERVERSRESPONSE']._serialized_start=2341
-  _globals['_LISTMCPSERVERSRESPONSE']._serialized_end=2437
-  _globals['_DELETEMCPSERVERREQUEST']._serialized_start=2439
-  _globals['_DELETEMCPSERVERREQUEST']._serialized_end=2497
-  _globals['_DELETEMCPSERVERRESPONSE']._serialized_start=2499
-  _globals['_DELETEMCPSERVERRESPONSE']._serialized_end=2524
-  _globals['_TESTMCPSERVERREQUEST']._serialized_start=2526
-  _globals['_TESTMCPSERVERREQUEST']._serialized_end=2642
-  _globals['_TESTMCPSERVERRESPONSE']._serialized_start=2645
-  _globals['_TESTMCPSERVERRESPONSE']._serialized_end=2831
-  _globals['_SECRET']._serialized_start=2833
-  _globals['_SECRET']._serialized_end=2953
-  _globals['_SETSECRETREQUEST']._serialized_start=2955
-  _globals['_SETSECRETREQUEST']._serialized_end=3022
-  _globals['_SETSECRETRESPONSE']._serialized_start=3024
-  _globals['_SETSECRETRESPONSE']._serialized_end=3099
-  _globals['_LISTSECRETSREQUEST']._serialized_start=3101
-  _globals['_LISTSECRETSREQUEST']._serialized_end=3180
-  _globals['_LISTSECRETSRESPONSE']._serialized_start=3182
-  _globals['_LISTSECRETSRESPONSE']._serialized_end=3268
-  _globals['_DELETESECRETREQUEST']._serialized_start=3270
-  _globals['_DELETESECRETREQUEST']._serialized_end=3325
-  _globals['_DELETESECRETRESPONSE']._serialized_start=3327
-  _globals['_DELETESECRETRESPONSE']._serialized_end=3349
-  _globals['_TOOLPOOLSERVICE']._serialized_start=3586
-  _globals['_TOOLPOOLSERVICE']._serialized_end=4487
+  _globals['_MCPSERVER']._serialized_end=2098
+  _globals['_MCPSERVER_ENVENTRY']._serialized_start=1980
+  _globals['_MCPSERVER_ENVENTRY']._serialized_end=2022
+  _globals['_MCPSERVER_HEADERSENTRY']._serialized_start=2024
+  _globals['_MCPSERVER_HEADERSENTRY']._serialized_end=2070
+  _globals['_MCPSERVERHEALTH']._serialized_start=2101
+  _globals['_MCPSERVERHEALTH']._serialized_end=2394
+  _globals['_UPSERTMCPSERVERREQUEST']._serialized_start=2396
+  _globals['_UPSERTMCPSERVERREQUEST']._serialized_end=2509
+  _globals['_UPSERTMCPSERVERRESPONSE']._serialized_start=2511
+  _globals['_UPSERTMCPSERVERRESPONSE']._serialized_end=2599
+  _globals['_LISTMCPSERVERSREQUEST']._serialized_start=2601
+  _globals['_LISTMCPSERVERSREQUEST']._serialized_end=2683
+  _globals['_LISTMCPSERVERSRESPONSE']._serialized_start=2685
+  _globals['_LISTMCPSERVERSRESPONSE']._serialized_end=2781
+  _globals['_DELETEMCPSERVERREQUEST']._serialized_start=2783
+  _globals['_DELETEMCPSERVERREQUEST']._serialized_end=2841
+  _globals['_DELETEMCPSERVERRESPONSE']._serialized_start=2843
+  _globals['_DELETEMCPSERVERRESPONSE']._serialized_end=2868
+  _globals['_TESTMCPSERVERREQUEST']._serialized_start=2870
+  _globals['_TESTMCPSERVERREQUEST']._serialized_end=2986
+  _globals['_TESTMCPSERVERRESPONSE']._serialized_start=2989
+  _globals['_TESTMCPSERVERRESPONSE']._serialized_end=3175
+  _globals['_SECRET']._serialized_start=3177
+  _globals['_SECRET']._serialized_end=3297
+  _globals['_SETSECRETREQUEST']._serialized_start=3299
+  _globals['_SETSECRETREQUEST']._serialized_end=3366
+  _globals['_SETSECRETRESPONSE']._serialized_start=3368
+  _globals['_SETSECRETRESPONSE']._serialized_end=3443
+  _globals['_LISTSECRETSREQUEST']._serialized_start=3445
+  _globals['_LISTSECRETSREQUEST']._serialized_end=3524
+  _globals['_LISTSECRETSRESPONSE']._serialized_start=3526
+  _globals['_LISTSECRETSRESPONSE']._serialized_end=3612
+  _globals['_DELETESECRETREQUEST']._serialized_start=3614
+  _globals['_DELETESECRETREQUEST']._serialized_end=3669
+  _globals['_DELETESECRETRESPONSE']._serialized_start=3671
+  _globals['_DELETESECRETRESPONSE']._serialized_end=3693
+  _globals['_TOOLPOOLSERVICE']._serialized_start=4076
+  _globals['_TOOLPOOLSERVICE']._serialized_end=4977
 # @@protoc_insertion_point(module_scope)

@@ -25,6 +25,13 @@ class McpTransport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MCP_TRANSPORT_STDIO: _ClassVar[McpTransport]
     MCP_TRANSPORT_SSE: _ClassVar[McpTransport]
     MCP_TRANSPORT_STREAMABLE_HTTP: _ClassVar[McpTransport]
+
+class McpBreakerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MCP_BREAKER_STATE_UNSPECIFIED: _ClassVar[McpBreakerState]
+    MCP_BREAKER_STATE_CLOSED: _ClassVar[McpBreakerState]
+    MCP_BREAKER_STATE_OPEN: _ClassVar[McpBreakerState]
+    MCP_BREAKER_STATE_HALF_OPEN: _ClassVar[McpBreakerState]
 TOOL_EXECUTOR_UNSPECIFIED: ToolExecutor
 TOOL_EXECUTOR_EXECUTOR: ToolExecutor
 TOOL_EXECUTOR_TOOLPOOL: ToolExecutor
@@ -32,6 +39,10 @@ MCP_TRANSPORT_UNSPECIFIED: McpTransport
 MCP_TRANSPORT_STDIO: McpTransport
 MCP_TRANSPORT_SSE: McpTransport
 MCP_TRANSPORT_STREAMABLE_HTTP: McpTransport
+MCP_BREAKER_STATE_UNSPECIFIED: McpBreakerState
+MCP_BREAKER_STATE_CLOSED: McpBreakerState
+MCP_BREAKER_STATE_OPEN: McpBreakerState
+MCP_BREAKER_STATE_HALF_OPEN: McpBreakerState
 
 class ToolDefinition(_message.Message):
     __slots__ = ("name", "description", "parameters", "source", "executed_by", "output_schema", "mcp_tool_name")
@@ -138,7 +149,7 @@ class CallToolResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., is_error: _Optional[bool] = ..., error_message: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., truncated: _Optional[bool] = ..., result_size_bytes: _Optional[int] = ..., source: _Optional[_Union[_common_pb2.ToolSource, _Mapping]] = ..., failed: _Optional[bool] = ...) -> None: ...
 
 class McpServer(_message.Message):
-    __slots__ = ("name", "transport", "command", "args", "env", "url", "headers", "tool_prefix", "enabled", "connect_timeout", "call_timeout", "product_name", "create_time", "update_time")
+    __slots__ = ("name", "transport", "command", "args", "env", "url", "headers", "tool_prefix", "enabled", "connect_timeout", "call_timeout", "product_name", "create_time", "update_time", "health")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +178,7 @@ class McpServer(_message.Message):
     PRODUCT_NAME_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     name: str
     transport: McpTransport
     command: str
@@ -181,7 +193,26 @@ class McpServer(_message.Message):
     product_name: str
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., transport: _Optional[_Union[McpTransport, str]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., tool_prefix: _Optional[str] = ..., enabled: _Optional[bool] = ..., connect_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., call_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., product_name: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    health: McpServerHealth
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[_Union[McpTransport, str]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., tool_prefix: _Optional[str] = ..., enabled: _Optional[bool] = ..., connect_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., call_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., product_name: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., health: _Optional[_Union[McpServerHealth, _Mapping]] = ...) -> None: ...
+
+class McpServerHealth(_message.Message):
+    __slots__ = ("breaker", "consecutive_failures", "last_success_time", "last_failure_time", "last_error", "retry_after", "connected")
+    BREAKER_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    breaker: McpBreakerState
+    consecutive_failures: int
+    last_success_time: _timestamp_pb2.Timestamp
+    last_failure_time: _timestamp_pb2.Timestamp
+    last_error: str
+    retry_after: _duration_pb2.Duration
+    connected: bool
+    def __init__(self, breaker: _Optional[_Union[McpBreakerState, str]] = ..., consecutive_failures: _Optional[int] = ..., last_success_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_failure_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected: _Optional[bool] = ...) -> None: ...
 
 class UpsertMcpServerRequest(_message.Message):
     __slots__ = ("project_id", "mcp_server", "validate_only")

@@ -112,6 +112,8 @@ document.getElementById("signout").addEventListener("click", async () => {
 
 window.addEventListener("signed-out", () => { if (session) { session = null; signInPage(); } });
 
+// ListRunsRequest.started_by's values: what started a run (rpc, a trigger, a schedule, ...).
+const STARTED_BY = ["", "rpc", "trigger", "schedule", "event", "parent", "task"];
 const STATUSES = ["", "queued", "running", "waiting", "paused", "completed", "failed", "cancelled"];
 
 function runsPage() {
@@ -119,6 +121,8 @@ function runsPage() {
   const status = el("select", { id: "f-status", name: "status" },
     STATUSES.map((s) => el("option", { value: s, text: s || "any", selected: params.get("status") === s })));
   const agent = el("input", { id: "f-agent", name: "agent", value: params.get("agent") || "" });
+  const startedBy = el("select", { id: "f-started-by", name: "started_by" },
+    STARTED_BY.map((s) => el("option", { value: s, text: s || "any", selected: params.get("started_by") === s })));
   const label = el("input", { id: "f-label", name: "label", placeholder: "key=value", value: params.get("label") || "" });
   const after = el("input", { id: "f-after", name: "after", type: "datetime-local", value: params.get("after") || "" });
   const before = el("input", { id: "f-before", name: "before", type: "datetime-local", value: params.get("before") || "" });
@@ -134,6 +138,7 @@ function runsPage() {
     if (status.value) query.set("status", status.value);
     if (agent.value) query.set("agent", agent.value.trim());
     if (label.value) query.set("label", label.value.trim());
+    if (startedBy.value) query.set("started_by", startedBy.value);
     if (after.value) query.set("after", after.value);
     if (before.value) query.set("before", before.value);
     if (pageToken) query.set("page_token", pageToken);
@@ -152,6 +157,7 @@ function runsPage() {
     el("label", { for: "f-status", text: "Status" }), status,
     el("label", { for: "f-agent", text: "Agent" }), agent,
     el("label", { for: "f-label", text: "Labels" }), label,
+    el("label", { for: "f-started-by", text: "Started by" }), startedBy,
     el("label", { for: "f-after", text: "Created after" }), after,
     el("label", { for: "f-before", text: "before" }), before,
     el("label", { for: "f-children", text: "Include child runs" }), children,

@@ -67,7 +67,7 @@ export function flash(message) {
   box.hidden = !message;
 }
 
-export const short = (value) => (value || "").replace(/^(RUN_STATUS_|TOOL_CALL_STATUS_|TASK_STATUS_|TASK_GRAPH_STATUS_|RUN_EVENT_TYPE_|VISIBILITY_|MESSAGE_ROLE_)/, "").toLowerCase();
+export const short = (value) => (value || "").replace(/^(RUN_STATUS_|TOOL_CALL_STATUS_|TASK_STATUS_|TASK_GRAPH_STATUS_|RUN_EVENT_TYPE_|VISIBILITY_|MESSAGE_ROLE_|TOOL_SOURCE_KIND_|MCP_TRANSPORT_|MCP_BREAKER_STATE_)/, "").toLowerCase();
 
 export function statusBadge(status) {
   const name = short(status);

@@ -1,6 +1,8 @@
-// A run's page: its live tree (GetRunTree, refreshed on every WatchRun event), the event
-// timeline as a waterfall, messages and tool calls with full content on demand, and the
-// cancel and resume buttons.
+// A run's page: its live tree (GetRunTree, read again on every event of one WatchRun
+// include_descendants stream, which carries the events of the run and of every run below
+// it, so a child's steps and tool calls show as they happen), the event timeline as a
+// waterfall, messages and tool calls with full content on demand, and the cancel and resume
+// buttons.
 import { api, el, flash, statusBadge, cost, when, seconds, pretty, short, table, debounce } from "./dom.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -15,7 +17,11 @@ export async function runPage(main, runId) {
   // What the run is doing now: the tool calls it has asked for and not had answered.
   const now = el("p", { class: "waiting", "aria-live": "polite", "data-testid": "now" });
   let source = null;
-  let treeLive = false;
+  // Per run of the tree, from the stream: the tool calls asked for and not yet answered
+  // (run id -> call id -> tool name), and the runs that have finished.
+  const pending = new Map();
+  const finished = new Set();
+  const callingIn = (id) => (finished.has(id) ? [] : [...(pending.get(id)?.values() || [])]);
 
   main.replaceChildren(
     header, now,
@@ -46,7 +52,6 @@ export async function runPage(main, runId) {
       api(`/api/runs/${encodeURIComponent(runId)}/messages`),
     ]);
     renderTree(treeReply);
-    treeLive = treeReply.nodes.some((node) => !TERMINAL.has(short(node.status)));
     calls.replaceChildren(...callReply.tool_calls.map(callRow));
     messages.replaceChildren(...messageReply.messages.map(messageRow));
     return true;
@@ -98,6 +103,7 @@ export async function runPage(main, runId) {
       // A run a trigger, schedule or event started says so, with the trigger that fired.
       const triggered = ["trigger", "schedule", "event"].includes(node.started_by)
         ? ` started by ${node.started_by} ${(node.trigger_origin && node.trigger_origin.trigger) || ""}` : "";
+      const tools = TERMINAL.has(short(node.status)) ? [] : callingIn(node.run_id);
       const children = branch(node.run_id);
       return el("li", { "data-testid": "tree-node", dataset: { runId: node.run_id, status: short(node.status) } },
         el("a", { href: `#/runs/${encodeURIComponent(node.run_id)}`, text: node.agent_name }), " ",
@@ -105,6 +111,7 @@ export async function runPage(main, runId) {
         el("span", { class: "muted", text: ` step ${node.step_count}/${node.total_steps} · ${Number(node.tokens_in) + Number(node.tokens_out)} tokens · ${cost(node.cost_nanos)} · ${seconds(node.duration).toFixed(1)} s` }),
         waiting && el("span", { class: "waiting", text: ` waiting: ${waiting}` }),
         triggered && el("span", { class: "muted", "data-testid": "tree-trigger", text: triggered }),
+        tools.length ? el("span", { class: "waiting", "data-testid": "node-calling", text: ` calling ${tools.join(", ")}` }) : null,
         node.summary_preview && el("div", { class: "preview", text: node.summary_preview }),
         children.length ? el("ul", {}, children) : null);
     });
@@ -156,22 +163,34 @@ export async function runPage(main, runId) {
     const body = payload ? event[payload] : {};
     const bar = el("span", { class: `bar k-${kind}` });
     const offset = el("span", { class: "offset" });
-    const row = el("li", { "data-testid": "event", dataset: { type: kind } },
+    const row = el("li", { "data-testid": "event", dataset: { type: kind, agent: event.agent_name } },
       offset, el("span", { class: "track" }, bar),
       el("span", { class: "kind", text: kind }), el("span", { class: "muted", text: ` ${event.agent_name} ` }),
       el("span", { class: "preview", text: JSON.stringify(body).slice(0, 300) }));
-    events.push({ at, kind, callId: body.tool_call_id, tool: body.tool_name, bar, offset });
+    const runOf = event.run_id;
+    if (kind === "tool_request") {
+      if (!pending.has(runOf)) pending.set(runOf, new Map());
+      pending.get(runOf).set(body.tool_call_id, body.tool_name);
+    } else if (kind === "tool_response") {
+      pending.get(runOf)?.delete(body.tool_call_id);
+    } else if (kind === "run_finished") {
+      finished.add(runOf);
+    } else if (kind === "run_started") {
+      finished.delete(runOf); // resumed
+    }
+    events.push({ at, kind, runId: runOf, callId: body.tool_call_id, tool: body.tool_name, bar, offset });
     timeline.append(row);
     layout();
   }
 
   function layout() {
-    const first = events[0].at;
-    const span = Math.max(1, events[events.length - 1].at - first);
+    // The tree's runs' events interleave as they were stored: a span from the earliest.
+    const first = events.reduce((low, item) => Math.min(low, item.at), Infinity);
+    const span = Math.max(1, events.reduce((high, item) => Math.max(high, item.at), first) - first);
     events.forEach((item, i) => {
       let end = i + 1 < events.length ? events[i + 1].at : item.at;
       if (item.kind === "tool_request") {
-        const response = events.find((other) => other.kind === "tool_response" && other.callId === item.callId);
+        const response = events.find((other) => other.kind === "tool_response" && other.runId === item.runId && other.callId === item.callId);
         end = response ? response.at : events[events.length - 1].at;
       }
       item.offset.textContent = `+${((item.at - first) / 1000).toFixed(2)} s`;
@@ -179,10 +198,8 @@ export async function runPage(main, runId) {
       item.bar.style.width = `${Math.max(0.8, (100 * (end - item.at)) / span)}%`;
       item.bar.title = `${((end - item.at) / 1000).toFixed(2)} s`;
     });
-    const finished = events.some((item) => item.kind === "run_finished");
-    const pending = events.filter((item) => item.kind === "tool_request" && !finished &&
-      !events.some((other) => other.kind === "tool_response" && other.callId === item.callId));
-    now.textContent = pending.length ? `calling ${pending.map((item) => item.tool).join(", ")}` : "";
+    const tools = callingIn(runId);
+    now.textContent = tools.length ? `calling ${tools.join(", ")}` : "";
   }
 
   // A refresh that fails (signed out meanwhile, a service restarting) says so and goes on.
@@ -192,7 +209,10 @@ export async function runPage(main, runId) {
     if (source) source.close();
     timeline.replaceChildren();
     events.length = 0;
-    source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
+    pending.clear();
+    finished.clear();
+    // One stream for the whole tree: it ends once the run and every descendant have stopped.
+    source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events?descendants=true`);
     source.addEventListener("message", (message) => { addEvent(JSON.parse(message.data)); reload(); });
     source.addEventListener("end", () => { source.close(); reload(); });
     source.addEventListener("failed", (message) => { source.close(); flash(JSON.parse(message.data).message); });
@@ -201,8 +221,5 @@ export async function runPage(main, runId) {
   }
 
   if (await refresh()) watch();
-  // WatchRun streams this run's events, not its children's: while any run of the tree is
-  // unfinished the tree is read again every 2 s, so children's steps show as they happen.
-  const timer = setInterval(() => { if (treeLive && !document.hidden) reload(); }, 2000);
-  return () => { clearInterval(timer); if (source) source.close(); };
+  return () => { if (source) source.close(); };
 }

@@ -145,11 +145,33 @@ export async function catalogPage(main) {
       el("tr", {}, el("td", { text: p.name }), el("td", { text: p.version || "" }), el("td", { text: (p.agent_names || []).join(", ") }))),
     ...section("Tools", "tools", "tools", ["name", "source", "description"], (t) =>
       el("tr", {}, el("td", { text: t.name }), el("td", { text: t.source?.mcp_server || short(t.source?.kind) || "" }), el("td", { text: t.description }))),
-    unavailable.length ? el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.reason || u.message || ""})`).join(", ")}` }) : null,
-    ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command"], (s) =>
-      el("tr", {}, el("td", { text: s.name }), el("td", { text: short(s.transport) }), el("td", { text: s.url || [s.command, ...(s.args || [])].join(" ") }))),
+    // Spread, not a null: replaceChildren would show a null as the text "null".
+    ...(unavailable.length ? [el("p", { class: "error", text: `unavailable MCP servers: ${unavailable.map((u) => `${u.name} (${u.error || ""})`).join(", ")}` })] : []),
+    ...section("MCP servers", "mcp_servers", "mcp_servers", ["name", "transport", "url or command", "breaker", "session", "last success", "last failure", "last error"], mcpServerRow),
     ...section("Secrets (names only)", "secrets", "secrets", ["name", "updated"], (s) =>
       el("tr", {}, el("td", { text: s.name }), el("td", { text: when(s.update_time) }))));
+}
+
+// A server's health as the toolpool replica that answered has seen it (McpServer.health).
+function mcpServerRow(server) {
+  const health = server.health || {};
+  const breaker = short(health.breaker) || "closed";
+  const failures = Number(health.consecutive_failures || 0);
+  return el("tr", { "data-testid": "mcp-server", dataset: { name: server.name, breaker } },
+    el("td", { text: server.name }), el("td", { text: short(server.transport) }),
+    el("td", { text: server.url || [server.command, ...(server.args || [])].join(" ") }),
+    el("td", {}, el("span", { class: `status s-breaker-${breaker}`, "data-testid": "breaker", text: breaker.replace("_", "-") }),
+      failures ? ` ${failures} failure(s) in a row` : "",
+      health.retry_after ? ` (retry in ${seconds(health.retry_after).toFixed(0)} s)` : ""),
+    el("td", { text: health.connected ? "connected" : "none" }),
+    el("td", { text: when(health.last_success_time) || "—" }),
+    el("td", { text: when(health.last_failure_time) || "—" }),
+    el("td", { class: "preview", "data-testid": "last-error", title: health.last_error || "", text: health.last_error || "" }));
+}
+
+// Latency rows (p50, p95 in seconds) of the entries that measured any; label each.
+function latencyRows(entries, label, p50, p95) {
+  return entries.filter((s) => s[p50]).map((s) => ({ label: label(s), values: [seconds(s[p50]), seconds(s[p95])] }));
 }
 
 export async function statsPage(main) {
@@ -158,6 +180,14 @@ export async function statsPage(main) {
   const rows = stats.map((s) => ({ label: s.agent_name, values: [Number(s.completed), Number(s.failed)] }));
   const days = reply.days || [];
   const total = (day, field) => day.stats.reduce((sum, s) => sum + Number(s[field] || 0), 0);
+  // Per day and agent: GetAgentStats of one day each gives each agent's percentiles.
+  const daily = days.flatMap((d) => d.stats.map((s) => ({ ...s, day: d.day })));
+  const latency = (testid, title, p50, p95) => el("section", { "data-testid": testid },
+    el("h2", { text: `${title} per agent (p50, p95, seconds)` }),
+    barChart(latencyRows(stats, (s) => s.agent_name, p50, p95), ["p50", "p95"]),
+    el("h3", { text: `${title} per day and agent (p50, p95, seconds)` }),
+    barChart(latencyRows(daily, (s) => `${s.day.slice(5)} ${s.agent_name}`, p50, p95), ["p50", "p95"]));
+  const secs = (duration) => (duration ? `${seconds(duration).toFixed(2)} s` : "—");
   main.replaceChildren(el("h1", { text: "Stats, last 7 days" }),
     el("h2", { text: "Runs per day (completed, failed)" }),
     barChart(days.map((d) => ({ label: d.day, values: [total(d, "completed"), total(d, "failed")] })), ["completed", "failed"]),
@@ -167,9 +197,13 @@ export async function statsPage(main) {
     el("h2", { text: "Runs per agent (completed, failed)" }), barChart(rows, ["completed", "failed"]),
     el("h2", { text: "Tokens per agent" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.tokens_in) + Number(s.tokens_out)] })), ["tokens"]),
     el("h2", { text: "Cost per agent (USD)" }), barChart(stats.map((s) => ({ label: s.agent_name, values: [Number(s.cost_nanos) / 1e9] })), ["cost"]),
-    table(["agent", "runs", "failed", "success", "p50", "p95", "mean steps", "cost"], stats.map((s) =>
-      el("tr", {}, el("td", { text: s.agent_name }), el("td", { text: s.total_runs }), el("td", { text: s.failed }),
+    latency("step-latency", "Step latency", "p50_step_duration", "p95_step_duration"),
+    latency("model-latency", "Model-call latency", "p50_model_call_duration", "p95_model_call_duration"),
+    table(["agent", "runs", "failed", "success", "p50", "p95", "mean steps", "p50 step", "p50 model call", "cost"], stats.map((s) =>
+      el("tr", { dataset: { agent: s.agent_name } }, el("td", { text: s.agent_name }), el("td", { text: s.total_runs }), el("td", { text: s.failed }),
         el("td", { text: `${(100 * s.success_rate).toFixed(0)} %` }), el("td", { text: `${seconds(s.p50_duration).toFixed(1)} s` }),
         el("td", { text: `${seconds(s.p95_duration).toFixed(1)} s` }), el("td", { text: Number(s.mean_steps).toFixed(1) }),
+        el("td", { "data-testid": "p50-step", text: secs(s.p50_step_duration) }),
+        el("td", { "data-testid": "p50-model", text: secs(s.p50_model_call_duration) }),
         el("td", { text: cost(s.cost_nanos) }))), { "data-testid": "stats" }));
 }

@@ -50,6 +50,13 @@ log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
 T = TypeVar("T")
+MAX_HEALTH_ERROR_CHARS = 500
+"""A server's last error as its health shows it (McpServerHealth.last_error)."""
+
+
+def _shown(message: str, secrets: Mapping[str, str]) -> str:
+    # The server's text may quote the secrets it was given, and be long.
+    return redactor(secrets).bounded(message, MAX_HEALTH_ERROR_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +216,11 @@ class McpClientPool:
         breaker = self._breakers.get((project_id, name))
         return breaker.state if breaker is not None else "closed"
 
+    def breaker(self, project_id: str, name: str) -> CircuitBreaker | None:
+        """The server's breaker on this replica (its state and health), ``None`` if the
+        server has not been used since its configuration last changed. Read only."""
+        return self._breakers.get((project_id, name))
+
     def health(self) -> tuple[list[str], int]:
         """Every known server's breaker state, and the live sessions (metrics; no I/O)."""
         sessions = sum(1 for conn in list(self._connections.values()) if conn.connected)
@@ -303,13 +315,14 @@ class McpClientPool:
             except _Retryable as retry:
                 log.info("mcp_call_retried", server=label, reason=retry.reason)
                 result = await self._attempt(target, operation, last=True)
-        except (McpUnavailableError, McpTimeoutError):
-            breaker.record_failure()
+        except (McpUnavailableError, McpTimeoutError) as exc:
+            breaker.record_failure(_shown(exc.message, target.secrets))
             raise
-        except McpProtocolError:
+        except McpProtocolError as exc:
             # An error answer proves the server is up, not that it works: a server that
             # answers every call with an error must not keep its breaker closed.
             breaker.record_neutral()
+            breaker.note_error(_shown(exc.message, target.secrets))
             raise
         except BaseException:
             breaker.record_neutral()
