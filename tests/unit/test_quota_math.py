@@ -10,6 +10,7 @@ from agentfleet.llm.limiter.quota_math import (
     Refused,
     grant_size,
     next_pacific_midnight,
+    pacific_day,
     take_grant,
     throttled,
 )
@@ -90,6 +91,46 @@ def test_the_day_s_requests_refuse_until_pacific_midnight() -> None:
     assert refused == Refused(
         retry_at=next_pacific_midnight(1_800_000_001.0), limit="requests_per_day"
     )
+
+
+def test_the_pacific_day_is_right_on_both_sides_of_midnight_whatever_was_asked_before() -> None:
+    midnight = next_pacific_midnight(1_800_000_001.0)
+    # Asked in this order, the day kept from the previous question must never answer.
+    for now, day in [
+        (midnight - 1, "2027-01-15"),
+        (midnight, "2027-01-16"),
+        (midnight - 0.001, "2027-01-15"),
+        (midnight + 86_399.0, "2027-01-16"),
+        (midnight + 86_400.0, "2027-01-17"),
+        (midnight - 1, "2027-01-15"),
+    ]:
+        assert pacific_day(now) == day, now
+
+
+def test_a_grant_keeps_every_field_of_the_row_it_does_not_change() -> None:
+    state = BudgetState(
+        tat=10.0,
+        blocked_until=5.0,
+        day="2027-01-15",
+        day_requests=3,
+        discovered_rps=None,
+        last_decrease=4.0,
+        last_throttled=4.5,
+        recent_since=9.5,
+        recent_calls=2,
+        shares={"other": [1.0, 9.9]},
+        vclock=1.0,
+    )
+    after, outcome = grant(state, RPM_120, 2, now=next_pacific_midnight(1_800_000_001.0) - 50)
+    assert isinstance(outcome, Grant)
+    kept = {f for f in BudgetState.__dataclass_fields__} - {
+        "tat",
+        "day_requests",
+        "recent_since",
+        "recent_calls",
+        "day",
+    }
+    assert {f: getattr(after, f) for f in kept} == {f: getattr(state, f) for f in kept}
 
 
 def test_a_429_blocks_everyone_and_halves_the_found_rate_once_per_episode() -> None:

@@ -156,7 +156,10 @@ class ModelQuotas:
                                 waiting=True,
                             )
                         )
-                slot = await asyncio.shield(waiter.future)
+                # Awaited directly, not through shield(): the slot's hand-over then wakes
+                # this task in one loop iteration, not two (a cancel cancels the future,
+                # and a slot handed just before the cancel is given back below).
+                slot = await waiter.future
             handed = True
             return slot
         except TimeoutError:
@@ -169,10 +172,10 @@ class ModelQuotas:
             ) from None
         finally:
             budget.bounded.discard(waiter)
-            if not waiter.future.done():
+            if not waiter.future.done() or waiter.future.cancelled():
                 waiter.future.cancel()
                 budget.queue.remove(waiter)
-            elif not handed and not waiter.future.cancelled() and not waiter.future.exception():
+            elif not handed and not waiter.future.exception():
                 # Given a slot, then cancelled or timed out before using it: pass it on.
                 budget.give_back(waiter.future.result())
             if on_wait is not None and reported:
@@ -188,7 +191,7 @@ class ModelQuotas:
 
     def release(self, slot: Slot, *, tokens: int) -> None:
         """The call of ``slot`` ended, having spent ``tokens`` (0 when it failed)."""
-        budget = self.budget(slot.model)
+        budget = self._budgets[slot.model]
         budget.in_flight -= 1
         if tokens:
             budget.tokens_per_call = 0.8 * budget.tokens_per_call + 0.2 * tokens

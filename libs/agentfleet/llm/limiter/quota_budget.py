@@ -86,21 +86,26 @@ class ModelBudget:
         self.share_debt: collections.Counter[str] = collections.Counter()
         """Calls per project used beyond (or below) what grants charged it, for the next
         grant to settle (:func:`~agentfleet.llm.limiter.quota_shares.settle`)."""
-        """Waiting calls with a fallback model, checked when the expected wait changes."""
 
     def take_due(self, now: float, project: str) -> Slot | None:
         """A slot usable now when nobody waits ahead (the call goes without waiting)."""
-        self.arrivals.append((now, project))
-        while self.arrivals[0][0] < now - self._owner.config.grant_s:
-            self.arrivals.popleft()
-        self._drop_expired(now)
-        if len(self.queue) or not self.stock or self.stock[0].at > now or not self._free():
+        arrivals, stock = self.arrivals, self.stock
+        arrivals.append((now, project))
+        grant_s = self._owner.config.grant_s
+        while arrivals[0][0] < now - grant_s:
+            arrivals.popleft()
+        while stock and stock[0].expires < now:
+            stock.popleft()
+        if len(self.queue) or not stock or stock[0].at > now:
+            return None
+        cap = self.limits.concurrent_calls
+        if cap is not None and self.in_flight >= cap:
             return None
         self.in_flight += 1
-        slot = self._handed(self.stock.popleft(), project)
-        if len(self.stock) < len(self.arrivals) and (
-            not self.stock or self.stock[-1].at - now <= self._owner.config.grant_s
-        ):
+        slot = stock.popleft()
+        if slot.project != project and slot.project:
+            self._moved(slot, project)
+        if len(stock) < len(arrivals) and (not stock or stock[-1].at - now <= grant_s):
             self._start_refill()
         return slot
 
@@ -110,30 +115,48 @@ class ModelBudget:
         per_call = 1 / self.rps if self.rps else 0.0
         return max(0.0, due - now) + max(0, ahead - len(self.stock)) * per_call
 
-    def pump(self) -> None:
-        """Hands due slots to the next waiters; arms the next wake-up or refill."""
+    def pump(self, woken_for: float = 0.0) -> None:
+        """Hands due slots to the next waiters; arms the next wake-up or refill.
+        ``woken_for``: the time the timer that runs it was armed for."""
+        # Runs for every call that waits (when it queues, and when its slot comes due):
+        # kept to locals and inline checks, which is most of its cost.
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        self._drop_expired(now)
+        # The loop ran the timer: its time has come, even when the loop's clock reads a
+        # little less (uvloop's counts whole milliseconds and rounds the delay, so it often
+        # wakes a fraction of a millisecond "early"; waiting for the clock to agree re-armed
+        # the timer for that fraction, about 20 wake-ups per slot, busy, until it did).
+        now = max(loop.time(), woken_for)
+        stock, queue = self.stock, self.queue
+        while stock and stock[0].expires < now:
+            stock.popleft()
         if self.fatal is not None:
-            while (waiter := self.queue.pop()) is not None:
+            while (waiter := queue.pop()) is not None:
                 if not waiter.future.done():
                     waiter.future.set_exception(QuotaWaitExceeded(self.fatal))
             self.fatal = None
-        while len(self.queue) and self.stock and self.stock[0].at <= now and self._free():
-            waiter = self.queue.pop()
+        cap = self.limits.concurrent_calls
+        while len(queue) and stock and stock[0].at <= now:
+            if cap is not None and self.in_flight >= cap:
+                break
+            waiter = queue.pop()
             if waiter is None or waiter.future.done():
                 continue
             self.in_flight += 1
-            waiter.future.set_result(self._handed(self.stock.popleft(), waiter.project))
-        if not len(self.queue):
+            slot = stock.popleft()
+            if slot.project != waiter.project and slot.project:
+                self._moved(slot, waiter.project)
+            waiter.future.set_result(slot)
+        waiting = len(queue)
+        if not waiting:
             return
-        wake = self.stock[0].at if self.stock else None
+        wake = stock[0].at if stock else None
         # One grant ahead at most: a process never reserves the timeline far past what it
         # is about to use, so another process's next grant is never far off.
-        ahead = self.stock[-1].at - now if self.stock else 0.0
-        wants_more = len(self.stock) < len(self.queue) and ahead <= self._owner.config.grant_s
-        if wants_more and self.refill is None:
+        if (
+            self.refill is None
+            and len(stock) < waiting
+            and (not stock or stock[-1].at - now <= self._owner.config.grant_s)
+        ):
             if now >= self.retry_at:
                 self._start_refill()
             else:
@@ -144,8 +167,9 @@ class ModelBudget:
             self.timer, self.timer_at = loop.call_at(wake, self._wake), wake
 
     def _wake(self) -> None:
+        woken_for = self.timer_at
         self.timer, self.timer_at = None, 0.0
-        self.pump()
+        self.pump(woken_for)
 
     def shed_bounded(self, now: float) -> None:
         """Sends each waiting call with a fallback whose expected turn now passes its
@@ -172,23 +196,13 @@ class ModelBudget:
         self.stock.appendleft(slot)
         self.pump()
 
-    def _free(self) -> bool:
-        cap = self.limits.concurrent_calls
-        return cap is None or self.in_flight < cap
-
-    def _drop_expired(self, now: float) -> None:
-        while self.stock and self.stock[0].expires < now:
-            self.stock.popleft()
-
-    def _handed(self, slot: Slot, project: str) -> Slot:
-        """``slot`` given to a call of ``project``. The local queue's order decides (a
-        newcomer's first call goes within a round here too); when the budget granted the
-        slot for another project, the next grant moves its charge to the one that used it,
-        so the shared virtual times count what each project really used."""
-        if slot.project != project and slot.project:
-            self.share_debt[project] += 1
-            self.share_debt[slot.project] -= 1
-        return slot
+    def _moved(self, slot: Slot, project: str) -> None:
+        """``slot``, granted for another project, went to a call of ``project``: the local
+        queue's order decides (a newcomer's first call goes within a round here too), and
+        the next grant moves its charge to the one that used it, so the shared virtual
+        times count what each project really used."""
+        self.share_debt[project] += 1
+        self.share_debt[slot.project] -= 1
 
     def _wants(self) -> dict[str, int]:
         """Calls wanted per project: those waiting and those that asked in the last grant

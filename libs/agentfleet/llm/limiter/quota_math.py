@@ -109,8 +109,23 @@ def rates(
     return rps, tps
 
 
+_day_span: tuple[float, float, str] = (0.0, 0.0, "")
+"""The last Pacific day asked for: its start and end (epoch s) and its date."""
+
+
 def pacific_day(now: float) -> str:
-    return dt.datetime.fromtimestamp(now, _PACIFIC).date().isoformat()
+    """The Pacific date at ``now``; asked at every grant, so the day last found is kept
+    with its bounds (a time-zone conversion costs more than the rest of a grant's
+    arithmetic)."""
+    global _day_span
+    start, end, day = _day_span
+    if start <= now < end:
+        return day
+    local = dt.datetime.fromtimestamp(now, _PACIFIC)
+    start = dt.datetime.combine(local.date(), dt.time(), _PACIFIC).timestamp()
+    day = local.date().isoformat()
+    _day_span = (start, next_pacific_midnight(now), day)
+    return day
 
 
 def next_pacific_midnight(now: float) -> float:
@@ -184,10 +199,13 @@ def take_grant(
             lead=max(MIN_GRANT_CALLS, (rps or 0.0) * grant_s),
             rps=rps,
         )
-        state = replace(state, shares=cut.shares, vclock=cut.vclock)
         if not cut.tags:
+            state = replace(state, shares=cut.shares, vclock=cut.vclock)
             return state, Refused(retry_at=now + cut.retry_in_s, limit="fair_share")
         calls, tags = len(cut.tags), cut.tags
+        shares, vclock = cut.shares, cut.vclock
+    else:
+        shares, vclock = state.shares, state.vclock
     request_span = calls / rps if rps is not None else 0.0
     token_span = max(0.0, calls * tokens_per_call + token_debt) / tps if tps is not None else 0.0
     span = max(request_span, token_span)
@@ -200,10 +218,18 @@ def take_grant(
         tokens_per_call=tokens_per_call,
         tags=tags,
     )
-    return _granted(state, grant, end=start + span, now=now), grant
+    return _granted(state, grant, end=start + span, now=now, shares=shares, vclock=vclock), grant
 
 
-def _granted(state: BudgetState, grant: Grant, *, end: float, now: float) -> BudgetState:
+def _granted(
+    state: BudgetState,
+    grant: Grant,
+    *,
+    end: float,
+    now: float,
+    shares: dict[str, list[float]] | None = None,
+    vclock: float | None = None,
+) -> BudgetState:
     recent_since, recent_calls = state.recent_since, state.recent_calls
     if now - recent_since > 60:
         recent_since, recent_calls = now, 0
@@ -211,13 +237,19 @@ def _granted(state: BudgetState, grant: Grant, *, end: float, now: float) -> Bud
     if discovered is not None:
         # A minute's worth of calls (60 * rate of them) adds ADDITIVE_RPM_PER_MINUTE.
         discovered += grant.calls * ADDITIVE_RPM_PER_MINUTE / 60 / (60 * discovered)
-    return replace(
-        state,
+    # Built whole rather than by replace(): a grant's one copy of the row.
+    return BudgetState(
         tat=end,
-        discovered_rps=discovered,
+        blocked_until=state.blocked_until,
+        day=state.day,
         day_requests=state.day_requests + grant.calls,
+        discovered_rps=discovered,
+        last_decrease=state.last_decrease,
+        last_throttled=state.last_throttled,
         recent_since=recent_since,
         recent_calls=recent_calls + grant.calls,
+        shares=state.shares if shares is None else shares,
+        vclock=state.vclock if vclock is None else vclock,
     )
 
 

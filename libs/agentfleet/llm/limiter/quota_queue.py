@@ -27,6 +27,11 @@ class _Project(Generic[T]):
     weight: float
     virtual_time: float = 0.0
     heap: list[tuple[float, int, T]] = field(default_factory=list)
+    step: float = 0.0
+    """``1 / weight``: what each served item adds to ``virtual_time``."""
+
+    def __post_init__(self) -> None:
+        self.step = 1 / self.weight
 
 
 class FairQueue(Generic[T]):
@@ -66,21 +71,29 @@ class FairQueue(Generic[T]):
 
     def pop(self) -> T | None:
         """The next item to serve, None when empty."""
+        # Called for every call that waited: a plain scan (a project or two wait, most of
+        # the time) instead of min() over a generator with a key function, and the idle
+        # check inline, cost a third of the time.
+        projects = self._projects
         while self._size:
-            name, entry = min(
-                ((n, p) for n, p in self._projects.items() if p.heap),
-                key=lambda pair: pair[1].virtual_time,
-            )
-            _, seq, item = heapq.heappop(entry.heap)
+            name, entry = "", None
+            for candidate, project in projects.items():
+                if project.heap and (entry is None or project.virtual_time < entry.virtual_time):
+                    name, entry = candidate, project
+            assert entry is not None
+            heap = entry.heap
+            _, seq, item = heapq.heappop(heap)
             if seq in self._removed:
                 self._removed.discard(seq)
-                self._drop_if_idle(name, entry)
+                if not heap:
+                    self._drop_if_idle(name, entry)
                 continue
             self._seqs.pop(id(item), None)
             self._size -= 1
             self._clock = entry.virtual_time
-            entry.virtual_time += 1 / entry.weight
-            self._drop_if_idle(name, entry)
+            entry.virtual_time += entry.step
+            if not heap:
+                self._drop_if_idle(name, entry)
             return item
         return None
 
@@ -100,5 +113,5 @@ class FairQueue(Generic[T]):
         # Forgotten once idle and at most one call ahead of the clock: coming back, it
         # starts at the clock, so forgetting costs at most one call of credit and keeps the
         # projects scanned to those that wait.
-        if not entry.heap and entry.virtual_time <= self._clock + 1 / entry.weight:
+        if not entry.heap and entry.virtual_time <= self._clock + entry.step:
             del self._projects[name]
