@@ -22,6 +22,7 @@ from agentfleet.llm.limiter.quota_store import BudgetStore
 from agentfleet.postgres import db
 from agentfleet.settings.quota_settings import parse_model_quotas
 from agentfleet.testing.gemini import stub_settings
+from agentfleet.testing.waiting import wait_for
 
 MODEL = "gemini-2.5-flash"
 
@@ -163,6 +164,10 @@ async def test_calls_with_a_fallback_leave_a_blocked_quota_instead_of_waiting(
     config = QuotaConfig(declared=parse_model_quotas("*:rpm=600"), max_wait_s=60)
     client = limited_client(quota_stub, db_pool, config)
     try:
+        # The stub's windows are fixed 20 s spans of the wall clock: the two calls and the
+        # refused one go in the first half of one, so its retryDelay (the rest of the window)
+        # is past the 3 s fallback wait.
+        await wait_for(lambda: time.time() % 20 < 8, "the start of a stub quota window")
         await asyncio.gather(ask(client), ask(client))
         started = time.monotonic()
         # Queued behind the refused call, and the refused call itself: all leave at the 429.
