@@ -3,11 +3,17 @@ runaway is killed at the time limit and its worker replaced, cheap checks stay i
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentfleet.bounded.schema_pool import SchemaCheckTimeout, SchemaPool, is_cheap
+from agentfleet.testing.waiting import wait_for
 
 DOUBLING_PER_LEVEL = {
     "$defs": {
@@ -59,3 +65,42 @@ async def test_errors_come_back_capped_with_a_count() -> None:
         assert "resolves to nothing" in broken.schema_error
     finally:
         await pool.aclose()
+
+
+SERVICE = """
+import asyncio, os
+from agentfleet.bounded.schema_pool import SchemaPool
+
+async def main():
+    pool = SchemaPool(workers=1)
+    print(await pool.run(os.getpid), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or one that exited and waits for its reaper (a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+async def test_workers_exit_when_their_service_is_killed_outright() -> None:
+    """A service killed with SIGKILL never closes its pool: its workers must not outlive it."""
+    service = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SERVICE, stdout=asyncio.subprocess.PIPE
+    )
+    assert service.stdout is not None
+    worker = int(await asyncio.wait_for(service.stdout.readline(), 60))
+    try:
+        assert not _gone(worker)
+        service.kill()
+        await service.wait()
+        await wait_for(lambda: _gone(worker), "the orphaned worker exits", timeout_s=15)
+    finally:
+        if not _gone(worker):
+            os.kill(worker, signal.SIGKILL)

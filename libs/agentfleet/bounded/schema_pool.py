@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -145,8 +148,25 @@ def is_cheap(schema: Mapping[str, Any] | bool, value: Any, *, budget: int = INLI
     return expansion.nodes * value_size(value, limit=budget) <= budget
 
 
+PARENT_CHECK_S = 1.0
+"""How often a worker checks that the process that started it is alive."""
+
+
 def _worker_ready() -> bool:
     return True
+
+
+def _exit_with(parent_pid: int) -> None:
+    """Runs in each worker as it starts: the worker exits once its service is gone. A
+    service killed outright (SIGKILL, a crash) never shuts its pool down, and its workers
+    would otherwise live on, orphaned, for good."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class _Worker:
@@ -155,7 +175,10 @@ class _Worker:
 
     def __init__(self) -> None:
         self.executor = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_exit_with,
+            initargs=(os.getpid(),),
         )
         self.started = False
 
