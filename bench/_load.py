@@ -87,6 +87,9 @@ def executor_environ(
         "GEMINI_API_KEY": "bench",
         "AGENTFLEET_DB_POOL_MAX": str(pool_size),
         "AGENTFLEET_EXECUTOR_CONCURRENCY": str(concurrency),
+        # One worker per executor: its CPU is the measured pid's, and "executors" counts
+        # processes (a host of several workers would leave its parent idle).
+        "AGENTFLEET_EXECUTOR_PROCESSES": "1",
         # One project here: its caps on running and queued top-level runs are fairness
         # limits between projects, not the executor's; lifted so the executor is measured.
         "AGENTFLEET_MAX_RUNNING_PER_PROJECT": str(runs),
@@ -153,6 +156,10 @@ SELECT count(*) FROM pg_locks
 WHERE locktype = 'object' AND classid = 'pg_database'::regclass AND objid = 0 AND NOT granted
 """
 TRANSACTIONS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+COMMITS = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+"""The next transaction id, which only a transaction that writes takes (reading it takes
+none): its growth over a span is the writing transactions (commits to the WAL) in it, in
+every database of the server, where TRANSACTIONS also counts every read."""
 
 
 @dataclass(slots=True)

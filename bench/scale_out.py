@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import bench_database, machine, scratch_folder
 from _floors import commit_floor
 from _load import (
+    COMMITS,
     PROJECT,
     SAMPLE_S,
     TRANSACTIONS,
@@ -106,6 +107,7 @@ async def one_count(
         tool_meter = CpuMeter([toolpool.processes["toolpool"].pid])
         notified = len(ctx["notifications"])
         transactions = await pool.fetchval(TRANSACTIONS)
+        commits = await pool.fetchval(COMMITS)
         steps = args.runs * args.steps
         meter.start()
         tool_meter.start()
@@ -115,6 +117,7 @@ async def one_count(
             await wait_finished(pool, ids)
         elapsed = time.perf_counter() - began
         cpu, tool_cpu = meter.stop(steps), tool_meter.stop(steps)
+        commits = await pool.fetchval(COMMITS) - commits
         # A backend reports its transaction counts when it goes idle (and at most once a
         # second): read again after that, so the last transactions are in.
         await asyncio.sleep(1.1)
@@ -136,6 +139,7 @@ async def one_count(
         "cpu_toolpool_ms_per_step": tool_cpu["system_ms_per_step"],
         "cpu_postgres_ms_per_step": cpu["postgres_ms_per_step"],
         "transactions_per_step": transactions / steps,
+        "commits_per_step": commits / steps,
         "notifications_per_step": len(received) / steps,
         "notify_writes_per_step": writing / steps,
         **backends.figures(),
@@ -152,7 +156,8 @@ def print_figures(f: dict[str, Any], floor: dict[str, Any]) -> None:
         f"  CPU per step {f['cpu_all_ms_per_step']:.2f} ms all processes (executors "
         f"{f['cpu_executors_ms_per_step']:.2f}, toolpool {f['cpu_toolpool_ms_per_step']:.2f}, "
         f"PostgreSQL {f['cpu_postgres_ms_per_step']:.2f}); "
-        f"{f['transactions_per_step']:.1f} transactions and "
+        f"{f['transactions_per_step']:.1f} transactions ({f['commits_per_step']:.2f} of them "
+        "writing) and "
         f"{f['notifications_per_step']:.1f} NOTIFYs per step "
         f"({f['notify_writes_per_step']:.2f} in writing transactions)"
     )

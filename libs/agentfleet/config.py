@@ -101,6 +101,10 @@ class Settings:
     (inprocess, the default: inside the executor, with the toolpool's own CallTool code,
     which saves the gRPC hop's CPU -- bench/RESULTS.md; toolpool: over CallTool). MCP tools
     always go to the toolpool."""
+    executor_group_commit: str = "on"
+    """AGENTFLEET_EXECUTOR_GROUP_COMMIT=on|off: whether concurrent runs' step writes share a
+    commit (on, the default: one transaction for the writes ready at once, DESIGN §4; off:
+    each write its own, for comparison)."""
     max_running_per_project: int
     """AGENTFLEET_MAX_RUNNING_PER_PROJECT: top-level runs and runs of tasks one project may
     have running (services/executor/store/caps.py)."""
@@ -315,6 +319,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS",
             "inprocess",
             parsers.choice("inprocess", "toolpool"),
+        ),
+        executor_group_commit=env.get(
+            "AGENTFLEET_EXECUTOR_GROUP_COMMIT", "on", parsers.choice("on", "off")
         ),
         max_running_per_project=env.get(
             "AGENTFLEET_MAX_RUNNING_PER_PROJECT", 64, parsers.int_range(1, 100_000)

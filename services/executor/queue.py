@@ -37,7 +37,7 @@ from services.executor.approvals.approval_store import (
     expire_overdue_approvals,
 )
 from services.executor.runs import RunRecord, StartRunParams, append_run_events
-from services.executor.store import run_reads, runs
+from services.executor.store import leases, run_reads, runs
 from services.executor.store.caps import is_capped
 from services.executor.store.claim_sql import ClaimedRun, claim_any, claim_queued
 from services.executor.store.runs import QUEUED_CHANNEL, read_run
@@ -197,7 +197,7 @@ class RunQueue:
         """Renews the leases ``owner`` still holds on ``run_ids`` in one statement."""
         if not run_ids:
             return HeartbeatResult(held=frozenset(), cancel_requested=frozenset())
-        renewed = await runs.heartbeat(self._pool, run_ids, owner, lease_s)
+        renewed = await leases.heartbeat(self._pool, run_ids, owner, lease_s)
         return HeartbeatResult(
             held=frozenset(run_id for run_id, _ in renewed),
             cancel_requested=frozenset(run_id for run_id, cancel in renewed if cancel),
@@ -218,7 +218,7 @@ class RunQueue:
         if not run_ids:
             return 0
         async with self._pool.acquire() as conn, conn.transaction():
-            released = await runs.release(conn, run_ids, owner, hand_to=hand_to)
+            released = await leases.release(conn, run_ids, owner, hand_to=hand_to)
             if released:
                 await notify(conn, QUEUED_CHANNEL, "released")
         return released

@@ -64,6 +64,7 @@ from services.executor.remote_task import ENDS, MAX_ANSWER_CHARS, RemoteTask, st
 from services.executor.run_path.loop import RunControl
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages, runs
+from services.executor.store.group_commit import GroupCommit
 from services.executor.store.persistence import RunRecorder, complete_then_cancel
 from services.executor.worker import RunExecutor
 
@@ -103,10 +104,13 @@ class RemoteChildRunner:
     """The project's secrets by value, for the headers' references only."""
     egress: EgressPolicy
     notifier: events.RunEventNotifier | None = None
+    group_commit: GroupCommit | None = None
 
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the remote task of ``run`` to its end; the final row (None: left running)."""
-        recorder = RunRecorder(self.pool, run, owner=self.owner, notifier=self.notifier)
+        recorder = RunRecorder(
+            self.pool, run, owner=self.owner, notifier=self.notifier, group=self.group_commit
+        )
         task = RemoteTask()
         timeout_s = run.timeout.total_seconds() if run.timeout else DEFAULT_TIMEOUT_S
         with (

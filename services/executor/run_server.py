@@ -44,6 +44,7 @@ from services.executor.run_path.resume import resume_run
 from services.executor.run_requests import resume_params, run_id_violations, start_params
 from services.executor.runs import RunRecord, StartRunParams, streams_deltas
 from services.executor.safety import effective_max_steps
+from services.executor.store.group_commit import GroupCommit
 from services.executor.task_lineage import inherit_task_limits
 from services.executor.tools.tool_gateway import GrpcToolGateway, ToolGateway
 from services.executor.triggers.consumer import TriggerConsumer
@@ -229,6 +230,7 @@ async def build_executor_parts(
         remote_agents=remote_agents,
     )
     notifier = RunEventNotifier(context.pool)
+    group_commit = GroupCommit(context.pool, enabled=settings.executor_group_commit == "on")
     loop = AgentLoop(
         pool=context.pool,
         definitions=definitions,
@@ -239,6 +241,7 @@ async def build_executor_parts(
         coordinator=Coordinator(pool=context.pool, definitions=definitions, children=children),
         flows=FlowRunner(pool=context.pool, children=children),
         notifier=notifier,
+        group_commit=group_commit,
     )
     worker = RunWorker(
         queue=queue,
@@ -253,6 +256,7 @@ async def build_executor_parts(
                 ),
                 egress=egress_policy(context),
                 notifier=notifier,
+                group_commit=group_commit,
             ),
         ),
         listener=listener,

@@ -89,7 +89,7 @@ WITH numbered AS (
          WITH ORDINALITY AS m(role, content, ord)
 ),
 -- include: insert_events
-SELECT ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
 
 -- name: record_model_reply
 -- The model message, the run's counters (count_steps 0 or 1), every tool call row started.
@@ -129,7 +129,7 @@ usage AS (
          AS c(id, name, source, input)
 ),
 -- include: insert_events
-SELECT ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
 
 -- name: record_tool_results
 -- Every started call row finished (a call is answered once), the tool message.
@@ -150,7 +150,7 @@ WITH numbered AS (
 -- include: insert_step_message
 ,
 -- include: insert_events
-SELECT ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
 
 -- name: record_quota_wait
 -- A model call of the run started (quota_wait an object) or stopped (NULL) waiting for its
@@ -169,4 +169,4 @@ WITH numbered AS (
     RETURNING id, last_event_seq
 ),
 -- include: insert_events
-SELECT ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true

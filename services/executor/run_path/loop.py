@@ -77,6 +77,7 @@ from services.executor.safety import (
     effective_max_steps,
     execution_timeout_s,
 )
+from services.executor.store.group_commit import GroupCommit
 from services.executor.store.persistence import LeaseLost, RunRecorder, complete_then_cancel
 from services.executor.tools.tool_gateway import ToolGateway
 
@@ -110,11 +111,16 @@ class AgentLoop:
     """Runs sequential, loop and parallel definitions; None: such runs fail."""
     notifier: RunEventNotifier | None = None
     """Notifies followers of the runs' writes (the process's one); None: each run's own."""
+    group_commit: GroupCommit | None = None
+    """Commits concurrent runs' step writes together (the process's one); None: each run's
+    own (no grouping)."""
 
     async def execute(self, run: RunRecord, control: RunControl) -> RunRecord | None:
         """Runs the claimed ``run`` to its end; the final row, or None when the run was left
         ``running`` (draining, or the lease was lost)."""
-        recorder = RunRecorder(self.pool, run, owner=self.owner, notifier=self.notifier)
+        recorder = RunRecorder(
+            self.pool, run, owner=self.owner, notifier=self.notifier, group=self.group_commit
+        )
         progress = Progress(tokens_at_start=run.tokens_in + run.tokens_out)
         if control.never_started:
             progress.position = Continuation()  # nothing persisted yet: no read

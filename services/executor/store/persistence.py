@@ -37,6 +37,7 @@ from agentfleet.observability import metrics
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import runs
+from services.executor.store.group_commit import GroupCommit
 from services.executor.store.run_writes import RunWriter
 
 _STARTED_CALLS = {
@@ -110,9 +111,10 @@ class RunRecorder:
         owner: str,
         next_message_seq: int = 0,
         notifier: events.RunEventNotifier | None = None,
+        group: GroupCommit | None = None,
     ) -> None:
-        """``notifier``: the process's (:class:`~agentfleet.events.RunEventNotifier`); None:
-        one of this recorder's own, on ``pool``."""
+        """``notifier``: the process's (:class:`~agentfleet.events.RunEventNotifier`), and
+        ``group`` its :class:`GroupCommit`; None: one of this recorder's own, on ``pool``."""
         self._pool = pool
         self.run = run
         self._owner = owner
@@ -121,6 +123,7 @@ class RunRecorder:
             run,
             next_message_seq=next_message_seq,
             notifier=notifier or events.RunEventNotifier(pool),
+            group=group or GroupCommit(pool),
         )
         self.started = False
         """True once record_start committed."""

@@ -15,6 +15,7 @@ from agentfleet import events
 from agentfleet.llm import content_to_json
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages as message_rows
+from services.executor.store.group_commit import GroupCommit
 from services.executor.store.write_guards import (
     events_appended,
     events_with_message,
@@ -39,11 +40,13 @@ class RunWriter:
         *,
         next_message_seq: int,
         notifier: events.RunEventNotifier,
+        group: GroupCommit,
     ) -> None:
         self.pool = pool
         self.run = run
-        self._notifier = notifier
         """The run written (only its identity is read: id, project, root, agent)."""
+        self._notifier = notifier
+        self._group = group
         self.next_seq = next_message_seq
         """seq of the next message."""
 
@@ -147,7 +150,9 @@ class RunWriter:
         parameters: dict[str, Any],
     ) -> list[asyncpg.Record] | None:
         """Runs ``name`` outside any transaction block: a single statement commits on its
-        own, so this is one round trip; followers are notified once it has committed. Its
+        own, so this is one round trip, shared with other runs' writes of ``name`` that are
+        ready at the same time (:mod:`group_commit`); followers are notified once it has
+        committed. Its
         ``messages`` messages are numbered from :attr:`next_seq`. The rows of the stored
         events (one row of nulls when there is none), or None when the run row did not
         qualify (nothing was written)."""
@@ -171,7 +176,7 @@ class RunWriter:
             return earlier[0]
 
         stored_rows = await write_once(
-            lambda: self.pool.fetch(statement.text, *arguments),
+            lambda: self._grouped(statement.text, arguments),
             committed=committed,
             what=_WHAT,
             pool=self.pool,
@@ -207,7 +212,7 @@ class RunWriter:
             return await events_appended(self.pool, run_id=run.id, batch=batch)
 
         rows = await write_once(
-            lambda: self.pool.fetch(statement.text, *arguments),
+            lambda: self._grouped(statement.text, arguments),
             committed=committed,
             what=_WHAT,
             pool=self.pool,
@@ -216,6 +221,11 @@ class RunWriter:
         if last_seq:
             self._notifier.committed(run.id, last_seq)
         return bool(last_seq)
+
+    async def _grouped(self, text: str, arguments: Sequence[Any]) -> list[asyncpg.Record]:
+        return await self._group.fetch(
+            text, arguments, project_id=self.run.project_id, run_id=self.run.id
+        )
 
     async def with_messages(
         self,

@@ -289,39 +289,6 @@ async def read_run(db: Db, project_id: str, run_id: str, *, lock: bool = False) 
     return run
 
 
-async def heartbeat(
-    db: Db, run_ids: Sequence[str], owner: str, lease_s: float
-) -> list[tuple[str, bool]]:
-    """Renews the leases ``owner`` still holds on ``run_ids`` (across projects: a worker
-    serves them all); (run id, cancel requested) of each renewed one."""
-    rows = await db.fetch(
-        """
-        UPDATE kb.agent_runs
-        SET lease_expires_at = now() + make_interval(secs => $3::double precision)
-        WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'
-        RETURNING id, cancel_requested_at
-        """,
-        list(run_ids),
-        owner,
-        lease_s,
-    )
-    return [(str(r["id"]), r["cancel_requested_at"] is not None) for r in rows]
-
-
-async def release(db: Db, run_ids: Sequence[str], owner: str, *, hand_to: str | None = None) -> int:
-    """Expires ``owner``'s leases on ``run_ids`` now (any project), left under ``hand_to``
-    when given (else still ``owner``'s); how many it released."""
-    result = await db.execute(
-        "UPDATE kb.agent_runs SET lease_expires_at = now(), "
-        "lease_owner = coalesce($3::text, lease_owner) "
-        "WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'",
-        list(run_ids),
-        owner,
-        hand_to,
-    )
-    return int(result.split()[-1])
-
-
 async def finish(
     db: Db,
     project_id: str,
