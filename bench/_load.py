@@ -79,8 +79,12 @@ def executor_environ(
     seeded: Seeded, stub_url: str, *, runs: int, concurrency: int, pool_size: int
 ) -> dict[str, str]:
     """The executor's (and toolpool's) settings for ``runs`` runs of one project: its
-    concurrency and pool as given, the project's fairness caps lifted to ``runs``."""
+    concurrency and pool as given, the project's fairness caps lifted to ``runs``, one
+    process (AGENTFLEET_EXECUTOR_PROCESSES=1)."""
     return {
+        # One process per executor (the default, 0, runs a host of a worker per core): the
+        # figures are one process's, and its pid the one whose CPU and RSS are read.
+        "AGENTFLEET_EXECUTOR_PROCESSES": "1",
         "AGENTFLEET_SERVICE_TOKEN": seeded.service,
         "AGENTFLEET_LOG_LEVEL": "warning",
         "AGENTFLEET_GEMINI_BASE_URL": stub_url,
