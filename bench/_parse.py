@@ -69,7 +69,7 @@ class Parsed:
     def text_lines(self) -> list[str]:
         """Every line kept as text (notes, rate lines, unparsed): where a script's verdicts
         on its own targets are (bench/_targets.target_line_checks)."""
-        return [*self.info, *(line for line, _value, _unit in self.rates), *self.unparsed]
+        return [*(line for line, _value, _unit in self.rates), *self.info, *self.unparsed]
 
 
 def _f(text: str | None) -> float | None:

@@ -1,5 +1,5 @@
-"""The targets of issue #16, checked against a run's figures: each check says what was
-wanted, what was measured and whether it was met, so a missed target is flagged in
+"""The targets of issues #16, #31 and #36, checked against a run's figures: each check says
+what was wanted, what was measured and whether it was met, so a missed target is flagged in
 RESULTS.md and in the README's Performance block instead of printed as a plain number."""
 
 from __future__ import annotations

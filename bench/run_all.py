@@ -11,8 +11,8 @@ same pool size and runs at once. On the durable one also ``scale_out.py`` (NOTIF
 commits hold a database-wide lock through their WAL flush: the durable server is where
 they would serialise). On the fast one every other ``bench/*.py`` but the private ones
 (``_*``) and this file, and the fan-out sizes for the plot (one table only). Peer rounds:
-3 on the durable server (the headline), 2 on the fast one. Targets of issue #16 are
-checked and the missed ones flagged. Prints the load average at start and end and each
+3 on the durable server (the headline), 2 on the fast one. Targets of issues #16, #31
+and #36 are checked and the missed ones flagged. Prints the load average at start and end and each
 part's time.
 
 ``python bench/run_all.py [--quick] [--only a.py,b.py] [--skip x.py]``; peers need
