@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
 from agentfleet.auth import TokenStore
 from agentfleet.postgres import db
 from agentfleet.v1 import executor_pb2
@@ -44,13 +46,13 @@ class Seeded:
     """The executor's service token (it calls the toolpool with it)."""
 
 
-async def seed(url: str, agent: str, marker: str) -> Seeded:
+async def seed(url: str, agent: str, marker: str, project: str = PROJECT) -> Seeded:
     """The agent (``marker`` in its prompt selects the stub's script), the entities its
-    steps read and the tokens."""
+    steps read and the tokens, in ``project``."""
     pool = await db.create_pool(url, min_size=1, max_size=2)
     try:
         await DefinitionRepository(pool).upsert(
-            PROJECT,
+            project,
             AgentDefinition(
                 name=agent,
                 system_prompt=f"{marker} use get_entity",
@@ -62,13 +64,13 @@ async def seed(url: str, agent: str, marker: str) -> Seeded:
             await pool.fetchval(
                 "INSERT INTO kb.graph_objects (project_id, type, properties) "
                 "VALUES ($1, 'Note', $2) RETURNING id::text",
-                PROJECT,
+                project,
                 {"title": f"benchmark {i}"},
             )
             for i in range(ENTITIES)
         ]
         tokens = TokenStore(pool)
-        admin = (await tokens.create(project_id=PROJECT, role="admin")).token
+        admin = (await tokens.create(project_id=project, role="admin")).token
         service = (await tokens.create(project_id=None, role="service", service="executor")).token
         return Seeded(entities=entities, admin=admin, service=service)
     finally:
@@ -79,8 +81,12 @@ def executor_environ(
     seeded: Seeded, stub_url: str, *, runs: int, concurrency: int, pool_size: int
 ) -> dict[str, str]:
     """The executor's (and toolpool's) settings for ``runs`` runs of one project: its
-    concurrency and pool as given, the project's fairness caps lifted to ``runs``."""
+    concurrency and pool as given, the project's fairness caps lifted to ``runs``, one
+    process (AGENTFLEET_EXECUTOR_PROCESSES=1)."""
     return {
+        # One process per executor (the default, 0, runs a host of a worker per core): the
+        # figures are one process's, and its pid the one whose CPU and RSS are read.
+        "AGENTFLEET_EXECUTOR_PROCESSES": "1",
         "AGENTFLEET_SERVICE_TOKEN": seeded.service,
         "AGENTFLEET_LOG_LEVEL": "warning",
         "AGENTFLEET_GEMINI_BASE_URL": stub_url,
@@ -97,26 +103,59 @@ def executor_environ(
     }
 
 
-def request(agent: str) -> executor_pb2.StartRunRequest:
-    return executor_pb2.StartRunRequest(project_id=PROJECT, agent_name=agent, input="go")
+def request(agent: str, project: str = PROJECT) -> executor_pb2.StartRunRequest:
+    return executor_pb2.StartRunRequest(project_id=project, agent_name=agent, input="go")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One TriggerRun as the client saw it."""
+
+    run_id: str | None
+    """The queued run; None when the call was refused."""
+    code: grpc.StatusCode
+    sent: float
+    """Wall clock (``time.time``) when the call was sent (after its wait for a turn)."""
+    latency_s: float
+    """From sent to answered."""
+
+
+async def trigger_each(
+    apis: Sequence[Any],
+    agent: str,
+    runs: int,
+    *,
+    in_flight: int = IN_FLIGHT,
+    project: str = PROJECT,
+) -> list[Answer]:
+    """Sends ``runs`` TriggerRun, round robin over ``apis`` (one per channel), at most
+    ``in_flight`` RPCs at once in all; each answer, a refusal too (its code), in order."""
+    gate = asyncio.Semaphore(in_flight)
+    message = request(agent, project)
+
+    async def trigger(index: int) -> Answer:
+        async with gate:
+            sent, began = time.time(), time.perf_counter()
+            try:
+                run_id, code = (await apis[index].TriggerRun(message)).id, grpc.StatusCode.OK
+            except grpc.aio.AioRpcError as exc:
+                run_id, code = None, exc.code()
+            return Answer(run_id, code, sent, time.perf_counter() - began)
+
+    turns = itertools.islice(itertools.cycle(range(len(apis))), runs)
+    return list(await asyncio.gather(*(trigger(i) for i in turns)))
 
 
 async def trigger_all(
     apis: Sequence[Any], agent: str, runs: int, *, in_flight: int = IN_FLIGHT
 ) -> dict[str, float]:
-    """Queues ``runs`` runs with TriggerRun, round robin over ``apis`` (one per channel),
-    at most ``in_flight`` RPCs at once in all; each run's id with the wall clock when its
-    own TriggerRun was sent."""
-    gate = asyncio.Semaphore(in_flight)
-    message = request(agent)
-
-    async def trigger(index: int) -> tuple[str, float]:
-        async with gate:
-            sent = time.time()
-            return (await apis[index].TriggerRun(message)).id, sent
-
-    turns = itertools.islice(itertools.cycle(range(len(apis))), runs)
-    return dict(await asyncio.gather(*(trigger(i) for i in turns)))
+    """Queues ``runs`` runs (:func:`trigger_each`); each run's id with the wall clock when
+    its own TriggerRun was sent. Any refusal is an error: these loads expect every run."""
+    answers = await trigger_each(apis, agent, runs, in_flight=in_flight)
+    refused = Counter(a.code.name for a in answers if a.run_id is None)
+    if refused:
+        raise RuntimeError(f"TriggerRun refused {sum(refused.values())} of {runs}: {refused}")
+    return {a.run_id: a.sent for a in answers if a.run_id is not None}
 
 
 async def wait_finished(pool: Any, ids: Sequence[str]) -> None:

@@ -37,6 +37,12 @@ _INFO_PREFIXES = (
     "  small project span:",
     "  most calls in one window:",
     "  limiter CPU per model call:",
+    # bench/trigger_admission.py's (bench/_targets.admission_checks reads its verdicts).
+    "trigger admission:",
+    "  CPU per accepted run:",
+    "  database:",
+    "phase 2:",
+    "  queued cap of",
 )
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 
@@ -59,6 +65,11 @@ class Parsed:
     """(whole line, value, unit)"""
     info: list[str] = field(default_factory=list)
     unparsed: list[str] = field(default_factory=list)
+
+    def text_lines(self) -> list[str]:
+        """Every line kept as text (notes, rate lines, unparsed): where a script's verdicts
+        on its own targets are (bench/_targets.target_line_checks)."""
+        return [*(line for line, _value, _unit in self.rates), *self.info, *self.unparsed]
 
 
 def _f(text: str | None) -> float | None:

@@ -17,6 +17,7 @@ AREAS = {
     "history_pagination.py": "History pagination at 1M runs",
     "watch_fanout.py": "WatchRun fan-out",
     "quota.py": "Living within a model's quota (two projects, two replicas, the stub's quota)",
+    "trigger_admission.py": "TriggerRun admission of one project (runs/s accepted, exact cap)",
 }
 
 

@@ -11,8 +11,8 @@ same pool size and runs at once. On the durable one also ``scale_out.py`` (NOTIF
 commits hold a database-wide lock through their WAL flush: the durable server is where
 they would serialise). On the fast one every other ``bench/*.py`` but the private ones
 (``_*``) and this file, and the fan-out sizes for the plot (one table only). Peer rounds:
-3 on the durable server (the headline), 2 on the fast one. Targets of issue #16 are
-checked and the missed ones flagged. Prints the load average at start and end and each
+3 on the durable server (the headline), 2 on the fast one. Targets of issues #16, #31
+and #36 are checked and the missed ones flagged. Prints the load average at start and end and each
 part's time.
 
 ``python bench/run_all.py [--quick] [--only a.py,b.py] [--skip x.py]``; peers need
@@ -53,6 +53,7 @@ from _scale import scale_section  # noqa: E402
 from _servers import describe, postgres_facts, stub_process  # noqa: E402
 from _targets import (  # noqa: E402
     Check,
+    admission_checks,
     checks_table,
     latency_checks,
     missed_lines,
@@ -186,6 +187,8 @@ def script_command(script: str, args: argparse.Namespace, out_dir: Path) -> list
         cmd += ["--quick"] if args.quick else []
     if script == "quota.py" and args.quick:
         cmd += ["--quick"]  # 30 runs against 20 per 2 s: about 15 s instead of 70
+    if script == "trigger_admission.py" and args.quick:
+        cmd += ["--quick"]  # 300 runs and a cap of 100 instead of 2,000 and 300
     return cmd
 
 
@@ -389,6 +392,8 @@ def write_results(
     checks += latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
     quota = ctx["parsed"].get("quota.py", Parsed())
     checks += quota_checks([*quota.info, *quota.unparsed], expected=_ran(ctx, "quota.py"))
+    admission = ctx["parsed"].get("trigger_admission.py", Parsed())
+    checks += admission_checks(admission.text_lines(), expected=_ran(ctx, "trigger_admission.py"))
     headline = next((s for s in servers if s["label"] == "durable"), servers[0])
     extra = [floor_headline(s["floors"], s["label"]) for s in servers if "floors" in s]
     extra += latency_lines(latency) + missed_lines(checks)
@@ -415,7 +420,7 @@ def write_results(
         "",
     ]
     doc += headlines(headline.get("summary", {}), ctx["parsed"], extra)
-    doc += ["## Targets (issues #16 and #31)", "", *checks_table(checks), ""]
+    doc += ["## Targets (issues #16, #31 and #36)", "", *checks_table(checks), ""]
     sizes = {
         "steps": args.steps,
         "agents": args.agents,

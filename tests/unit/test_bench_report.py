@@ -15,6 +15,7 @@ from _results import headlines  # noqa: E402
 from _targets import (  # noqa: E402
     HEADLINE_PEER,
     Check,
+    admission_checks,
     checks_table,
     latency_checks,
     missed_lines,
@@ -198,4 +199,47 @@ def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
     assert any(line.startswith("quota: n=") for line in parsed.info)
     # quota.py ran but printed nothing usable: not measured, never a pass.
     (missing,) = quota_checks([], expected=True)
+    assert missing.met is None
+
+
+def test_the_admission_bench_s_verdicts_become_flagged_targets_and_every_line_is_read() -> None:
+    text = "\n".join(
+        [
+            "machine: x86_64, 2 cores, 24 GiB, Python 3.11.7",
+            "trigger admission: one executor process, concurrency 1 (its slot held by a run "
+            "whose model call hangs), pool 20; TriggerRun 64 in flight on one channel",
+            "phase 1: 300 TriggerRun of one project, 300 accepted in 1.19 s (first sent to last "
+            "answered) = 253 runs/s; codes {'OK': 300}",
+            "  TriggerRun latency, 64 in flight               p50  216.022 ms   p90  355.678 ms"
+            "   p99  466.139 ms   mean  222.680 ms   (n=300)",
+            "  floor: one commit                              p50    0.091 ms   p99    0.210 ms"
+            "   (n=200) one autocommitted INSERT of one row (asyncpg)",
+            "  CPU per accepted run: executor 2.033 ms, PostgreSQL 2.300 ms, this client "
+            "0.646 ms = 4.980 ms",
+            "  arithmetic for 1000 runs/s: the executor (one process, one core) 2.033 ms x 1000 "
+            "= 2.03 core of 1 (its ceiling 492 runs/s)",
+            "  database: 300 of the 300 accepted runs queued",
+            "phase 2: cap 100, 250 TriggerRun of one project, 64 in flight, in 1.23 s: 100 "
+            "accepted, 100 rows queued (100 of them answered), codes {'OK': 100}",
+            "targets:",
+            "  runs/s accepted at 64 in flight: 253 runs/s (300 in 1.19 s, 300 queued)  "
+            "target >= 1000 runs/s, every run queued: MISSED",
+            "  queued cap of 100 at 64 in flight: 100 queued, 100 accepted, 150 "
+            "RESOURCE_EXHAUSTED of 250, other codes 0  target exactly 100 admitted, the rest "
+            "RESOURCE_EXHAUSTED: ok",
+        ]
+    )
+    parsed = parse_output(text)
+    assert parsed.unparsed == []
+    assert parsed.percentiles[0].label == "TriggerRun latency, 64 in flight"
+    checks = {c.target: c for c in admission_checks(parsed.text_lines(), expected=True)}
+    assert {target: c.met for target, c in checks.items()} == {
+        "TriggerRun of one project: runs/s accepted at 64 in flight >= 1000 runs/s, "
+        "every run queued": False,
+        "TriggerRun of one project: queued cap of 100 at 64 in flight exactly 100 "
+        "admitted, the rest RESOURCE_EXHAUSTED": True,
+    }
+    rate = next(c for target, c in checks.items() if "runs/s" in target)
+    assert rate.measured == "253 runs/s (300 in 1.19 s, 300 queued)"
+    (missing,) = admission_checks([], expected=True)
     assert missing.met is None
