@@ -93,9 +93,6 @@ def executor_environ(
         "GEMINI_API_KEY": "bench",
         "AGENTFLEET_DB_POOL_MAX": str(pool_size),
         "AGENTFLEET_EXECUTOR_CONCURRENCY": str(concurrency),
-        # One worker per executor: its CPU is the measured pid's, and "executors" counts
-        # processes (a host of several workers would leave its parent idle).
-        "AGENTFLEET_EXECUTOR_PROCESSES": "1",
         # One project here: its caps on running and queued top-level runs are fairness
         # limits between projects, not the executor's; lifted so the executor is measured.
         "AGENTFLEET_MAX_RUNNING_PER_PROJECT": str(runs),
