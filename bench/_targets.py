@@ -1,4 +1,4 @@
-"""The targets of issue #16, checked against a run's figures: each check says what was
+"""The targets of issues #16, #31 and #36, checked against a run's figures: each check says what was
 wanted, what was measured and whether it was met, so a missed target is flagged in
 RESULTS.md and in the README's Performance block instead of printed as a plain number."""
 
@@ -142,22 +142,27 @@ def step_cpu_checks(info: list[str], *, expected: bool = False) -> list[Check]:
     ]
 
 
-_QUOTA_LINE = re.compile(
+_VERDICT_LINE = re.compile(
     r"^\s*(?P<name>[^:]+): (?P<value>.+?)  target (?P<target>.+): (?P<status>ok|MISSED)$"
 )
 
 
-def quota_checks(lines: list[str], *, expected: bool = False) -> list[Check]:
-    """Issue 31's targets as ``bench/quota.py`` checked them: each line
-    ``  NAME: MEASURED  target TARGET: ok|MISSED`` (failed runs, wall time against the ideal,
-    429s, the small project's span, the fullest window, limiter CPU per model call)."""
+def verdict_checks(
+    area: str, lines: list[str], *, issue: str, expected: bool = False
+) -> list[Check]:
+    """The targets a bench script checked itself, each printed as a line
+    ``  NAME: MEASURED  target TARGET: ok|MISSED``: ``bench/quota.py`` (issue 31: failed runs,
+    wall time against the ideal, 429s, the small project's span, the fullest window, limiter
+    CPU per model call) and ``bench/prune.py`` (issue 36: old runs left, recent and live runs
+    untouched, the writers' p99 during the prune against without). Named ``AREA: NAME TARGET``;
+    none found in a script that ran: ``issue``'s targets NOT MEASURED."""
     found = [
-        Check(f"quota: {m['name']} {m['target']}", m["value"], m["status"] == "ok")
+        Check(f"{area}: {m['name']} {m['target']}", m["value"], m["status"] == "ok")
         for line in lines
-        if (m := _QUOTA_LINE.match(line))
+        if (m := _VERDICT_LINE.match(line))
     ]
     if not found and expected:
-        return [Check("quota: issue 31's targets", "no figures", None)]
+        return [Check(f"{area}: {issue}'s targets", "no figures", None)]
     return found
 
 

@@ -19,8 +19,8 @@ from _targets import (  # noqa: E402
     latency_checks,
     missed_lines,
     peer_checks,
-    quota_checks,
     step_cpu_checks,
+    verdict_checks,
 )
 from run_all import README_END, README_START, source_revision, update_readme  # noqa: E402
 
@@ -188,7 +188,9 @@ def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
         ]
     )
     parsed = parse_output(text)
-    checks = quota_checks([*parsed.info, *parsed.unparsed], expected=True)
+    checks = verdict_checks(
+        "quota", [*parsed.info, *parsed.unparsed], issue="issue 31", expected=True
+    )
     assert [(c.target, c.met) for c in checks] == [
         ("quota: failed runs 0", True),
         ("quota: limiter CPU per model call < 0.2 ms", False),
@@ -197,5 +199,27 @@ def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
     assert "MISSED: quota: limiter CPU per model call < 0.2 ms" in missed_lines(checks)[0]
     assert any(line.startswith("quota: n=") for line in parsed.info)
     # quota.py ran but printed nothing usable: not measured, never a pass.
-    (missing,) = quota_checks([], expected=True)
+    (missing,) = verdict_checks("quota", [], issue="issue 31", expected=True)
     assert missing.met is None
+
+
+def test_the_prune_bench_s_verdicts_are_read_by_the_same_parser() -> None:
+    text = "\n".join(
+        [
+            "prune: n=20,000 old runs (2,000 in 'other', 14-day retention; the rest 30 days)",
+            "  old runs left: 0  target 0: ok",
+            "  writers' p99 during the prune: 31.00 ms, without 13.08 ms = 2.37x"
+            "  target <= 2x without: MISSED",
+        ]
+    )
+    parsed = parse_output(text)
+    assert parsed.unparsed == []
+    assert (parsed.percentiles, parsed.rates) == ([], [])
+    checks = verdict_checks("prune", parsed.info, issue="issue 36", expected=True)
+    assert [(c.target, c.met) for c in checks] == [
+        ("prune: old runs left 0", True),
+        ("prune: writers' p99 during the prune <= 2x without", False),
+    ]
+    assert checks[1].measured == "31.00 ms, without 13.08 ms = 2.37x"
+    (missing,) = verdict_checks("prune", [], issue="issue 36", expected=True)
+    assert (missing.target, missing.met) == ("prune: issue 36's targets", None)
