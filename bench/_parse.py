@@ -30,13 +30,23 @@ _INFO_PREFIXES = (
     "  busy database connections",
     "spawn_agents fan-out overhead on",
     "quota: n=",
-    # bench/quota.py's verdicts (bench/_targets.quota_checks reads them again).
+    "prune: n=",
+    "  bytes per step:",
+    "  rows deleted per second:",
+    "  1M runs extrapolated:",
+    "  whole bench:",
+    # bench/quota.py's and bench/prune.py's verdicts (bench/_targets.verdict_checks reads
+    # them again).
     "  failed runs:",
     "  wall time:",
     "  429s received:",
     "  small project span:",
     "  most calls in one window:",
     "  limiter CPU per model call:",
+    "  old runs left:",
+    "  recent runs kept whole:",
+    "  live runs untouched:",
+    "  writers' p99 during the prune:",
 )
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 

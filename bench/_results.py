@@ -17,6 +17,7 @@ AREAS = {
     "history_pagination.py": "History pagination at 1M runs",
     "watch_fanout.py": "WatchRun fan-out",
     "quota.py": "Living within a model's quota (two projects, two replicas, the stub's quota)",
+    "prune.py": "History retention: pruning old runs while live runs write steps",
 }
 
 
