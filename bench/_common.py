@@ -118,3 +118,11 @@ def machine() -> str:
     except (OSError, ValueError, IndexError):
         memory = "unknown memory"
     return f"{platform.machine()}, {cores} cores, {memory}, Python {platform.python_version()}"
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages: other work on the machine slows every figure."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"

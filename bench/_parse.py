@@ -30,19 +30,30 @@ _INFO_PREFIXES = (
     "  busy database connections",
     "spawn_agents fan-out overhead on",
     "quota: n=",
-    # bench/quota.py's verdicts (bench/_targets.quota_checks reads them again).
+    "prune: n=",
+    "  bytes per step:",
+    "  rows deleted per second:",
+    "  1M runs extrapolated:",
+    "  whole bench:",
+    # bench/quota.py's and bench/prune.py's verdicts (bench/_targets.verdict_checks reads
+    # them again).
     "  failed runs:",
     "  wall time:",
     "  429s received:",
     "  small project span:",
     "  most calls in one window:",
     "  limiter CPU per model call:",
-    # bench/trigger_admission.py's (bench/_targets.admission_checks reads its verdicts).
+    # bench/trigger_admission.py's (bench/_targets.verdict_checks reads its verdicts).
     "trigger admission:",
     "  CPU per accepted run:",
     "  database:",
     "phase 2:",
     "  queued cap of",
+    # bench/prune.py's.
+    "  old runs left:",
+    "  recent runs kept whole:",
+    "  live runs untouched:",
+    "  writers' p99 during the prune:",
 )
 RATE = re.compile(rf"{_NUM}\s*(?P<unit>steps/s|calls/s|events/s|runs/s|ms/task)")
 
@@ -68,7 +79,7 @@ class Parsed:
 
     def text_lines(self) -> list[str]:
         """Every line kept as text (notes, rate lines, unparsed): where a script's verdicts
-        on its own targets are (bench/_targets.target_line_checks)."""
+        on its own targets are (bench/_targets.verdict_checks)."""
         return [*(line for line, _value, _unit in self.rates), *self.info, *self.unparsed]
 
 

@@ -18,6 +18,7 @@ AREAS = {
     "watch_fanout.py": "WatchRun fan-out",
     "quota.py": "Living within a model's quota (two projects, two replicas, the stub's quota)",
     "trigger_admission.py": "TriggerRun admission of one project (runs/s accepted, exact cap)",
+    "prune.py": "History retention: pruning old runs while live runs write steps",
 }
 
 

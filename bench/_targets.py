@@ -1,5 +1,5 @@
-"""The targets of issues #16, #31 and #36, checked against a run's figures: each check says
-what was wanted, what was measured and whether it was met, so a missed target is flagged in
+"""The targets of issues #16, #31 and #36, checked against a run's figures: each check says what was
+wanted, what was measured and whether it was met, so a missed target is flagged in
 RESULTS.md and in the README's Performance block instead of printed as a plain number."""
 
 from __future__ import annotations
@@ -142,38 +142,29 @@ def step_cpu_checks(info: list[str], *, expected: bool = False) -> list[Check]:
     ]
 
 
-_TARGET_LINE = re.compile(
+_VERDICT_LINE = re.compile(
     r"^\s*(?P<name>[^:]+): (?P<value>.+?)  target (?P<target>.+): (?P<status>ok|MISSED)$"
 )
 
 
-def target_line_checks(lines: list[str], label: str) -> list[Check]:
-    """The targets a bench script checked itself and printed, each as a line
-    ``  NAME: MEASURED  target TARGET: ok|MISSED``; each check named ``LABEL: NAME TARGET``."""
-    return [
-        Check(f"{label}: {m['name']} {m['target']}", m["value"], m["status"] == "ok")
+def verdict_checks(
+    area: str, lines: list[str], *, issue: str, expected: bool = False
+) -> list[Check]:
+    """The targets a bench script checked itself, each printed as a line
+    ``  NAME: MEASURED  target TARGET: ok|MISSED``: ``bench/quota.py`` (issue 31: failed runs,
+    wall time against the ideal, 429s, the small project's span, the fullest window, limiter
+    CPU per model call), ``bench/trigger_admission.py`` (issue 36: runs/s accepted of one
+    project at 64 TriggerRun in flight, the queued cap exact under that concurrency) and
+    ``bench/prune.py`` (issue 36: old runs left, recent and live runs untouched, the writers'
+    p99 during the prune against without). Named ``AREA: NAME TARGET``; none found in a
+    script that ran: ``issue``'s targets NOT MEASURED."""
+    found = [
+        Check(f"{area}: {m['name']} {m['target']}", m["value"], m["status"] == "ok")
         for line in lines
-        if (m := _TARGET_LINE.match(line))
+        if (m := _VERDICT_LINE.match(line))
     ]
-
-
-def quota_checks(lines: list[str], *, expected: bool = False) -> list[Check]:
-    """Issue 31's targets as ``bench/quota.py`` checked them (failed runs, wall time against
-    the ideal, 429s, the small project's span, the fullest window, limiter CPU per model
-    call)."""
-    found = target_line_checks(lines, "quota")
     if not found and expected:
-        return [Check("quota: issue 31's targets", "no figures", None)]
-    return found
-
-
-def admission_checks(lines: list[str], *, expected: bool = False) -> list[Check]:
-    """Issue 36's targets as ``bench/trigger_admission.py`` checked them: runs/s accepted
-    of one project at 64 TriggerRun in flight (>= 1,000), and the queued cap exact under
-    that concurrency."""
-    found = target_line_checks(lines, "TriggerRun of one project")
-    if not found and expected:
-        return [Check("TriggerRun of one project: runs/s accepted >= 1000", "no figures", None)]
+        return [Check(f"{area}: {issue}'s targets", "no figures", None)]
     return found
 
 

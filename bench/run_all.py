@@ -38,7 +38,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from _common import interrupt, machine, temporary_folder  # noqa: E402
+from _common import interrupt, loadavg, machine, temporary_folder  # noqa: E402
 from _floors import floor_headline, floor_lines, measure_floors  # noqa: E402
 from _parse import Parsed, parse_output  # noqa: E402
 from _peer_rounds import PEERS_PY, fanout_sizes, peer_rounds  # noqa: E402
@@ -53,13 +53,12 @@ from _scale import scale_section  # noqa: E402
 from _servers import describe, postgres_facts, stub_process  # noqa: E402
 from _targets import (  # noqa: E402
     Check,
-    admission_checks,
     checks_table,
     latency_checks,
     missed_lines,
     peer_checks,
-    quota_checks,
     step_cpu_checks,
+    verdict_checks,
 )
 
 from agentfleet.postgres import db  # noqa: E402
@@ -69,15 +68,10 @@ OWN = {"run_all.py", "watch_fanout.py"}
 DURABLE = {"scale_out.py"}
 """Area scripts run on the durable server instead of the fast one."""
 HEAVY = {"history_pagination.py", "dispatch.py"}  # skipped by --quick: 1M rows, 10k tasks
+VERDICTS = {"quota.py": "issue 31", "trigger_admission.py": "issue 36", "prune.py": "issue 36"}
+"""Scripts that check their own targets (bench/_targets.verdict_checks reads their lines)."""
 CLEANUP_GRACE_S = 30.0
 """How long an interrupted benchmark gets to stop its servers and delete its folders."""
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def python_speed_ms() -> float:
@@ -189,6 +183,8 @@ def script_command(script: str, args: argparse.Namespace, out_dir: Path) -> list
         cmd += ["--quick"]  # 30 runs against 20 per 2 s: about 15 s instead of 70
     if script == "trigger_admission.py" and args.quick:
         cmd += ["--quick"]  # 300 runs and a cap of 100 instead of 2,000 and 300
+    if script == "prune.py" and args.quick:
+        cmd += ["--quick"]  # 20,000 old runs instead of the default: about 20 s
     return cmd
 
 
@@ -390,10 +386,14 @@ def write_results(
         expected=_ran(ctx, "executor_steps.py"),
     )
     checks += latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
-    quota = ctx["parsed"].get("quota.py", Parsed())
-    checks += quota_checks([*quota.info, *quota.unparsed], expected=_ran(ctx, "quota.py"))
-    admission = ctx["parsed"].get("trigger_admission.py", Parsed())
-    checks += admission_checks(admission.text_lines(), expected=_ran(ctx, "trigger_admission.py"))
+    for script, issue in VERDICTS.items():
+        own = ctx["parsed"].get(script, Parsed())
+        checks += verdict_checks(
+            script.removesuffix(".py"),
+            own.text_lines(),
+            issue=issue,
+            expected=_ran(ctx, script),
+        )
     headline = next((s for s in servers if s["label"] == "durable"), servers[0])
     extra = [floor_headline(s["floors"], s["label"]) for s in servers if "floors" in s]
     extra += latency_lines(latency) + missed_lines(checks)

@@ -29,7 +29,7 @@ as the bench takes, whatever the machine's speed. No toolpool runs: the agent na
   other call answered RESOURCE_EXHAUSTED, no other code.
 
 Each target is printed as ``  NAME: MEASURED  target TARGET: ok|MISSED``
-(``bench/_targets.admission_checks`` reads those lines); a missed target is a finding, not
+(``bench/_targets.verdict_checks`` reads those lines); a missed target is a finding, not
 a failure: the script exits 0.
 
 ``python bench/trigger_admission.py [--quick] [--runs N] [--cap C] [--in-flight K]

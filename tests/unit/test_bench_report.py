@@ -15,13 +15,12 @@ from _results import headlines  # noqa: E402
 from _targets import (  # noqa: E402
     HEADLINE_PEER,
     Check,
-    admission_checks,
     checks_table,
     latency_checks,
     missed_lines,
     peer_checks,
-    quota_checks,
     step_cpu_checks,
+    verdict_checks,
 )
 from run_all import README_END, README_START, source_revision, update_readme  # noqa: E402
 
@@ -189,7 +188,9 @@ def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
         ]
     )
     parsed = parse_output(text)
-    checks = quota_checks([*parsed.info, *parsed.unparsed], expected=True)
+    checks = verdict_checks(
+        "quota", [*parsed.info, *parsed.unparsed], issue="issue 31", expected=True
+    )
     assert [(c.target, c.met) for c in checks] == [
         ("quota: failed runs 0", True),
         ("quota: limiter CPU per model call < 0.2 ms", False),
@@ -198,7 +199,7 @@ def test_the_quota_bench_s_own_verdicts_become_flagged_targets() -> None:
     assert "MISSED: quota: limiter CPU per model call < 0.2 ms" in missed_lines(checks)[0]
     assert any(line.startswith("quota: n=") for line in parsed.info)
     # quota.py ran but printed nothing usable: not measured, never a pass.
-    (missing,) = quota_checks([], expected=True)
+    (missing,) = verdict_checks("quota", [], issue="issue 31", expected=True)
     assert missing.met is None
 
 
@@ -232,14 +233,41 @@ def test_the_admission_bench_s_verdicts_become_flagged_targets_and_every_line_is
     parsed = parse_output(text)
     assert parsed.unparsed == []
     assert parsed.percentiles[0].label == "TriggerRun latency, 64 in flight"
-    checks = {c.target: c for c in admission_checks(parsed.text_lines(), expected=True)}
+    checks = {
+        c.target: c
+        for c in verdict_checks(
+            "trigger_admission", parsed.text_lines(), issue="issue 36", expected=True
+        )
+    }
     assert {target: c.met for target, c in checks.items()} == {
-        "TriggerRun of one project: runs/s accepted at 64 in flight >= 1000 runs/s, "
+        "trigger_admission: runs/s accepted at 64 in flight >= 1000 runs/s, "
         "every run queued": False,
-        "TriggerRun of one project: queued cap of 100 at 64 in flight exactly 100 "
+        "trigger_admission: queued cap of 100 at 64 in flight exactly 100 "
         "admitted, the rest RESOURCE_EXHAUSTED": True,
     }
     rate = next(c for target, c in checks.items() if "runs/s" in target)
     assert rate.measured == "253 runs/s (300 in 1.19 s, 300 queued)"
-    (missing,) = admission_checks([], expected=True)
+    (missing,) = verdict_checks("trigger_admission", [], issue="issue 36", expected=True)
     assert missing.met is None
+
+
+def test_the_prune_bench_s_verdicts_are_read_by_the_same_parser() -> None:
+    text = "\n".join(
+        [
+            "prune: n=20,000 old runs (2,000 in 'other', 14-day retention; the rest 30 days)",
+            "  old runs left: 0  target 0: ok",
+            "  writers' p99 during the prune: 31.00 ms, without 13.08 ms = 2.37x"
+            "  target <= 2x without: MISSED",
+        ]
+    )
+    parsed = parse_output(text)
+    assert parsed.unparsed == []
+    assert (parsed.percentiles, parsed.rates) == ([], [])
+    checks = verdict_checks("prune", parsed.info, issue="issue 36", expected=True)
+    assert [(c.target, c.met) for c in checks] == [
+        ("prune: old runs left 0", True),
+        ("prune: writers' p99 during the prune <= 2x without", False),
+    ]
+    assert checks[1].measured == "31.00 ms, without 13.08 ms = 2.37x"
+    (missing,) = verdict_checks("prune", [], issue="issue 36", expected=True)
+    assert (missing.target, missing.met) == ("prune: issue 36's targets", None)
