@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfleet.llm.limiter.quota_math import (
+    MIN_GRANT_CALLS,
     BudgetState,
     Grant,
     Refused,
@@ -56,13 +57,13 @@ def test_no_window_of_the_quota_gets_more_than_the_limit_plus_one_grant() -> Non
         assert len(in_window) <= 120 + 1
 
 
-def test_one_grant_is_at_most_grant_s_of_the_rate_or_four_calls() -> None:
-    _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=3.5)
+def test_one_grant_is_at_most_grant_s_of_the_rate_or_the_minimum_calls() -> None:
+    _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=5.5)
     assert isinstance(outcome, Grant)
-    assert outcome.calls == 7
+    assert outcome.calls == 11
     _, outcome = grant(BudgetState(), RPM_120, 50, now=0.0, grant_s=0.5)
     assert isinstance(outcome, Grant)
-    assert outcome.calls == 4
+    assert outcome.calls == MIN_GRANT_CALLS
 
 
 def test_a_timeline_reserved_past_the_horizon_is_refused_until_then() -> None:
@@ -154,7 +155,10 @@ def test_a_429_blocks_everyone_and_halves_the_found_rate_once_per_episode() -> N
 
 def test_grant_size_is_one_grant_stretch_of_the_rate() -> None:
     assert grant_size(20.0, wanted=100, grant_s=1.0, unlimited_batch=64) == 20
-    assert grant_size(0.1, wanted=100, grant_s=1.0, unlimited_batch=64) == 4
+    assert grant_size(2.0, wanted=100, grant_s=1.0, unlimited_batch=64) == MIN_GRANT_CALLS
+    # The minimum stops at MIN_GRANT_MAX_S of a slow rate: 0.5/s -> 2 calls, 0.1/s -> 1.
+    assert grant_size(0.5, wanted=100, grant_s=1.0, unlimited_batch=64) == 2
+    assert grant_size(0.1, wanted=100, grant_s=1.0, unlimited_batch=64) == 1
     assert grant_size(0.1, wanted=1, grant_s=1.0, unlimited_batch=64) == 1
     assert grant_size(None, wanted=100, grant_s=1.0, unlimited_batch=64) == 64
 
