@@ -291,6 +291,9 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
+    # Every executor a bench starts is one process whose pid it measures (CPU, RSS); the
+    # default, a host of one worker per core, would leave that pid an idle parent.
+    os.environ.setdefault("AGENTFLEET_EXECUTOR_PROCESSES", "1")
     quick = args.quick
     args.rounds, args.steps, args.agents = (1, 10, 10) if quick else (3, 60, 50)
     args.fast_rounds = 1 if quick else 2

@@ -154,6 +154,8 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             # (children + parent for the fan-out, which the concurrent part never reaches).
             "AGENTFLEET_EXECUTOR_CONCURRENCY": str(max(args.agents, args.children + 1)),
             "AGENTFLEET_EXECUTOR_BUILTIN_TOOLS": args.builtin_tools,
+            # One process, as each peer is: its pid is the one measured.
+            "AGENTFLEET_EXECUTOR_PROCESSES": "1",
         },
     )
     out: dict[str, Any] = {
