@@ -154,9 +154,9 @@ def scale_section(out: dict[str, Any]) -> list[str]:
         f"{floor['p50_ms']:.3f} ms (n={floor['n']}).",
         "",
         "| executors | steps | steps/s | vs 1 | CPU ms/step all | executors | toolpool | "
-        "PostgreSQL | transactions/step | NOTIFYs/step | of them in writes | NOTIFY waits | "
-        "top waits |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "PostgreSQL | transactions/step | of them writing | NOTIFYs/step | of them in writes | "
+        "NOTIFY waits | top waits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     base = out["by_executors"][0]["steps_per_s"]
     for r in out["by_executors"]:
@@ -167,6 +167,7 @@ def scale_section(out: dict[str, Any]) -> list[str]:
             f"{r['steps_per_s'] / base:.2f}x | {r['cpu_all_ms_per_step']:.2f} | "
             f"{r['cpu_executors_ms_per_step']:.2f} | {r['cpu_toolpool_ms_per_step']:.2f} | "
             f"{r['cpu_postgres_ms_per_step']:.2f} | {r['transactions_per_step']:.1f} | "
+            f"{r.get('commits_per_step', float('nan')):.2f} | "
             f"{r['notifications_per_step']:.1f} | {r['notify_writes_per_step']:.2f} | "
             f"{notify_share(r['waits']):.0%} | {top} |"
         )

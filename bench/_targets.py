@@ -77,6 +77,33 @@ def peer_checks(summary: dict[str, dict[str, Any]]) -> list[Check]:
     ]
 
 
+def step_cost_checks(
+    durable: dict[str, dict[str, Any]], scale: dict[str, Any], *, expected: bool = False
+) -> list[Check]:
+    """Issue 36's per-step costs: CPU of every process and PostgreSQL's share at 50 runs at
+    once on durable PostgreSQL (the peer rounds' agentfleet), and writing transactions per
+    step (transaction ids taken; reads commit nothing) with one executor (scale_out.py)."""
+    af = durable.get("agentfleet", {})
+    one = next((r for r in scale.get("by_executors", []) if r.get("executors") == 1), {})
+    if not (af or one) and not expected:
+        return []
+    return [
+        _at_most("CPU per step, all processes, 50 runs at once <= 3.0 ms", _cpu(af), 3.0, "ms"),
+        _at_most(
+            "PostgreSQL's CPU per step, 50 runs at once <= 1.0 ms",
+            af.get("cpu_postgres_ms_per_step"),
+            1.0,
+            "ms",
+        ),
+        _at_most(
+            "writing transactions per step, one executor <= 0.6",
+            one.get("commits_per_step"),
+            0.6,
+            "txn/step",
+        ),
+    ]
+
+
 def latency_checks(figures: dict[str, Any], *, expected: bool = False) -> list[Check]:
     """Many concurrent runs on one executor with a slow model (``llm_latency.py --json``).
     No figures: nothing to check, unless the script was ``expected`` to give some (it ran

@@ -57,6 +57,7 @@ from _targets import (  # noqa: E402
     latency_checks,
     missed_lines,
     peer_checks,
+    step_cost_checks,
     step_cpu_checks,
     verdict_checks,
 )
@@ -387,6 +388,10 @@ def write_results(
     checks += step_cpu_checks(
         ctx["parsed"].get("executor_steps.py", Parsed()).info,
         expected=_ran(ctx, "executor_steps.py"),
+    )
+    durable = next((s for s in servers if s["label"] == "durable"), {})
+    checks += step_cost_checks(
+        durable.get("summary", {}), ctx.get("scale", {}), expected=_ran(ctx, "scale_out.py")
     )
     checks += latency_checks(latency, expected=_ran(ctx, "llm_latency.py"))
     for script, issue in VERDICTS.items():

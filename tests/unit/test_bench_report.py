@@ -19,6 +19,7 @@ from _targets import (  # noqa: E402
     latency_checks,
     missed_lines,
     peer_checks,
+    step_cost_checks,
     step_cpu_checks,
     verdict_checks,
 )
@@ -271,3 +272,14 @@ def test_the_prune_bench_s_verdicts_are_read_by_the_same_parser() -> None:
     assert checks[1].measured == "31.00 ms, without 13.08 ms = 2.37x"
     (missing,) = verdict_checks("prune", [], issue="issue 36", expected=True)
     assert (missing.target, missing.met) == ("prune: issue 36's targets", None)
+
+
+def test_issue_36_step_costs_are_checked_from_the_durable_peers_and_the_scale_out() -> None:
+    durable = {"agentfleet": {"cpu_all_ms_per_step": 2.5, "cpu_postgres_ms_per_step": 1.4}}
+    scale = {"by_executors": [{"executors": 1, "commits_per_step": 0.55}, {"executors": 2}]}
+    checks = step_cost_checks(durable, scale, expected=True)
+    assert [c.met for c in checks] == [True, False, True]
+    assert checks[2].measured == "0.55 txn/step vs limit 0.60 txn/step"
+    # A bench that ran without the figures is NOT MEASURED, never met.
+    assert [c.met for c in step_cost_checks({}, {}, expected=True)] == [None, None, None]
+    assert step_cost_checks({}, {}, expected=False) == []

@@ -38,14 +38,15 @@ MIN_DISCOVERED_RPS = 1 / 60
 ADDITIVE_RPM_PER_MINUTE = 6.0
 """AIMD's additive increase: the rate grows by this many requests per minute for each
 minute's worth of calls granted at it."""
-MIN_GRANT_CALLS = 8
+MIN_GRANT_CALLS = 4
 """A grant holds at least this many calls (when they are wanted), up to MIN_GRANT_MAX_S of
-the rate: fewer round trips per call on small quotas (8 rather than 4: bench/quota.py's
-limiter CPU per call 0.17-0.20 -> 0.14-0.15 ms at 2 requests/s, 39 -> 23 grants)."""
+the rate: fewer round trips per call on small quotas. Not 8: at 2 requests/s that cut the
+limiter's CPU per call from about 0.19 to 0.15 ms (bench/quota.py, 39 -> 23 grants), but a
+newcomer's first call on another process waits about one grant length, and the small
+project's span went from 2.02x to 2.30x its ideal."""
 MIN_GRANT_MAX_S = 4.0
 """The most of the rate MIN_GRANT_CALLS may stretch a grant to (when ``grant_s`` is
-shorter): on a slow quota a grant of 8 would reserve the timeline for minutes, and a
-newcomer's first call on another process waits about one grant length."""
+shorter): on a slow quota (5 requests/min) 4 calls would reserve the timeline for 48 s."""
 LONE_429_S = 60.0
 """A 429 with none in this many seconds before it is a blip: AIMD waits for a second."""
 UNLIMITED_SLOT_S = 2.0
