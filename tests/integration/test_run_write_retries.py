@@ -342,3 +342,42 @@ async def test_a_run_cut_by_an_outage_is_run_again_by_its_own_worker(
         "SELECT summary FROM kb.agent_runs WHERE id = $1::uuid", row["id"]
     )
     assert summary == "again"
+
+
+async def test_a_step_the_server_rolled_back_to_break_a_deadlock_runs_again(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The step statement takes the run's row, then the project's usage rows; a transaction
+    # that takes them the other way round closes a cycle, which the server breaks by rolling
+    # back the first to wait: the step, which then runs again (nothing of it was stored).
+    row = await f.insert_leased_run(db_pool, owner=OWNER, project_id=PROJECT, agent_name="d")
+    run = RunRecord.from_row(row)
+    recorder = RunRecorder(db_pool, run, owner=OWNER, next_message_seq=1)
+    reply, planned = model_reply(1)
+    await recorder.record_model_reply(step=1, reply=reply, calls=planned)  # the usage rows
+    await recorder.record_tool_results(
+        step=1, results=[CallResult(planned=planned[0], status="completed", response={"ok": 1})]
+    )
+    async with db_pool.acquire() as other:
+        other_tx = other.transaction()
+        await other_tx.start()
+        await other.execute(
+            "UPDATE kb.project_usage SET tokens = tokens WHERE project_id = $1", PROJECT
+        )
+        reply, planned = model_reply(2)
+        step = asyncio.create_task(recorder.record_model_reply(step=2, reply=reply, calls=planned))
+        # The step holds the run's row and waits for a usage row.
+        await wait_for_query(
+            db_pool,
+            "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'",
+            timeout_s=10,
+        )
+        await other.execute(
+            "UPDATE kb.agent_runs SET lease_expires_at = lease_expires_at WHERE id = $1", row["id"]
+        )
+        await other_tx.commit()
+        await asyncio.wait_for(step, 30)
+    seqs = await db_pool.fetch(
+        "SELECT seq FROM kb.agent_run_messages WHERE run_id = $1 ORDER BY seq", row["id"]
+    )
+    assert [r["seq"] for r in seqs] == [1, 2, 3]

@@ -14,12 +14,14 @@ WITH owned AS (
     SELECT id FROM kb.agent_runs
     WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'
     ORDER BY project_id COLLATE "C", id
-    FOR UPDATE
+    FOR NO KEY UPDATE
 )
 """
 """The running runs of ``$1`` that ``$2`` holds, locked in the order a group commit locks
 run rows (:mod:`~services.executor.store.group_commit`): a statement that takes several run
-rows takes them in that order, or it and a group could each wait for the other."""
+rows takes them in that order, or it and a group could each wait for the other. NO KEY
+UPDATE is what the UPDATE itself takes: a plain FOR UPDATE would also block every foreign-key
+check on those runs (an event or message insert of another run's transaction)."""
 
 
 async def heartbeat(
