@@ -180,7 +180,13 @@ async def test_with_no_fallback_a_call_waits_shown_and_fails_past_the_maximum_wa
         # It waited (shown on the run), it did not go anywhere else.
         assert [w.waiting for w in waits] == [True, False]
         assert waits[0].model == PRIMARY
-        assert waits[1].waited.ToTimedelta().total_seconds() >= MAX_WAIT_S - 1
+        # It waited out the maximum, or failed sooner once a refused grant said the quota
+        # frees past it (the budget row is the model's, shared with the module's other
+        # tests: how far ahead they left the timeline decides which).
+        waited = waits[1].waited.ToTimedelta().total_seconds()
+        assert waited >= MAX_WAIT_S - 1 or (
+            f"past the maximum wait of {MAX_WAIT_S} s" in run.error_message
+        ), (waited, run.error_message)
         assert not fallbacks(events)
     sent = [r.model for r in fallback_fleet.stub.requests[sent_before:]]
     assert FALLBACK not in sent
