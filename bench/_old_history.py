@@ -155,12 +155,18 @@ async def build(url: str, runs: int, kept: int) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - began}
 
 
-async def history_size(conn: Any) -> tuple[int, int, int]:
-    """Bytes of the history tables (indexes and TOAST included), steps and runs stored."""
-    size = await conn.fetchval(
-        "SELECT sum(pg_total_relation_size(t::regclass))::bigint FROM unnest($1::text[]) t",
+async def table_sizes(conn: Any) -> dict[str, int]:
+    """Bytes of each history table, its indexes and TOAST included."""
+    rows = await conn.fetch(
+        "SELECT t, pg_total_relation_size(t::regclass)::bigint AS size FROM unnest($1::text[]) t",
         list(HISTORY_TABLES),
     )
+    return {r["t"]: int(r["size"]) for r in rows}
+
+
+async def history_size(conn: Any) -> tuple[int, int, int]:
+    """Bytes of the history tables (indexes and TOAST included), steps and runs stored."""
+    size = sum((await table_sizes(conn)).values())
     steps, count = await conn.fetchrow(
         "SELECT sum(step_count)::bigint, count(*) FROM kb.agent_runs"
     )

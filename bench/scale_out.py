@@ -50,6 +50,7 @@ from _load import (
     trigger_all,
     wait_finished,
 )
+from _old_history import table_sizes
 from _procstat import CpuMeter
 from _scale import busy_shares, estimate_lines, notify_share
 from _servers import describe, postgres_facts, stub_process
@@ -108,6 +109,7 @@ async def one_count(
         notified = len(ctx["notifications"])
         transactions = await pool.fetchval(TRANSACTIONS)
         commits = await pool.fetchval(COMMITS)
+        sizes = await table_sizes(pool)
         steps = args.runs * args.steps
         meter.start()
         tool_meter.start()
@@ -124,6 +126,7 @@ async def one_count(
         transactions = await pool.fetchval(TRANSACTIONS) - transactions
         received = ctx["notifications"][notified:]
         writing = await notifying_writes(pool, ids, received)
+        grown = {t: n - sizes[t] for t, n in (await table_sizes(pool)).items()}
     finally:
         for channel in channels:
             await channel.close()
@@ -142,6 +145,7 @@ async def one_count(
         "commits_per_step": commits / steps,
         "notifications_per_step": len(received) / steps,
         "notify_writes_per_step": writing / steps,
+        "history_bytes_per_step": {t: n / steps for t, n in grown.items()},
         **backends.figures(),
     }
 
@@ -167,6 +171,9 @@ def print_figures(f: dict[str, Any], floor: dict[str, Any]) -> None:
         f"{top}; NOTIFY lock and queue {notify_share(f['waits']):.0%}; lock waiters mean "
         f"{f['lock_waiters_mean']:.2f}, max {f['lock_waiters_max']}"
     )
+    stored = f["history_bytes_per_step"]
+    tables = ", ".join(f"{t.removeprefix('kb.agent_')} {n:,.0f}" for t, n in stored.items() if n)
+    print(f"  history stored per step: {sum(stored.values()):,.0f} B with indexes ({tables})")
     print(f"  busy backends p50 {f['busy_p50']}, p99 {f['busy_p99']}, max {f['busy_max']}")
     print(f"  floor: one commit p50 {floor['p50_ms']:.3f} ms (n={floor['n']})")
 
