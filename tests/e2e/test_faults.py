@@ -116,8 +116,8 @@ async def run_row(pool: asyncpg.Pool, run_id: str) -> asyncpg.Record:
 
 async def tool_responses(pool: asyncpg.Pool, run_id: str) -> list[dict[str, Any]]:
     rows = await pool.fetch(
-        "SELECT payload FROM kb.agent_run_events WHERE run_id = $1 AND type = 'tool_response' "
-        "ORDER BY seq",
+        "SELECT payload FROM kb.agent_run_events_shown"
+        " WHERE run_id = $1 AND type = 'tool_response' ORDER BY seq",
         run_id,
     )
     return [r["payload"] for r in rows]

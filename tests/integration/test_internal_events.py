@@ -65,7 +65,8 @@ async def _messages(deployment: Deployment, run_id: str, **fields: Any) -> list[
 
 async def _stored(pool: asyncpg.Pool, run_id: str) -> list[tuple[str, bool, Any]]:
     rows = await pool.fetch(
-        "SELECT type, is_internal, payload FROM kb.agent_run_events WHERE run_id = $1 ORDER BY seq",
+        "SELECT type, is_internal, payload FROM kb.agent_run_events_shown"
+        " WHERE run_id = $1 ORDER BY seq",
         run_id,
     )
     return [(r["type"], r["is_internal"], r["payload"]) for r in rows]

@@ -94,7 +94,7 @@ EXPECTED_INDEXES = {
         "agent_run_tool_calls_message_idx", "agent_run_tool_calls_run_call_uidx",
         "agent_run_tool_calls_awaiting_idx",
     },
-    "agent_run_events": {"agent_run_events_pkey", "agent_run_events_root_idx"},
+    "agent_run_events": {"agent_run_events_pkey"},
     "agent_run_resume_requests": {"agent_run_resume_requests_pkey"},
     "mcp_servers": {
         "mcp_servers_pkey", "mcp_servers_project_name_key", "mcp_servers_product_idx",
@@ -151,7 +151,11 @@ async def empty_database_url(database_factory: DatabaseFactory) -> AsyncIterator
 
 async def _schema(conn: asyncpg.Connection) -> dict[str, object]:
     tables = await conn.fetch(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'kb'"
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = 'kb' AND table_type = 'BASE TABLE'"
+    )
+    views = await conn.fetch(
+        "SELECT table_name FROM information_schema.views WHERE table_schema = 'kb'"
     )
     columns = await conn.fetch(
         "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'kb'"
@@ -172,6 +176,7 @@ async def _schema(conn: asyncpg.Connection) -> dict[str, object]:
         index_by_table.setdefault(row["tablename"], set()).add(row["indexname"])
     return {
         "tables": {row["table_name"] for row in tables},
+        "views": {row["table_name"] for row in views},
         "columns": by_table,
         "indexes": index_by_table,
         "functions": {row["proname"] for row in functions},
@@ -189,6 +194,7 @@ async def test_up_down_to_zero_and_up_again(empty_database_url: str) -> None:
     try:
         schema = await _schema(conn)
         assert schema["tables"] == set(EXPECTED_INDEXES)
+        assert schema["views"] == {"agent_run_events_shown"}
         columns = schema["columns"]
         assert isinstance(columns, dict)
         for table, expected in DESIGN_COLUMNS.items():
@@ -200,6 +206,7 @@ async def test_up_down_to_zero_and_up_again(empty_database_url: str) -> None:
         assert [m.version for m in reverted] == list(reversed(all_versions))
         empty = await _schema(conn)
         assert empty["tables"] == {"schema_migrations"}
+        assert empty["views"] == set()
         assert empty["functions"] == set()
         assert empty["extensions"] == set()
         assert await conn.fetchval("SELECT count(*) FROM kb.schema_migrations") == 0

@@ -263,14 +263,17 @@ async def test_message_page_uses_run_seq(history: asyncpg.Pool) -> None:
 
 
 async def test_event_replay_uses_the_primary_key(history: asyncpg.Pool) -> None:
+    """Through the view every read of events takes: a step's tool arguments and results
+    come from their call rows, each found by its unique key."""
     nodes = await _plan(
         history,
-        "SELECT seq, type, payload FROM kb.agent_run_events"
+        "SELECT seq, type, payload FROM kb.agent_run_events_shown"
         " WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT 500",
         await _some_run(history),
         10,
     )
     _assert_uses(nodes, "agent_run_events", "agent_run_events_pkey")
+    _assert_uses(nodes, "agent_run_tool_calls", "agent_run_tool_calls_run_call_uidx")
 
 
 async def test_tool_call_page_uses_run_created(history: asyncpg.Pool) -> None:

@@ -15,18 +15,28 @@
 
 -- fragment: insert_events
 -- The events' insert, numbered from "numbered", the run row after its last_event_seq was
--- raised by the number of events.
+-- raised by the number of events. A TOOL_REQUEST or TOOL_RESPONSE whose call row the
+-- statement writes ("calls_written") is stored without the arguments or result that row
+-- holds; kb.agent_run_events_shown, which every read goes through, takes them from it.
 ev AS (
     INSERT INTO kb.agent_run_events (
         run_id, seq, root_run_id, type, agent_name, is_internal, payload)
     SELECT r.id, r.last_event_seq - cardinality(:event_types::text[]) + e.ord,
-           :root_run_id::uuid, e.type, e.agent_name, e.is_internal, e.payload
+           :root_run_id::uuid, e.type, e.agent_name, e.is_internal,
+           CASE WHEN e.type IN ('tool_request', 'tool_response')
+                     AND e.payload ->> 'tool_call_id' IN (SELECT id FROM calls_written)
+                THEN e.payload - CASE e.type WHEN 'tool_request' THEN 'arguments' ELSE 'result' END
+                ELSE e.payload END
     FROM numbered r
     CROSS JOIN unnest(:event_types::text[], :event_agents::text[], :event_internal::boolean[],
                       :event_payloads::jsonb[])
          WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
     RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
 )
+
+-- fragment: no_calls_written
+-- For a statement that writes no call rows: its events are stored whole.
+calls_written (id) AS (SELECT NULL::text WHERE false),
 
 -- name: append_events
 -- Appends events to a run of the project; no row when the run is not in the project.
@@ -35,6 +45,7 @@ WITH numbered AS (
     WHERE id = :run_id::uuid AND project_id = :project_id
     RETURNING id, last_event_seq
 ),
+-- include: no_calls_written
 -- include: insert_events
 SELECT ev.*,
        (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
@@ -45,7 +56,7 @@ FROM ev
 -- A run's events after a seq, in seq order; empty for a run of another project.
 SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
        e.created_at
-FROM kb.agent_run_events e
+FROM kb.agent_run_events_shown e
 JOIN kb.agent_runs r ON r.id = e.run_id
 WHERE e.run_id = :run_id::uuid AND r.project_id = :project_id AND e.seq > :after_seq
   AND (:include_internal OR NOT e.is_internal)
@@ -55,7 +66,8 @@ LIMIT :row_limit
 -- The step's two hot writes (DESIGN §4) are one statement each, so each is one round trip and
 -- its own transaction: the run row's UPDATE checks the lease (the reply) or the project (the
 -- results) and numbers the events; every other write selects from that row, so a lost lease
--- or a foreign project writes nothing and returns no row. Each returns one row per event, or
+-- or a foreign project writes nothing and returns no row. Each returns one row per event (the
+-- run and the seq: the writer needs no more, and decoding the payloads back cost it CPU), or
 -- one row of nulls when there is none.
 
 -- fragment: insert_step_message
@@ -88,8 +100,9 @@ WITH numbered AS (
     FROM numbered, unnest(:message_roles::text[], :message_contents::jsonb[])
          WITH ORDINALITY AS m(role, content, ord)
 ),
+-- include: no_calls_written
 -- include: insert_events
-SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.seq FROM numbered LEFT JOIN ev ON true
 
 -- name: record_model_reply
 -- The model message, the run's counters (count_steps 0 or 1), every tool call row started.
@@ -120,16 +133,17 @@ usage AS (
     SET tokens = u.tokens + excluded.tokens, cost_nanos = u.cost_nanos + excluded.cost_nanos
 ),
 -- include: insert_step_message
-, calls AS (
+, calls_written AS (
     INSERT INTO kb.agent_run_tool_calls (
         run_id, message_id, tool_call_id, step_number, tool_name, source, input)
     SELECT :run_id::uuid, msg.id, c.id, :step::integer, c.name, c.source, c.input
     FROM msg, unnest(:call_ids::text[], :call_names::text[], :call_sources::text[],
                      :call_inputs::jsonb[])
          AS c(id, name, source, input)
+    RETURNING tool_call_id AS id
 ),
 -- include: insert_events
-SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.seq FROM numbered LEFT JOIN ev ON true
 
 -- name: record_tool_results
 -- Every started call row finished (a call is answered once), the tool message.
@@ -137,7 +151,8 @@ WITH numbered AS (
     UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality(:event_types::text[])
     WHERE project_id = :project_id AND id = :run_id::uuid
     RETURNING id, last_event_seq
-), finished AS (
+), calls_written AS (
+    -- Only a started row takes its result (a held call's row was answered by its decision).
     UPDATE kb.agent_run_tool_calls t
     SET status = c.status, output = c.output, error = nullif(c.error, ''),
         duration_ms = c.duration_ms, completed_at = now()
@@ -146,11 +161,12 @@ WITH numbered AS (
                 :call_errors::text[], :call_durations::bigint[])
          AS c(id, status, output, error, duration_ms)
     WHERE t.run_id = numbered.id AND t.tool_call_id = c.id AND t.status = 'started'
+    RETURNING t.tool_call_id AS id
 ),
 -- include: insert_step_message
 ,
 -- include: insert_events
-SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.seq FROM numbered LEFT JOIN ev ON true
 
 -- name: record_quota_wait
 -- A model call of the run started (quota_wait an object) or stopped (NULL) waiting for its
@@ -168,5 +184,6 @@ WITH numbered AS (
       AND status = 'running'
     RETURNING id, last_event_seq
 ),
+-- include: no_calls_written
 -- include: insert_events
-SELECT numbered.id AS written_run_id, ev.* FROM numbered LEFT JOIN ev ON true
+SELECT numbered.id AS written_run_id, ev.seq FROM numbered LEFT JOIN ev ON true

@@ -1,7 +1,8 @@
 """Reads of ``kb.agent_run_events`` the executor needs beyond :mod:`agentfleet.events` (which
 appends and replays them): finding again what a write cut off by a database outage had
 committed, and which children a parent has recorded finished. Rows are in the shape
-:func:`agentfleet.events.persisted_from_row` reads. Keyed by run: callers hold the run or
+:func:`agentfleet.events.persisted_from_row` reads, from ``kb.agent_run_events_shown`` (the
+events with the arguments and results their call rows hold). Keyed by run: callers hold the run or
 read it by project first."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ async def with_message(db: Db, run_id: str, seq: int) -> list[asyncpg.Record]:
         SELECT e.run_id, e.root_run_id, e.seq, e.type, e.agent_name, e.is_internal, e.payload,
                e.created_at
         FROM kb.agent_run_messages m
-        JOIN kb.agent_run_events e ON e.run_id = m.run_id AND e.created_at = m.created_at
+        JOIN kb.agent_run_events_shown e ON e.run_id = m.run_id AND e.created_at = m.created_at
         WHERE m.run_id = $1::uuid AND m.seq = $2
         ORDER BY e.seq
         """,
@@ -38,7 +39,7 @@ async def newest(db: Db, run_id: str, count: int) -> list[asyncpg.Record]:
     rows = await db.fetch(
         f"""
         SELECT {_COLUMNS}
-        FROM kb.agent_run_events WHERE run_id = $1::uuid
+        FROM kb.agent_run_events_shown WHERE run_id = $1::uuid
         ORDER BY seq DESC LIMIT $2
         """,
         run_id,
@@ -53,7 +54,7 @@ async def created_at(db: Db, run_id: str, at: dt.datetime) -> list[asyncpg.Recor
     return await db.fetch(
         f"""
         SELECT {_COLUMNS}
-        FROM kb.agent_run_events WHERE run_id = $1::uuid AND created_at = $2
+        FROM kb.agent_run_events_shown WHERE run_id = $1::uuid AND created_at = $2
         ORDER BY seq
         """,
         run_id,
