@@ -150,13 +150,15 @@ def scale_section(out: dict[str, Any]) -> list[str]:
         "answering at once, `get_entity` through one shared toolpool; each executor with "
         f"concurrency {out['concurrency']} and pool {out['pool_size']} (the defaults). Span: "
         "first TriggerRun to last run ended. CPU from /proc over the span (stub apart). Busy "
-        "backends sampled from `pg_stat_activity` every 10 ms. Floor: one commit p50 "
+        "backends sampled from `pg_stat_activity` every 10 ms. History B/step: what the "
+        "history tables (indexes and TOAST included) grew by over the span, per step. "
+        "Floor: one commit p50 "
         f"{floor['p50_ms']:.3f} ms (n={floor['n']}).",
         "",
         "| executors | steps | steps/s | vs 1 | CPU ms/step all | executors | toolpool | "
         "PostgreSQL | transactions/step | of them writing | NOTIFYs/step | of them in writes | "
-        "NOTIFY waits | top waits |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "NOTIFY waits | history B/step | top waits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     base = out["by_executors"][0]["steps_per_s"]
     for r in out["by_executors"]:
@@ -169,6 +171,7 @@ def scale_section(out: dict[str, Any]) -> list[str]:
             f"{r['cpu_postgres_ms_per_step']:.2f} | {r['transactions_per_step']:.1f} | "
             f"{r.get('commits_per_step', float('nan')):.2f} | "
             f"{r['notifications_per_step']:.1f} | {r['notify_writes_per_step']:.2f} | "
-            f"{notify_share(r['waits']):.0%} | {top} |"
+            f"{notify_share(r['waits']):.0%} | "
+            f"{sum(r.get('history_bytes_per_step', {}).values()):,.0f} | {top} |"
         )
     return [*lines, "", *estimate_lines(out), ""]
