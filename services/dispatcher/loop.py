@@ -32,6 +32,7 @@ from agentfleet.graph import TASKS_ADDED_CHANNEL, GraphObject
 from agentfleet.observability import metrics
 from agentfleet.observability.telemetry import current_trace_id
 from agentfleet.postgres.db import Listener, Notification
+from agentfleet.reconnect import rerun_rolled_back
 from agentfleet.runs.run_watch import RunWatch
 from services.dispatcher.attempt_start import AttemptStarter, CredentialPause
 from services.dispatcher.evaluator import OutputEvaluator
@@ -341,7 +342,8 @@ class Dispatcher:
         # Without an evaluator a completed run's outcome is known: the settle statement
         # applies it; with one, the output is judged first (_finish).
         completes = self._outcomes.evaluator is None
-        try:
+
+        async def settle() -> transitions.Settled:
             # The completions and their conversations in the graph commit together (the
             # other outcomes record theirs in their own transaction): two round trips.
             async with conn.transaction():
@@ -356,6 +358,12 @@ class Dispatcher:
                 await sessions.record_conversations(
                     conn, [(a.project_id, a.session_id, str(row["id"])) for a, row in completed]
                 )
+            return settled
+
+        try:
+            # It takes tasks, sessions and dependents that another transaction may take the
+            # other way round: rolled back to break the deadlock, it runs again at once.
+            settled = await rerun_rolled_back(settle)
         except BaseException:
             self._dirty |= dirty  # settled again next round: nothing of it committed
             raise

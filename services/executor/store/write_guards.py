@@ -11,28 +11,18 @@ the run by the run row's status. Events written with a message share its transac
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import asyncpg
 
 from agentfleet import events
-from agentfleet.reconnect import retry_on_disconnect
+from agentfleet.reconnect import rerun_rolled_back, retry_on_disconnect
 from services.executor.runs import RunRecord
 from services.executor.store import event_reads, messages, runs
 
 T = TypeVar("T")
-
-ROLLBACK_RETRIES = 5
-"""How often a write the server rolled back runs again. A run's write takes its row and
-others (the project's usage rows, its events' index entries), and another transaction may
-take some of them the other way round: the server breaks the cycle by rolling one side back
-(seen in the soak test: 3 of 2,206 runs failed their finish with "deadlock detected"), and
-the other side has gone on by the retry."""
 
 
 async def message_written(pool: asyncpg.Pool, *, run_id: str, seq: int) -> bool:
@@ -88,8 +78,8 @@ async def write_once(
     """Runs ``write``, through database outages (:func:`retry_on_disconnect`); before each
     new attempt asks ``committed`` whether the cut one had committed after all -- its
     result if so (the write is then not run again), None if not. A write the server rolled
-    back (a deadlock broken, a serialization failure) runs again at once, up to
-    :data:`ROLLBACK_RETRIES` times: nothing of it was stored."""
+    back (a deadlock broken, a serialization failure) runs again at once
+    (:func:`~agentfleet.reconnect.rerun_rolled_back`): nothing of it was stored."""
     attempts = 0
 
     async def attempt() -> T:
@@ -99,13 +89,6 @@ async def write_once(
             earlier = await committed()
             if earlier is not None:
                 return earlier
-        for rolled_back in itertools.count(1):
-            try:
-                return await write()
-            except asyncpg.TransactionRollbackError:
-                if rolled_back > ROLLBACK_RETRIES:
-                    raise
-                await asyncio.sleep(random.uniform(0.005, 0.02) * rolled_back)
-        raise AssertionError("unreachable")
+        return await rerun_rolled_back(write)
 
     return await retry_on_disconnect(attempt, what=what, pool=pool)
