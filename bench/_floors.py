@@ -18,6 +18,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).parent / "peers"))
 from _common import percentile
+from _procstat import cpu_seconds
 from _stubctl import answer, install_scripts
 
 from agentfleet.postgres import db
@@ -75,6 +76,34 @@ async def grpc_floor(n: int, warmup: int) -> dict[str, Any]:
         server.terminate()
         await server.wait()
     return {**figures, "span": "unary call of 64 bytes to a bare grpc.aio server process"}
+
+
+async def grpc_server_cpu(n: int, in_flight: int) -> dict[str, Any]:
+    """CPU a bare grpc.aio server process spends per unary echo of 64 bytes, ``in_flight``
+    calls at once on one channel: what any gRPC service costs per call here before it does
+    anything (the floor of an executor's CPU per TriggerRun)."""
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, str(TOOLPOOL_BENCH), "--echo-server", str(port)
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            await asyncio.wait_for(channel.channel_ready(), timeout=30)
+            echo = channel.unary_unary(ECHO_METHOD)
+            slots = asyncio.Semaphore(in_flight)
+
+            async def one() -> None:
+                async with slots:
+                    await echo(b"x" * 64)
+
+            await asyncio.gather(*(one() for _ in range(n // 10)))  # warm-up
+            before = cpu_seconds(server.pid)
+            await asyncio.gather(*(one() for _ in range(n)))
+            used = cpu_seconds(server.pid) - before
+    finally:
+        server.terminate()
+        await server.wait()
+    return {"server_cpu_ms_per_call": used * 1000 / n, "n": n, "in_flight": in_flight}
 
 
 async def commit_floor(server_url: str, n: int, warmup: int) -> dict[str, Any]:

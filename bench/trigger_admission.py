@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import bench_database, machine, report, scratch_folder
-from _floors import commit_floor, grpc_floor
+from _floors import commit_floor, grpc_floor, grpc_server_cpu
 from _load import PROJECT, Answer, Seeded, executor_environ, seed, trigger_all, trigger_each
 from _procstat import CpuMeter
 from _servers import postgres_facts, stub_process
@@ -212,12 +212,19 @@ def print_figures(
     )
     latencies = [a.latency_s for a in rate["answers"]]
     print(report(f"  TriggerRun latency, {k} in flight", latencies))
+    bare = floors.pop("gRPC server CPU")
     for name, f in floors.items():
         print(
             f"{'  floor: ' + name:<48} p50 {f['p50_ms']:8.3f} ms   p99 {f['p99_ms']:8.3f} ms   "
             f"(n={f['n']}) {f['span']}"
         )
+    print(
+        f"  floor: a bare grpc.aio server process's CPU per unary echo of 64 bytes, "
+        f"{bare['in_flight']} in flight: {bare['server_cpu_ms_per_call']:.3f} ms (n={bare['n']})"
+    )
     total = rate["executor_ms"] + rate["postgres_ms"] + rate["client_ms"]
+    # What the other two cost with the executor at what any grpc.aio server costs per call.
+    at_floor = total - rate["executor_ms"] + bare["server_cpu_ms_per_call"]
     pg_note = "" if rate["postgres_measured"] else " (PostgreSQL not measured: no pid)"
     print(
         f"  CPU per accepted run: executor {rate['executor_ms']:.3f} ms, PostgreSQL "
@@ -231,7 +238,9 @@ def print_figures(
         f"{rate['executor_ms'] * TARGET_RUNS_PER_S / 1000:.2f} core of 1 "
         f"(its ceiling {1000 / max(rate['executor_ms'], 1e-9):.0f} runs/s); all three "
         f"{total:.3f} ms x {TARGET_RUNS_PER_S:.0f} = {total * TARGET_RUNS_PER_S / 1000:.2f} "
-        f"cores of {cores} (ceiling {cores * 1000 / max(total, 1e-9):.0f} runs/s)"
+        f"cores of {cores} (ceiling {cores * 1000 / max(total, 1e-9):.0f} runs/s); with "
+        f"the executor at the bare server's floor, all three {at_floor:.3f} ms (ceiling "
+        f"{cores * 1000 / max(at_floor, 1e-9):.0f} runs/s)"
     )
     print(
         f"  database: {rate['queued']} of the {rate['accepted']} accepted runs queued; project "
@@ -288,6 +297,7 @@ async def measure(url: str, stub_url: str, args: argparse.Namespace) -> None:
     floors = {
         "gRPC echo": await grpc_floor(args.floor_n, args.floor_n // 10),
         "one commit": await commit_floor(url, args.floor_n, args.floor_n // 10),
+        "gRPC server CPU": await grpc_server_cpu(4 * args.floor_n, args.in_flight),
     }
     # Both executors at once (each phase's cap is its executor's setting); both slots are
     # held before anything is timed, so neither claims a run of either phase.
