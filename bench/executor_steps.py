@@ -85,7 +85,7 @@ from services.executor.server import settle_heap
 from services.executor.tools.tool_gateway import InMemoryToolGateway, ToolGateway
 
 PROJECT = "bench"
-NOTIFY_SEND = "pg_notify($1, payload)"
+NOTIFY_SEND = "pg_notify(channel, payload)"
 """What the RunEventNotifier's statement holds (agentfleet.events.notifier)."""
 OWNER = "bench-worker"
 

@@ -96,8 +96,12 @@ class RunQueue:
         *,
         max_running_per_project: int = DEFAULT_MAX_RUNNING_PER_PROJECT,
         max_queued_per_project: int = DEFAULT_MAX_QUEUED_PER_PROJECT,
+        notifier: events.RunEventNotifier | None = None,
     ) -> None:
+        """``notifier``: the process's, which sends an enqueue's notifications once it has
+        committed; None: one of this queue's own."""
         self._pool = pool
+        self._notifier = notifier or events.RunEventNotifier(pool)
         self._max_running_per_project = max_running_per_project
         self._max_queued_per_project = max_queued_per_project
         self._next_sweep = 0.0
@@ -122,23 +126,40 @@ class RunQueue:
                 await lock_key(
                     conn, f"agentfleet.run-queue-thread:{params.project_id}:{params.thread_id}"
                 )
-            run, created, _ = await self.enqueue_in(
-                conn, params, max_queued=self._max_queued_per_project if capped else None
+            run, created, stored = await self.enqueue_in(
+                conn,
+                params,
+                max_queued=self._max_queued_per_project if capped else None,
+                notify=False,
             )
+        # Committed: wake the workers and the run's followers now, outside the transaction.
+        # A NOTIFY in it would hold the cluster's notification lock through the commit's WAL
+        # flush, and enqueues of every replica would commit one at a time (bench/
+        # trigger_admission.py on durable PostgreSQL: most of its backends' time waited on
+        # that lock). Lost (the process ends first), the workers' poll claims the run.
+        if stored:
+            self._notifier.wake(QUEUED_CHANNEL, run.id)
+            self._notifier.committed(run.id, stored[-1].seq)
         return run, created
 
     @staticmethod
     async def enqueue_in(
-        conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None = None
+        conn: asyncpg.Connection,
+        params: StartRunParams,
+        *,
+        max_queued: int | None = None,
+        notify: bool = True,
     ) -> tuple[RunRecord, bool, list[events.PersistedEvent]]:
         """:meth:`enqueue` in the caller's transaction (spawn_agents writes its children and
         the parent's tool call together); the caller publishes the events after commit.
+        ``notify``: the workers' wake-up and the RUN_QUEUED notification are sent at commit;
+        False: the caller sends them once committed.
 
         ``max_queued``: refuse (:class:`ResourceExhausted`) when the project has that many
         capped runs queued; None (children) checks nothing. With a cap, the admission is
         the last statement: the caller commits (or rolls back) right after, since the
         project's counter stays locked until then."""
-        run = await runs.insert_queued(conn, params, max_queued=max_queued)
+        run = await runs.insert_queued(conn, params, max_queued=max_queued, notify=notify)
         if run is None:
             existing = None
             if params.request_id is not None:
@@ -151,7 +172,10 @@ class RunQueue:
             check_same_request(existing.request_fingerprint, params.request_fingerprint)
             return existing, False, []
         stored = await append_run_events(
-            conn, run, [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())]
+            conn,
+            run,
+            [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
+            notify=notify,
         )
         # Exact admission last (migration 0030): enqueues of one project wait on each other
         # only for this statement and the commit. Past the cap the exception rolls the run,

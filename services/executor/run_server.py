@@ -215,10 +215,12 @@ async def build_executor_parts(
     channel = service_channel(settings, "toolpool")
     model = LazyModelClient(context)
     owner = worker_name()
+    notifier = RunEventNotifier(context.pool)
     queue = RunQueue(
         context.pool,
         max_running_per_project=settings.max_running_per_project,
         max_queued_per_project=settings.max_queued_per_project,
+        notifier=notifier,
     )
     definitions = DefinitionRepository(context.pool)
     remote_agents = RemoteAgentRepository(context.pool)
@@ -229,7 +231,6 @@ async def build_executor_parts(
         watch=watch,
         remote_agents=remote_agents,
     )
-    notifier = RunEventNotifier(context.pool)
     group_commit = GroupCommit(context.pool, enabled=settings.executor_group_commit == "on")
     loop = AgentLoop(
         pool=context.pool,

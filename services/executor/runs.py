@@ -190,12 +190,17 @@ class RunRecord:
 
 
 async def append_run_events(
-    conn: asyncpg.Connection, run: RunRecord, batch: Sequence[RunEvent]
+    conn: asyncpg.Connection, run: RunRecord, batch: Sequence[RunEvent], *, notify: bool = True
 ) -> list[PersistedEvent]:
     """Appends ``batch`` to the run's events in the caller's transaction; the events as
-    stored (:func:`agentfleet.events.append_events`)."""
+    stored (:func:`agentfleet.events.append_events`, ``notify`` as there)."""
     return await append_events(
-        conn, project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
+        conn,
+        project_id=run.project_id,
+        run_id=run.id,
+        root_run_id=run.root_run_id,
+        events=batch,
+        notify=notify,
     )
 
 

@@ -154,7 +154,7 @@ async def test_a_run_never_started_before_reads_no_position_and_starts_in_one_st
     _api, worker = await _run_across_replicas(db_pool, database_url, gemini_stub)
 
     statements = [s for s in worker.statements if s not in _POLLS and not _setup(s)]
-    notifications = [s for s in statements if "pg_notify($1, payload)" in s]
+    notifications = [s for s in statements if "pg_notify(channel, payload)" in s]
     assert 1 <= len(notifications) <= 2, statements
     run_statements = [s for s in statements if s not in notifications]
     # The finish names the model of the latest reply (ANSWERED_MODEL); nothing else reads

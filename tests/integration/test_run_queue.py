@@ -14,6 +14,7 @@ import pytest
 
 from agentfleet import events
 from agentfleet.errors import NotFound, ResourceExhausted
+from agentfleet.postgres import db
 from agentfleet.postgres.db import Listener, transaction
 from services.executor.queue import CANCEL_CHANNEL, QUEUED_CHANNEL, RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
@@ -73,6 +74,48 @@ async def test_enqueue_wakes_the_workers_once_per_new_run(
             while other.id not in payloads:  # notifications arrive in commit order
                 payloads.append((await heard.get()).payload)
     assert payloads == [first.id, other.id]
+
+
+async def test_an_enqueue_notifies_once_it_has_committed_not_in_its_transaction(
+    database_url: str,
+) -> None:
+    """A transaction that NOTIFYs holds the cluster's notification lock through its commit's
+    WAL flush; the enqueue's own statements send none, and the workers' wake-up and the
+    RUN_QUEUED notification follow its commit, in one statement."""
+    logged: list[tuple[str, tuple[object, ...]]] = []
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await db._init_connection(conn)
+        conn.add_query_logger(lambda record: logged.append((record.query, record.args)))
+
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1, init=init)
+    heard: asyncio.Queue = asyncio.Queue()
+    try:
+        async with Listener(database_url) as listener:
+            await listener.subscribe(QUEUED_CHANNEL, heard)
+            await listener.subscribe(events.CHANNEL, heard)
+            run, _ = await RunQueue(pool).enqueue(params(None))
+            got = set()
+            async with asyncio.timeout(5):
+                while len(got) < 2:
+                    got.add((await heard.get()).payload)
+    finally:
+        await pool.close()
+    assert got == {run.id, f"{run.id}:1"}
+    queries = [q for q, _ in logged]
+    begin, commit = queries.index("BEGIN;"), queries.index("COMMIT;")
+    inside = logged[begin + 1 : commit]
+    # Each statement that can NOTIFY does so only when its switch is on.
+    switches = {
+        runs._INSERT_AND_NOTIFY: 25,
+        events.STATEMENTS["append_events"].text: events.STATEMENTS[
+            "append_events"
+        ].parameters.index("notify"),
+    }
+    can_notify = [(q, args) for q, args in inside if "pg_notify" in q]
+    assert {q for q, _ in can_notify} == set(switches), inside
+    assert [args[switches[q]] for q, args in can_notify] == [False, False], can_notify
+    assert [q for q in queries[commit + 1 :] if "pg_notify" in q], queries
 
 
 async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Pool) -> None:

@@ -33,7 +33,9 @@ __all__ = ["RunEventNotifier"]
 
 log = structlog.get_logger(__name__)
 
-_SEND = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload"
+_SEND = (
+    "SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS n(channel, payload)"
+)
 
 
 class RunEventNotifier:
@@ -46,6 +48,8 @@ class RunEventNotifier:
         self._pool = pool
         self._pending: dict[str, int] = {}
         """run_id -> highest seq not sent yet."""
+        self._wakeups: dict[tuple[str, str], None] = {}
+        """(channel, payload) of other notifications not sent yet, in order, once each."""
         self._sending: asyncio.Task[None] | None = None
 
     def committed(self, run_id: str, last_seq: int) -> None:
@@ -55,6 +59,16 @@ class RunEventNotifier:
         with whatever else comes in meanwhile when it is done."""
         if self._pending.get(run_id, 0) < last_seq:
             self._pending[run_id] = last_seq
+        self._start()
+
+    def wake(self, channel: str, payload: str) -> None:
+        """Another notification of something committed (a queued run's wake-up of the
+        workers), sent with the next batch: it costs no transaction of its own, and keeps
+        the NOTIFY out of the commit that wrote it (see the module's docstring)."""
+        self._wakeups[(channel, payload)] = None
+        self._start()
+
+    def _start(self) -> None:
         if self._sending is None:
             self._sending = asyncio.get_running_loop().create_task(self._send_pending())
 
@@ -65,17 +79,25 @@ class RunEventNotifier:
 
     async def _send_pending(self) -> None:
         try:
-            while self._pending:
+            while self._pending or self._wakeups:
                 batch, self._pending = self._pending, {}
-                payloads = [f"{run_id}:{seq}" for run_id, seq in batch.items()]
+                wakeups, self._wakeups = list(self._wakeups), {}
+                notes = [(CHANNEL, f"{run_id}:{seq}") for run_id, seq in batch.items()]
+                notes += wakeups
                 try:
-                    await self._pool.execute(_SEND, CHANNEL, payloads)
+                    await self._pool.execute(_SEND, [c for c, _ in notes], [p for _, p in notes])
                 except Exception as exc:  # a lost notification costs latency only
-                    # Followers re-read on their own within RECHECK_INTERVAL_S. An outage
-                    # is said once per process, with every other operation's.
+                    # Followers re-read on their own within RECHECK_INTERVAL_S, workers
+                    # claim on their poll. An outage is said once per process, with every
+                    # other operation's.
                     if is_disconnect(exc):
                         database_outage.lost(exc, what="notifying run events")
                     else:
-                        log.warning("run_event_notifications_lost", runs=len(batch), error=str(exc))
+                        log.warning(
+                            "run_event_notifications_lost",
+                            runs=len(batch),
+                            wakeups=len(wakeups),
+                            error=str(exc),
+                        )
         finally:
             self._sending = None

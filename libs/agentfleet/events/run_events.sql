@@ -39,7 +39,8 @@ ev AS (
 calls_written (id) AS (SELECT NULL::text WHERE false),
 
 -- name: append_events
--- Appends events to a run of the project; no row when the run is not in the project.
+-- Appends events to a run of the project; no row when the run is not in the project. NOTIFYs
+-- (at commit) unless notify is false: the caller sends it once committed.
 WITH numbered AS (
     UPDATE kb.agent_runs SET last_event_seq = last_event_seq + cardinality(:event_types::text[])
     WHERE id = :run_id::uuid AND project_id = :project_id
@@ -49,7 +50,7 @@ WITH numbered AS (
 -- include: insert_events
 SELECT ev.*,
        (SELECT pg_notify(:channel, max(run_id::text) || ':' || max(seq)) FROM ev
-        HAVING count(*) > 0) AS notified
+        HAVING count(*) > 0 AND :notify::boolean) AS notified
 FROM ev
 
 -- name: read_events

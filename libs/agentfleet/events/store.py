@@ -72,13 +72,16 @@ async def append_events(
     run_id: str,
     root_run_id: str,
     events: Sequence[RunEvent],
+    notify: bool = True,
 ) -> list[PersistedEvent]:
     """Appends ``events`` to the run with the next gapless seqs and NOTIFYs listeners.
 
     One statement in the caller's transaction (or its own, outside one), so a step's
     messages, tool calls and events commit together; the NOTIFY is delivered at commit,
-    never for a rollback. Concurrent appenders to one run queue on the run row's lock until
-    the holder commits, so seqs never collide and never skip. Returns the events as stored
+    never for a rollback (``notify`` False: none; the caller notifies once committed,
+    :class:`~agentfleet.events.notifier.RunEventNotifier`). Concurrent appenders to one run
+    queue on the run row's lock until the holder commits, so seqs never collide and never
+    skip. Returns the events as stored
     (what a replay yields). :class:`NotFound` if the run is not in the project.
     """
     if not events:
@@ -87,7 +90,7 @@ async def append_events(
     columns = event_columns(
         project_id=project_id, run_id=run_id, root_run_id=root_run_id, events=events
     )
-    arguments = statement.arguments(columns | {"channel": CHANNEL})
+    arguments = statement.arguments(columns | {"channel": CHANNEL, "notify": notify})
     rows = await conn.fetch(statement.text, *arguments)
     if not rows:
         raise NotFound(f"run {run_id} not found in project {project_id!r}")

@@ -55,11 +55,16 @@ WHERE $16::integer IS NULL
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *
 """
-# The insert with the workers' wake-up in the same round trip (NOTIFY is delivered at commit,
-# so no worker looks before the run and its RUN_QUEUED event are visible).
+# The insert with the workers' wake-up in the same round trip when $26 (NOTIFY is delivered at
+# commit, so no worker looks before the run and its RUN_QUEUED event are visible). Without it
+# the caller wakes them once committed (RunQueue.enqueue): a transaction that NOTIFYs holds
+# the cluster's notification lock through its commit's WAL flush, so every such enqueue of
+# every replica would commit one at a time.
 _INSERT_AND_NOTIFY = f"""
 WITH inserted AS ({_INSERT})
-SELECT inserted.*, pg_notify('{QUEUED_CHANNEL}', inserted.id::text) FROM inserted
+SELECT inserted.*,
+       CASE WHEN $26::boolean THEN pg_notify('{QUEUED_CHANNEL}', inserted.id::text) END
+FROM inserted
 """
 
 QUEUE_SHARDS = 16
@@ -175,14 +180,15 @@ async def _one(db: Db, statement: str, *args: Any) -> RunRecord | None:
 
 
 async def insert_queued(
-    conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None
+    conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None, notify: bool
 ) -> RunRecord | None:
-    """Inserts a ``queued`` run and NOTIFYs the workers (at commit); None when the project's
-    ``request_id`` exists already or ``max_queued`` capped runs are queued there.
+    """Inserts a ``queued`` run and, with ``notify``, NOTIFYs the workers (at commit); None
+    when the project's ``request_id`` exists already or ``max_queued`` capped runs are queued
+    there.
     :class:`NotFound` naming the agent when its definition (``agent_definition_id``) was
     deleted since the caller read it; the caller's transaction is then aborted."""
     try:
-        return await _insert(conn, params, max_queued)
+        return await _insert(conn, params, max_queued, notify)
     except asyncpg.ForeignKeyViolationError as exc:
         # The definition's delete (DeleteAgentDefinition, a product upgrade) committed between
         # the caller's read and this insert. The foreign key's own check is the one that sees
@@ -196,7 +202,7 @@ async def insert_queued(
 
 
 async def _insert(
-    conn: asyncpg.Connection, params: StartRunParams, max_queued: int | None
+    conn: asyncpg.Connection, params: StartRunParams, max_queued: int | None, notify: bool
 ) -> RunRecord | None:
     return await _one(
         conn,
@@ -226,6 +232,7 @@ async def _insert(
         params.started_by,
         dict(params.trigger_origin) if params.trigger_origin is not None else None,
         params.chain_depth,
+        notify,
     )
 
 
