@@ -9,7 +9,8 @@ import asyncio
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,10 @@ async def http_floor(stub_url: str, n: int, warmup: int) -> dict[str, Any]:
     return {**figures, "span": "POST generateContent to the stub and read its answer (aiohttp)"}
 
 
-async def grpc_floor(n: int, warmup: int) -> dict[str, Any]:
+@asynccontextmanager
+async def _echo_server() -> AsyncIterator[tuple[int, Callable[[], Awaitable[object]]]]:
+    """A bare grpc.aio echo server in another process: its pid and one unary call of 64
+    bytes to it, on a connected channel."""
     port = free_port()
     server = await asyncio.create_subprocess_exec(
         sys.executable, str(TOOLPOOL_BENCH), "--echo-server", str(port)
@@ -71,10 +75,15 @@ async def grpc_floor(n: int, warmup: int) -> dict[str, Any]:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             await asyncio.wait_for(channel.channel_ready(), timeout=30)
             echo = channel.unary_unary(ECHO_METHOD)
-            figures = await _timed(lambda: echo(b"x" * 64), n, warmup)
+            yield server.pid, lambda: echo(b"x" * 64)
     finally:
         server.terminate()
         await server.wait()
+
+
+async def grpc_floor(n: int, warmup: int) -> dict[str, Any]:
+    async with _echo_server() as (_, call):
+        figures = await _timed(call, n, warmup)
     return {**figures, "span": "unary call of 64 bytes to a bare grpc.aio server process"}
 
 
@@ -82,27 +91,17 @@ async def grpc_server_cpu(n: int, in_flight: int) -> dict[str, Any]:
     """CPU a bare grpc.aio server process spends per unary echo of 64 bytes, ``in_flight``
     calls at once on one channel: what any gRPC service costs per call here before it does
     anything (the floor of an executor's CPU per TriggerRun)."""
-    port = free_port()
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, str(TOOLPOOL_BENCH), "--echo-server", str(port)
-    )
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            await asyncio.wait_for(channel.channel_ready(), timeout=30)
-            echo = channel.unary_unary(ECHO_METHOD)
-            slots = asyncio.Semaphore(in_flight)
+    async with _echo_server() as (pid, call):
+        slots = asyncio.Semaphore(in_flight)
 
-            async def one() -> None:
-                async with slots:
-                    await echo(b"x" * 64)
+        async def one() -> None:
+            async with slots:
+                await call()
 
-            await asyncio.gather(*(one() for _ in range(n // 10)))  # warm-up
-            before = cpu_seconds(server.pid)
-            await asyncio.gather(*(one() for _ in range(n)))
-            used = cpu_seconds(server.pid) - before
-    finally:
-        server.terminate()
-        await server.wait()
+        await asyncio.gather(*(one() for _ in range(n // 10)))  # warm-up
+        before = cpu_seconds(pid)
+        await asyncio.gather(*(one() for _ in range(n)))
+        used = cpu_seconds(pid) - before
     return {"server_cpu_ms_per_call": used * 1000 / n, "n": n, "in_flight": in_flight}
 
 
