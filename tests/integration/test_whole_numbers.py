@@ -280,9 +280,10 @@ async def test_a_structured_answer_keeps_its_integers(
     got = await history.GetRun(history_pb2.GetRunRequest(project_id=P, run_id=finished.id))
     assert struct_dict(got.run.output) == answer
     assert type(struct_dict(got.run.output)["score"]) is int
-    # The RUN_FINISHED event's stored run (what a replay sends) holds 73, not 73.0.
+    # The RUN_FINISHED event's stored run (the row it ended with, what a replay sends) holds
+    # 73, not 73.0.
     payload = await db_pool.fetchval(
-        "SELECT (payload->'run'->'output'->'score')::text FROM kb.agent_run_events "
+        "SELECT (payload->'run_row'->'output'->'score')::text FROM kb.agent_run_events "
         "WHERE run_id = $1::uuid AND type = 'run_finished'",
         finished.id,
     )

@@ -149,6 +149,31 @@ def run_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
     return message_dict(agent_run_to_proto(row), preserving_proto_field_name=True)
 
 
+RUN_ROW_TIMES = (
+    "created_at",
+    "started_at",
+    "completed_at",
+    "cancel_requested_at",
+    "lease_expires_at",
+    "quota_wait_since",
+    "waiting_since",
+)
+"""The timestamp columns of ``kb.agent_runs``, which ``to_jsonb`` gives as ISO 8601 text."""
+
+
+def run_snapshot_of_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`run_snapshot` of a run row as PostgreSQL's ``to_jsonb`` gives it, with
+    ``timeout_s`` (the timeout in seconds) beside it: how the executor's finish stores its
+    RUN_FINISHED (``run_events.sql``, fragment insert_events)."""
+    values = dict(row)
+    for name in RUN_ROW_TIMES:
+        if values.get(name) is not None:
+            values[name] = datetime.fromisoformat(values[name])
+    seconds = values.pop("timeout_s", None)
+    values["timeout"] = None if seconds is None else timedelta(seconds=seconds)
+    return run_snapshot(values)
+
+
 # -- RunEvent protobuf <-> domain -------------------------------------------------------
 
 _PROTO_FIELD = {

@@ -17,7 +17,11 @@
 -- The events' insert, numbered from "numbered", the run row after its last_event_seq was
 -- raised by the number of events. A TOOL_REQUEST or TOOL_RESPONSE whose call row the
 -- statement writes ("calls_written") is stored without the arguments or result that row
--- holds; kb.agent_run_events_shown, which every read goes through, takes them from it.
+-- holds; kb.agent_run_events_shown, which every read goes through, takes them from it. A
+-- RUN_FINISHED whose run is {} (the executor's record_finish) stores instead the run row the
+-- statement wrote, "numbered", as to_jsonb gives it with its nulls left out ("run_row"):
+-- built here, in the same statement, where the snapshot built in Python would need the row
+-- first; readers (agentfleet.events.persisted_from_row) make it the snapshot.
 ev AS (
     INSERT INTO kb.agent_run_events (
         run_id, seq, root_run_id, type, agent_name, is_internal, payload)
@@ -26,6 +30,10 @@ ev AS (
            CASE WHEN e.type IN ('tool_request', 'tool_response')
                      AND e.payload ->> 'tool_call_id' IN (SELECT id FROM calls_written)
                 THEN e.payload - CASE e.type WHEN 'tool_request' THEN 'arguments' ELSE 'result' END
+                WHEN e.type = 'run_finished' AND e.payload -> 'run' = '{}'::jsonb
+                THEN jsonb_build_object('run_row', (
+                    SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(r)) AS j
+                    WHERE j.value <> 'null'::jsonb))
                 ELSE e.payload END
     FROM numbered r
     CROSS JOIN unnest(:event_types::text[], :event_agents::text[], :event_internal::boolean[],

@@ -19,15 +19,25 @@ import asyncpg
 
 from agentfleet.errors import NotFound
 from agentfleet.events.domain import PersistedEvent, RunEvent, event_from_payload, event_payload
+from agentfleet.events.proto import run_snapshot_of_json
 from agentfleet.events.visibility import is_internal
-from agentfleet.postgres.sql_blocks import Statement, load_statements
+from agentfleet.postgres.sql_blocks import Statement, compose, load_blocks
 
 CHANNEL = "agentfleet_run_events"
 """NOTIFY channel; payload ``"<run_id>:<last seq>"``."""
 
-STATEMENTS: Mapping[str, Statement] = load_statements(Path(__file__).with_name("run_events.sql"))
+_STATEMENTS, _FRAGMENTS = load_blocks(Path(__file__).with_name("run_events.sql"))
+STATEMENTS: Mapping[str, Statement] = _STATEMENTS
 """Every statement that appends run events (``append_events``, ``record_start``,
 ``record_model_reply``, ``record_tool_results``) and ``read_events``, by name."""
+
+
+def events_statement(name: str, text: str) -> Statement:
+    """A statement written elsewhere that appends events with the fragments of
+    ``run_events.sql`` (``-- include: insert_events``): it defines ``numbered`` (the run row,
+    its ``last_event_seq`` raised) and ``calls_written`` as the file's statements do."""
+    return compose(name, text, _FRAGMENTS, source=f"{name} (with run_events.sql)")
+
 
 Connection: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
@@ -51,6 +61,9 @@ def event_columns(
 
 def persisted_from_row(row: Mapping[str, Any]) -> PersistedEvent:
     """A :class:`PersistedEvent` from a ``kb.agent_run_events`` row."""
+    payload = row["payload"]
+    if row["type"] == "run_finished" and "run_row" in payload:
+        payload = {"run": run_snapshot_of_json(payload["run_row"])}
     return PersistedEvent(
         run_id=str(row["run_id"]),
         root_run_id=str(row["root_run_id"]),
@@ -60,7 +73,7 @@ def persisted_from_row(row: Mapping[str, Any]) -> PersistedEvent:
             row["type"],
             agent_name=row["agent_name"],
             is_internal=row["is_internal"],
-            payload=row["payload"],
+            payload=payload,
         ),
     )
 

@@ -67,16 +67,22 @@ def _blocks(text: str, source: str) -> dict[str, dict[str, str]]:
                 raise SqlFileError(f"{source}: block {name!r} defined twice")
             current = blocks[kind][name] = []
         elif current is not None:
-            # Comments are the block's documentation; dropped so a ``:word`` in one is no
-            # parameter.
-            if not line.lstrip().startswith("--") or _INCLUDE.match(line):
-                current.append(line)
+            current.append(line)
         elif line.strip() and not line.startswith("--"):
             raise SqlFileError(f"{source}: SQL before the first '-- name:' header")
     return {
-        kind: {name: "\n".join(lines).strip() for name, lines in named.items()}
+        kind: {name: _code("\n".join(lines)) for name, lines in named.items()}
         for kind, named in blocks.items()
     }
+
+
+def _code(text: str) -> str:
+    """``text`` without its comment lines (a block's documentation; dropped so a ``:word`` in
+    one is no parameter), its includes kept."""
+    lines = text.strip().splitlines()
+    return "\n".join(
+        line for line in lines if not line.lstrip().startswith("--") or _INCLUDE.match(line)
+    )
 
 
 def _numbered(name: str, text: str) -> Statement:
@@ -93,18 +99,34 @@ def _numbered(name: str, text: str) -> Statement:
     return Statement(name=name, text=_PARAMETER.sub(placeholder, text), parameters=tuple(order))
 
 
-def load_statements(path: Path) -> dict[str, Statement]:
-    """The named statements of ``path`` with their fragments embedded; SqlFileError if a
-    block is repeated or an include names no fragment."""
+def load_blocks(path: Path) -> tuple[dict[str, Statement], dict[str, str]]:
+    """The named statements of ``path`` with their fragments embedded, and the fragments (for
+    :func:`compose`); SqlFileError if a block is repeated or an include names no fragment."""
     blocks = _blocks(path.read_text(encoding="utf-8"), path.name)
     fragments = blocks["fragment"]
+    statements = {
+        name: compose(name, text, fragments, source=path.name)
+        for name, text in blocks["name"].items()
+    }
+    return statements, fragments
+
+
+def load_statements(path: Path) -> dict[str, Statement]:
+    """The named statements of ``path`` (:func:`load_blocks`)."""
+    return load_blocks(path)[0]
+
+
+def compose(
+    name: str, text: str, fragments: Mapping[str, str], *, source: str = "<statement>"
+) -> Statement:
+    """A statement written elsewhere (in Python, sharing text with other statements) that
+    embeds ``fragments`` of a file with ``-- include:`` lines; SqlFileError naming ``source``
+    if an include names no fragment."""
 
     def embed(match: re.Match[str]) -> str:
         fragment = fragments.get(match.group(1))
         if fragment is None:
-            raise SqlFileError(f"{path.name}: include of unknown fragment {match.group(1)!r}")
+            raise SqlFileError(f"{source}: include of unknown fragment {match.group(1)!r}")
         return fragment
 
-    return {
-        name: _numbered(name, _INCLUDE.sub(embed, text)) for name, text in blocks["name"].items()
-    }
+    return _numbered(name, _INCLUDE.sub(embed, _code(text)))

@@ -36,7 +36,6 @@ from agentfleet.llm import ModelReply
 from agentfleet.observability import metrics
 from services.executor.calls import CallResult, PlannedCall, tool_requests, tool_responses
 from services.executor.runs import RunRecord, RunStatus
-from services.executor.store import runs
 from services.executor.store.group_commit import GroupCommit
 from services.executor.store.run_writes import RunWriter
 
@@ -361,44 +360,28 @@ class RunRecorder:
         ``output``: the structured final answer (definitions with an output_schema);
         ``extra_events`` (a flow's SAFETY) come before STATUS_CHANGED, in the same commit."""
         run = self.run
-
-        async def write() -> tuple[RunRecord | None, list[events.PersistedEvent]]:
-            async with self._pool.acquire() as conn, conn.transaction():
-                finished = await runs.finish(
-                    conn,
-                    run.project_id,
-                    run.id,
-                    status=status,
-                    summary=summary,
-                    error_message=error_message,
-                    output=output,
+        batch: list[events.RunEvent] = []
+        if not self.started:
+            # Failed before record_start (definition or tools): still show the claim.
+            batch.append(
+                events.StatusChanged(
+                    agent_name=run.agent_name,
+                    from_status="queued",
+                    to_status="running",
+                    reason=f"claimed by worker {self._owner}",
                 )
-                if finished is None:
-                    return None, []
-                batch: list[events.RunEvent] = []
-                if not self.started:
-                    # Failed before record_start (definition or tools): still show the claim.
-                    batch.append(
-                        events.StatusChanged(
-                            agent_name=run.agent_name,
-                            from_status="queued",
-                            to_status="running",
-                            reason=f"claimed by worker {self._owner}",
-                        )
-                    )
-                batch += [
-                    *extra_events,
-                    events.StatusChanged(
-                        agent_name=run.agent_name,
-                        from_status="running",
-                        to_status=status,
-                        reason=reason,
-                    ),
-                    events.RunFinished(agent_name=run.agent_name, run=finished.snapshot()),
-                ]
-                return finished, await self._writes.append(conn, batch)
-
-        finished = await self._writes.finish_once(write, status)
+            )
+        batch += [
+            *extra_events,
+            events.StatusChanged(
+                agent_name=run.agent_name, from_status="running", to_status=status, reason=reason
+            ),
+            # The statement stores the row it wrote as the run (runs.RECORD_FINISH).
+            events.RunFinished(agent_name=run.agent_name, run={}),
+        ]
+        finished = await self._writes.finish(
+            batch, status=status, summary=summary, error_message=error_message, output=output
+        )
         if finished is None:
             return None
         self.run = finished

@@ -15,6 +15,7 @@ from agentfleet import events
 from agentfleet.llm import content_to_json
 from services.executor.runs import RunRecord, RunStatus
 from services.executor.store import messages as message_rows
+from services.executor.store import runs as run_rows
 from services.executor.store.group_commit import GroupCommit
 from services.executor.store.write_guards import (
     events_appended,
@@ -26,8 +27,6 @@ from services.executor.store.write_guards import (
 
 _WHAT = "recording a run"
 """What the executor was doing, in the warning of a database outage."""
-
-FinishWrite = Callable[[], Awaitable[tuple[RunRecord | None, list[events.PersistedEvent]]]]
 
 
 class RunWriter:
@@ -63,17 +62,53 @@ class RunWriter:
 
         return await write_once(write, committed=committed, what=_WHAT, pool=self.pool)
 
-    async def finish_once(self, write: FinishWrite, status: RunStatus) -> RunRecord | None:
-        """Runs the transaction that ends the run with ``status``, never twice; the final
-        row, or None when the run had already moved on."""
+    async def finish(
+        self,
+        batch: Sequence[events.RunEvent],
+        *,
+        status: RunStatus,
+        summary: str | None,
+        error_message: str | None,
+        output: dict[str, Any] | None,
+    ) -> RunRecord | None:
+        """Ends the running run with ``status`` and ``batch`` (its last a RUN_FINISHED whose
+        ``run`` is {}: the statement stores the row it wrote), in one statement shared with
+        other runs' ends ready at the same time (:data:`~services.executor.store.runs.
+        RECORD_FINISH`), never twice; the final row, or None when the run had already moved
+        on (nothing written)."""
+        run = self.run
+        statement = run_rows.RECORD_FINISH
+        columns = events.event_columns(
+            project_id=run.project_id, run_id=run.id, root_run_id=run.root_run_id, events=batch
+        )
+        arguments = statement.arguments(
+            columns
+            | {
+                "status": status,
+                "summary": summary,
+                "error_message": error_message,
+                "output": output,
+                "from_statuses": ["running"],
+            }
+        )
 
-        async def committed() -> tuple[RunRecord | None, list[events.PersistedEvent]] | None:
-            found = await finished_with(self.pool, self.run, status)
+        async def write() -> tuple[RunRecord | None, int]:
+            rows = await self._grouped(statement.text, arguments)
+            if not rows:
+                return None, 0
+            return RunRecord.from_row(rows[0]), max(row["seq"] for row in rows)
+
+        async def committed() -> tuple[RunRecord | None, int] | None:
+            found = await finished_with(self.pool, run, status)
             if found is None:
                 return None
-            return found[0], [events.persisted_from_row(r) for r in found[1]]
+            return found[0], max((row["seq"] for row in found[1]), default=0)
 
-        finished, _ = await write_once(write, committed=committed, what=_WHAT, pool=self.pool)
+        finished, last_seq = await write_once(
+            write, committed=committed, what=_WHAT, pool=self.pool
+        )
+        if last_seq:
+            self._notifier.committed(run.id, last_seq)
         return finished
 
     async def insert_message(

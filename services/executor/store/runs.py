@@ -14,7 +14,8 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import NotFound
-from agentfleet.events import ANSWERED_MODEL
+from agentfleet.events import ANSWERED_MODEL, events_statement
+from agentfleet.postgres.sql_blocks import compose
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
 
 Db = asyncpg.Pool | asyncpg.Connection
@@ -78,21 +79,46 @@ DEFINITION_FOREIGN_KEY = "agent_runs_agent_definition_id_fkey"
 _ELAPSED_MS = """greatest(0, (extract(epoch FROM clock_timestamp()
                                        - coalesce(started_at, created_at)) * 1000)::bigint)"""
 
-_FINISH = f"""
-UPDATE kb.agent_runs r
-SET status = $4,
-    summary = $5,
-    error_message = $6,
-    completed_at = now(),
-    duration_ms = {_ELAPSED_MS},
-    lease_owner = NULL,
-    lease_expires_at = NULL,
-    output = $7::jsonb,
-    quota_wait = NULL,
-    quota_wait_since = NULL
-WHERE project_id = $1 AND id = $2::uuid AND status = ANY($3::text[])
-RETURNING *, {ANSWERED_MODEL}
-"""
+_FINISH_SET = f"""status = :status,
+        summary = :summary,
+        error_message = :error_message,
+        completed_at = now(),
+        duration_ms = {_ELAPSED_MS},
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        output = :output::jsonb,
+        quota_wait = NULL,
+        quota_wait_since = NULL"""
+_FINISH_WHERE = (
+    "project_id = :project_id AND id = :run_id::uuid AND status = ANY(:from_statuses::text[])"
+)
+
+_FINISH = compose(
+    "finish",
+    f"""UPDATE kb.agent_runs r SET {_FINISH_SET} WHERE {_FINISH_WHERE}
+    RETURNING *, {ANSWERED_MODEL}""",
+    {},
+)
+
+RECORD_FINISH = events_statement(
+    "record_finish",
+    f"""
+WITH numbered AS (
+    UPDATE kb.agent_runs r
+    SET {_FINISH_SET},
+        last_event_seq = last_event_seq + cardinality(:event_types::text[])
+    WHERE {_FINISH_WHERE}
+    RETURNING r.*, {ANSWERED_MODEL}, extract(epoch FROM r.timeout) AS timeout_s
+),
+-- include: no_calls_written
+-- include: insert_events
+SELECT numbered.*, numbered.id AS written_run_id, ev.seq FROM numbered LEFT JOIN ev ON true
+""",
+)
+""":func:`finish` with the events of the end, one statement (so that concurrent runs' ends
+are committed together, :mod:`~services.executor.store.group_commit`); the run row (and
+``written_run_id``, ``seq``) in every row, one per event. Its RUN_FINISHED (``run``: {})
+stores the row written (fragment insert_events). No row when the transition did not apply."""
 
 _REQUEST_CANCEL = """
 UPDATE kb.agent_runs
@@ -311,7 +337,19 @@ async def finish(
     ``from_statuses``; None when the transition did not apply. ``output``: the structured
     final answer (None clears it)."""
     return await _one(
-        db, _FINISH, project_id, run_id, list(from_statuses), status, summary, error_message, output
+        db,
+        _FINISH.text,
+        *_FINISH.arguments(
+            {
+                "project_id": project_id,
+                "run_id": run_id,
+                "from_statuses": list(from_statuses),
+                "status": status,
+                "summary": summary,
+                "error_message": error_message,
+                "output": output,
+            }
+        ),
     )
 
 
