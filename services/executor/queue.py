@@ -126,7 +126,7 @@ class RunQueue:
                 await lock_key(
                     conn, f"agentfleet.run-queue-thread:{params.project_id}:{params.thread_id}"
                 )
-            run, created, stored = await self.enqueue_in(
+            run, created, event_seq = await self.enqueue_in(
                 conn,
                 params,
                 max_queued=self._max_queued_per_project if capped else None,
@@ -137,9 +137,9 @@ class RunQueue:
         # flush, and enqueues of every replica would commit one at a time (bench/
         # trigger_admission.py on durable PostgreSQL: most of its backends' time waited on
         # that lock). Lost (the process ends first), the workers' poll claims the run.
-        if stored:
+        if event_seq:
             self._notifier.wake(QUEUED_CHANNEL, run.id)
-            self._notifier.committed(run.id, stored[-1].seq)
+            self._notifier.committed(run.id, event_seq)
         return run, created
 
     @staticmethod
@@ -149,9 +149,10 @@ class RunQueue:
         *,
         max_queued: int | None = None,
         notify: bool = True,
-    ) -> tuple[RunRecord, bool, list[events.PersistedEvent]]:
+    ) -> tuple[RunRecord, bool, int]:
         """:meth:`enqueue` in the caller's transaction (spawn_agents writes its children and
-        the parent's tool call together); the caller publishes the events after commit.
+        the parent's tool call together): the run, whether it is new, and the seq of its
+        RUN_QUEUED (0 when it was not written, a replay).
         ``notify``: the workers' wake-up and the RUN_QUEUED notification are sent at commit;
         False: the caller sends them once committed.
 
@@ -170,19 +171,13 @@ class RunQueue:
             # Read after the insert's conflict: a concurrent first request with the id has
             # committed by now, so the loser of that race is compared with it too.
             check_same_request(existing.request_fingerprint, params.request_fingerprint)
-            return existing, False, []
-        stored = await append_run_events(
-            conn,
-            run,
-            [events.RunQueued(agent_name=run.agent_name, run=run.snapshot())],
-            notify=notify,
-        )
+            return existing, False, 0
         # Exact admission last (migration 0030): enqueues of one project wait on each other
         # only for this statement and the commit. Past the cap the exception rolls the run,
         # its event and its NOTIFY back.
         if max_queued is not None and not await runs.admit_queued(conn, run, max_queued):
             raise _queue_full(params.project_id, max_queued)
-        return run, True, stored
+        return run, True, 1
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:
         """The run; :class:`NotFound` when it is not in the project."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentfleet.events import STATEMENTS
-from agentfleet.postgres.sql_blocks import SqlFileError, load_statements
+from agentfleet.postgres.sql_blocks import SqlFileError, compose, load_blocks, load_statements
 
 QUERIES = """\
 -- Header comments before the first block are the file's documentation.
@@ -57,6 +57,10 @@ def test_arguments_name_what_is_missing_or_unknown(tmp_path: Path) -> None:
         ("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "block 'a' defined twice"),
         ("-- name: a\nWITH\n-- include: nowhere\nSELECT 1\n", "unknown fragment 'nowhere'"),
         ("SELECT 1\n-- name: a\nSELECT 2\n", "SQL before the first"),
+        (
+            "-- fragment: f\nx AS (\n-- include: f\n)\n-- name: a\nWITH\n-- include: f\nSELECT 1\n",
+            "fragment 'f' includes itself",
+        ),
     ],
 )
 def test_a_malformed_file_is_refused_at_load(tmp_path: Path, text: str, message: str) -> None:
@@ -83,3 +87,27 @@ def test_the_run_event_statements_share_one_event_contract() -> None:
     for name in ("record_start", "record_model_reply", "record_tool_results"):
         assert "pg_notify" not in STATEMENTS[name].text, name
     assert ":" not in STATEMENTS["record_model_reply"].text.replace("::", "").replace("':'", "")
+
+
+def test_a_statement_written_elsewhere_embeds_a_files_fragments_nested(tmp_path: Path) -> None:
+    path = tmp_path / "queries.sql"
+    path.write_text(
+        "-- fragment: inner\nid = :run_id::uuid\n"
+        "-- fragment: outer\nruns AS (SELECT id FROM kb.agent_runs WHERE\n-- include: inner\n)\n"
+        "-- name: unused\nSELECT 1\n",
+        encoding="utf-8",
+    )
+    _, fragments = load_blocks(path)
+
+    statement = compose(
+        "mine",
+        "-- :not_a_parameter\nWITH\n-- include: outer\nSELECT count(*) FROM runs, x WHERE x.p = :p",
+        fragments,
+    )
+
+    assert statement.parameters == ("run_id", "p")
+    assert "id = $1::uuid" in statement.text
+    assert "x.p = $2" in statement.text
+    assert "not_a_parameter" not in statement.text
+    with pytest.raises(SqlFileError, match="unknown fragment 'nowhere'"):
+        compose("bad", "WITH\n-- include: nowhere\nSELECT 1", fragments)

@@ -19,9 +19,7 @@
 -- statement writes ("calls_written") is stored without the arguments or result that row
 -- holds; kb.agent_run_events_shown, which every read goes through, takes them from it. A
 -- RUN_FINISHED whose run is {} (the executor's record_finish) stores instead the run row the
--- statement wrote, "numbered", as to_jsonb gives it with its nulls left out ("run_row"):
--- built here, in the same statement, where the snapshot built in Python would need the row
--- first; readers (agentfleet.events.persisted_from_row) make it the snapshot.
+-- statement wrote, "numbered" (fragment run_row).
 ev AS (
     INSERT INTO kb.agent_run_events (
         run_id, seq, root_run_id, type, agent_name, is_internal, payload)
@@ -31,9 +29,8 @@ ev AS (
                      AND e.payload ->> 'tool_call_id' IN (SELECT id FROM calls_written)
                 THEN e.payload - CASE e.type WHEN 'tool_request' THEN 'arguments' ELSE 'result' END
                 WHEN e.type = 'run_finished' AND e.payload -> 'run' = '{}'::jsonb
-                THEN jsonb_build_object('run_row', (
-                    SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(r)) AS j
-                    WHERE j.value <> 'null'::jsonb))
+                THEN
+-- include: run_row
                 ELSE e.payload END
     FROM numbered r
     CROSS JOIN unnest(:event_types::text[], :event_agents::text[], :event_internal::boolean[],
@@ -41,6 +38,17 @@ ev AS (
          WITH ORDINALITY AS e(type, agent_name, is_internal, payload, ord)
     RETURNING run_id, root_run_id, seq, type, agent_name, is_internal, payload, created_at
 )
+
+-- fragment: run_row
+-- The payload of a RUN_QUEUED or RUN_FINISHED written in the statement that writes its run:
+-- the run row "r" as to_jsonb gives it, its nulls left out (at the top level only), as
+-- "run_row". The snapshot (AgentRun JSON) is built from the row, so in Python it would need
+-- the row first, and the event a second round trip; readers
+-- (agentfleet.events.persisted_from_row) make this the snapshot. "r" carries timeout_s, the
+-- timeout in seconds, beside the interval's text.
+jsonb_build_object('run_row', (
+    SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(r)) AS j
+    WHERE j.value <> 'null'::jsonb))
 
 -- fragment: no_calls_written
 -- For a statement that writes no call rows: its events are stored whole.

@@ -62,7 +62,7 @@ def event_columns(
 def persisted_from_row(row: Mapping[str, Any]) -> PersistedEvent:
     """A :class:`PersistedEvent` from a ``kb.agent_run_events`` row."""
     payload = row["payload"]
-    if row["type"] == "run_finished" and "run_row" in payload:
+    if "run_row" in payload and row["type"] in ("run_queued", "run_finished"):
         payload = {"run": run_snapshot_of_json(payload["run_row"])}
     return PersistedEvent(
         run_id=str(row["run_id"]),

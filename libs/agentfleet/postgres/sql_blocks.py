@@ -123,10 +123,18 @@ def compose(
     embeds ``fragments`` of a file with ``-- include:`` lines; SqlFileError naming ``source``
     if an include names no fragment."""
 
+    including: list[str] = []
+
     def embed(match: re.Match[str]) -> str:
-        fragment = fragments.get(match.group(1))
+        included = match.group(1)
+        fragment = fragments.get(included)
         if fragment is None:
-            raise SqlFileError(f"{source}: include of unknown fragment {match.group(1)!r}")
-        return fragment
+            raise SqlFileError(f"{source}: include of unknown fragment {included!r}")
+        if included in including:
+            raise SqlFileError(f"{source}: fragment {included!r} includes itself")
+        including.append(included)
+        text = _INCLUDE.sub(embed, fragment)  # a fragment may include others
+        including.pop()
+        return text
 
     return _numbered(name, _INCLUDE.sub(embed, _code(text)))

@@ -14,7 +14,9 @@ from typing import Any, Literal
 import asyncpg
 
 from agentfleet.errors import NotFound
-from agentfleet.events import ANSWERED_MODEL, events_statement
+from agentfleet.events import ANSWERED_MODEL, RunQueued, events_statement
+from agentfleet.events import CHANNEL as EVENTS_CHANNEL
+from agentfleet.events.visibility import is_internal
 from agentfleet.postgres.sql_blocks import compose
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
 
@@ -40,33 +42,47 @@ INSERT INTO kb.agent_runs (
     project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
     request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
     thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
-    remote_agent, started_by, trigger_origin, chain_depth, created_at)
+    remote_agent, started_by, trigger_origin, chain_depth, created_at, last_event_seq)
 SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
        make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
        $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
        $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb,
        coalesce($23::text, CASE WHEN $9::uuid IS NOT NULL THEN 'task'
                                 WHEN $12::uuid IS NOT NULL THEN 'parent' ELSE 'rpc' END),
-       $24::jsonb, $25::integer, clock_timestamp()
+       $24::jsonb, $25::integer, clock_timestamp(), 1
 WHERE $16::integer IS NULL
    OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
                 WHERE c.project_id = $1::text), 0)
       + coalesce((SELECT sum(d.delta) FROM kb.run_queue_deltas d
                   WHERE d.project_id = $1::text), 0) < $16::integer
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
-RETURNING *
+RETURNING *, extract(epoch FROM timeout) AS timeout_s
 """
-# The insert with the workers' wake-up in the same round trip when $26 (NOTIFY is delivered at
-# commit, so no worker looks before the run and its RUN_QUEUED event are visible). Without it
-# the caller wakes them once committed (RunQueue.enqueue): a transaction that NOTIFYs holds
-# the cluster's notification lock through its commit's WAL flush, so every such enqueue of
-# every replica would commit one at a time.
-_INSERT_AND_NOTIFY = f"""
-WITH inserted AS ({_INSERT})
+# The insert with its RUN_QUEUED event (seq 1, the run row as written: fragment run_row) in
+# one round trip, and, when $26, the workers' wake-up and the event's notification (NOTIFY is
+# delivered at commit, so no worker looks before the run and its event are visible). Without
+# $26 the caller sends them once committed (RunQueue.enqueue): a transaction that NOTIFYs
+# holds the cluster's notification lock through its commit's WAL flush, so every such
+# enqueue of every replica would commit one at a time. $27: whether RUN_QUEUED is internal
+# (agentfleet.events.visibility decides, as for every event).
+_INSERT_AND_NOTIFY = events_statement(
+    "insert_queued",
+    f"""
+WITH inserted AS ({_INSERT}),
+queued_event AS (
+    INSERT INTO kb.agent_run_events (
+        run_id, seq, root_run_id, type, agent_name, is_internal, payload)
+    SELECT r.id, 1, r.root_run_id, 'run_queued', r.agent_name, $27::boolean,
+-- include: run_row
+    FROM inserted r
+)
 SELECT inserted.*,
-       CASE WHEN $26::boolean THEN pg_notify('{QUEUED_CHANNEL}', inserted.id::text) END
+       CASE WHEN $26::boolean THEN pg_notify('{QUEUED_CHANNEL}', inserted.id::text) END,
+       CASE WHEN $26::boolean THEN pg_notify('{EVENTS_CHANNEL}', inserted.id || ':1') END
 FROM inserted
-"""
+""",
+).text
+_QUEUED_INTERNAL = is_internal(RunQueued(agent_name="", run={}))
 
 QUEUE_SHARDS = 16
 """Counter shards of a project's queued-runs cap (kb.run_queue_quota, migration 0030): a run
@@ -208,7 +224,8 @@ async def _one(db: Db, statement: str, *args: Any) -> RunRecord | None:
 async def insert_queued(
     conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None, notify: bool
 ) -> RunRecord | None:
-    """Inserts a ``queued`` run and, with ``notify``, NOTIFYs the workers (at commit); None
+    """Inserts a ``queued`` run with its RUN_QUEUED event (seq 1) and, with ``notify``,
+    NOTIFYs the workers and the run's followers (at commit); None
     when the project's ``request_id`` exists already or ``max_queued`` capped runs are queued
     there.
     :class:`NotFound` naming the agent when its definition (``agent_definition_id``) was
@@ -259,6 +276,7 @@ async def _insert(
         dict(params.trigger_origin) if params.trigger_origin is not None else None,
         params.chain_depth,
         notify,
+        _QUEUED_INTERNAL,
     )
 
 

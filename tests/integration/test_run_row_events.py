@@ -1,7 +1,7 @@
-"""A run's end is one statement (issue #36): the run row and its events, shared with other
-runs' ends ready at the same time (group commit), its RUN_FINISHED holding the row as it
-was written, and every read showing that row as the snapshot the executor used to build
-itself: the same AgentRun, also after the row has moved on."""
+"""A run's enqueue and its end each write the run row and its event in one statement (issue
+#36): RUN_QUEUED and RUN_FINISHED hold the row as it was written, and every read shows that
+row as the snapshot the executor used to build itself, the same AgentRun, also after the row
+has moved on. Runs' ends ready at the same time share a transaction (group commit)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import asyncpg
 from agentfleet import events as ev
 from agentfleet.events.proto import RUN_ROW_TIMES
 from agentfleet.testing import factories as f
-from services.executor.runs import RunRecord
+from services.executor.queue import RunQueue
+from services.executor.runs import RunRecord, StartRunParams
 from services.executor.store.group_commit import GroupCommit
 from services.executor.store.persistence import RunRecorder
 from tests.integration.test_step_writes import OWNER, PROJECT
@@ -149,3 +150,36 @@ async def test_every_timestamp_column_of_a_run_is_read_back_as_a_time(
         " AND table_name = 'agent_runs' AND data_type = 'timestamp with time zone'"
     )
     assert sorted(c["column_name"] for c in columns) == sorted(RUN_ROW_TIMES)
+
+
+async def test_an_enqueue_stores_the_row_it_inserted_as_its_run_queued(
+    db_pool: asyncpg.Pool,
+) -> None:
+    run, created = await RunQueue(db_pool).enqueue(
+        StartRunParams(
+            project_id=PROJECT,
+            agent_name="queued",
+            agent_definition_id=None,
+            input="later",
+            labels={"k": "v"},
+            timeout_s=12.25,
+            max_steps=3,
+        )
+    )
+
+    assert created
+    stored = await db_pool.fetch(
+        "SELECT seq, type, payload FROM kb.agent_run_events WHERE run_id = $1::uuid", run.id
+    )
+    assert [(r["seq"], r["type"]) for r in stored] == [(1, "run_queued")]
+    assert set(stored[0]["payload"]) == {"run_row"}
+    assert (
+        await db_pool.fetchval(
+            "SELECT last_event_seq FROM kb.agent_runs WHERE id = $1::uuid", run.id
+        )
+        == 1
+    )
+    replay = await ev.read_events(db_pool, project_id=PROJECT, run_id=run.id, after_seq=0)
+    assert [type(p.event) for p in replay] == [ev.RunQueued]
+    assert replay[0].event.run == run.snapshot()
+    assert replay[0].event.run["timeout"] == "12.250s"
