@@ -41,14 +41,21 @@ ev AS (
 
 -- fragment: run_row
 -- The payload of a RUN_QUEUED or RUN_FINISHED written in the statement that writes its run:
--- the run row "r" as to_jsonb gives it, its nulls left out (at the top level only), as
--- "run_row". The snapshot (AgentRun JSON) is built from the row, so in Python it would need
--- the row first, and the event a second round trip; readers
--- (agentfleet.events.persisted_from_row) make this the snapshot. "r" carries timeout_s, the
--- timeout in seconds, beside the interval's text.
+-- the run row "r" as to_jsonb gives it, as "run_row", without the columns no AgentRun shows
+-- and, at the top level only, without the values it shows as absent (nulls; zeros, false, ''
+-- and {} but where AgentRun tells them from null): bytes stored for nothing. The snapshot (AgentRun
+-- JSON) is built from the row, so in Python it would need the row first, and the event a
+-- second round trip; readers (agentfleet.events.persisted_from_row) make this the snapshot.
+-- "r" carries timeout_s, the timeout in seconds, for the interval's text.
 jsonb_build_object('run_row', (
-    SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(r)) AS j
-    WHERE j.value <> 'null'::jsonb))
+    SELECT jsonb_object_agg(j.key, j.value)
+    FROM jsonb_each(to_jsonb(r) - '{timeout,request_fingerprint,trace_parent,last_event_seq,
+                                    queue_shard,lease_owner,lease_expires_at,stream_deltas,
+                                    waited_ms,waiting_since}'::text[]) AS j
+    WHERE j.value <> 'null'::jsonb
+      AND (j.value NOT IN ('0', 'false', '""', '{}')
+           OR j.key IN ('max_steps', 'max_tokens', 'max_tree_cost_nanos', 'duration_ms',
+                        'output', 'trigger_origin', 'quota_wait'))))
 
 -- fragment: no_calls_written
 -- For a statement that writes no call rows: its events are stored whole.
