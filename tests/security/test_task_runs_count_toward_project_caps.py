@@ -24,6 +24,7 @@ from agentfleet.v1 import common_pb2, executor_pb2
 from services.executor.queue import RunQueue
 from services.executor.registry.definitions import AgentDefinition, DefinitionRepository
 from tests.security.test_executor_admission import (
+    OTHER,
     PROJECT,
     QUEUED_CAP,
     TENANT_CALLERS,
@@ -105,3 +106,33 @@ async def test_runs_of_an_agents_task_are_capped_like_top_level_runs(
         [run.id for run in accepted],
     )
     assert [row["status"] for row in statuses] == ["queued"] * QUEUED_CAP
+
+
+@pytest.mark.parametrize("caller", TENANT_CALLERS)
+async def test_a_task_of_another_project_is_not_found_and_nothing_is_queued(
+    deployment: Deployment, caller: str
+) -> None:
+    """task_id is only a foreign key to graph objects: a caller naming another project's
+    task (to run under its creator, with its limits) is told the task does not exist."""
+    pool = deployment.stack.pool
+    await DefinitionRepository(pool).upsert(
+        PROJECT, AgentDefinition(name="worker", system_prompt="w")
+    )
+    foreign_task = await pool.fetchval(
+        "INSERT INTO kb.graph_objects (project_id, type, properties) VALUES ($1, 'SpecTask', $2)"
+        " RETURNING id::text",
+        OTHER,
+        {"title": "theirs", "status": "ready"},
+    )
+    before = await pool.fetchval("SELECT count(*) FROM kb.agent_runs")
+
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await deployment.executor(caller).TriggerRun(
+            executor_pb2.StartRunRequest(
+                project_id=PROJECT, agent_name="worker", input="work", task_id=foreign_task
+            )
+        )
+
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert f"task {foreign_task} not found" in (refused.value.details() or "")
+    assert await pool.fetchval("SELECT count(*) FROM kb.agent_runs") == before
