@@ -40,6 +40,7 @@ from services.executor.runs import RunRecord, StartRunParams, append_run_events
 from services.executor.store import leases, run_reads, runs
 from services.executor.store.caps import is_capped
 from services.executor.store.claim_sql import ClaimedRun, claim_any, claim_queued
+from services.executor.store.group_commit import GroupCommit
 from services.executor.store.runs import QUEUED_CHANNEL, read_run
 
 __all__ = [
@@ -97,10 +98,13 @@ class RunQueue:
         max_running_per_project: int = DEFAULT_MAX_RUNNING_PER_PROJECT,
         max_queued_per_project: int = DEFAULT_MAX_QUEUED_PER_PROJECT,
         notifier: events.RunEventNotifier | None = None,
+        group: GroupCommit | None = None,
     ) -> None:
         """``notifier``: the process's, which sends an enqueue's notifications once it has
-        committed; None: one of this queue's own."""
+        committed; None: one of this queue's own. ``group``: the process's group commit,
+        which enqueues join; None: one of this queue's own."""
         self._pool = pool
+        self._group = group or GroupCommit(pool)
         self._notifier = notifier or events.RunEventNotifier(pool)
         self._max_running_per_project = max_running_per_project
         self._max_queued_per_project = max_queued_per_project
@@ -117,21 +121,26 @@ class RunQueue:
         top-level, or of a task) is refused with :class:`ResourceExhausted` when its project
         already has ``max_queued_per_project`` such runs queued; nothing is written then.
         """
-        capped = is_capped(params)
-        async with self._pool.acquire() as conn, conn.transaction():
-            if params.thread_id is not None:
+        max_queued = self._max_queued_per_project if is_capped(params) else None
+        if params.thread_id is None:
+            # One statement, committed with other enqueues of this process (group commit).
+            run = await runs.insert_queued(
+                self._pool, params, max_queued=max_queued, notify=False, group=self._group
+            )
+            run, created, event_seq = await _inserted_or_replayed(
+                self._pool, params, run, max_queued
+            )
+        else:
+            async with self._pool.acquire() as conn, conn.transaction():
                 # Orders a thread's runs: created_at is read under this lock, held to the
                 # commit, so the runs of a thread are older in the order they commit
                 # (store.runs._INSERT). Per thread, so other enqueues never wait on it.
                 await lock_key(
                     conn, f"agentfleet.run-queue-thread:{params.project_id}:{params.thread_id}"
                 )
-            run, created, event_seq = await self.enqueue_in(
-                conn,
-                params,
-                max_queued=self._max_queued_per_project if capped else None,
-                notify=False,
-            )
+                run, created, event_seq = await self.enqueue_in(
+                    conn, params, max_queued=max_queued, notify=False
+                )
         # Committed: wake the workers and the run's followers now, outside the transaction.
         # A NOTIFY in it would hold the cluster's notification lock through the commit's WAL
         # flush, and enqueues of every replica would commit one at a time (bench/
@@ -157,27 +166,10 @@ class RunQueue:
         False: the caller sends them once committed.
 
         ``max_queued``: refuse (:class:`ResourceExhausted`) when the project has that many
-        capped runs queued; None (children) checks nothing. With a cap, the admission is
-        the last statement: the caller commits (or rolls back) right after, since the
-        project's counter stays locked until then."""
+        capped runs queued; None (children) checks nothing. With a cap, the caller commits
+        (or rolls back) right after, since the project's counters stay locked until then."""
         run = await runs.insert_queued(conn, params, max_queued=max_queued, notify=notify)
-        if run is None:
-            existing = None
-            if params.request_id is not None:
-                existing = await runs.by_request_id(conn, params.project_id, params.request_id)
-            if existing is None:
-                # Not a replay: the cap filtered the insert out.
-                raise _queue_full(params.project_id, max_queued)
-            # Read after the insert's conflict: a concurrent first request with the id has
-            # committed by now, so the loser of that race is compared with it too.
-            check_same_request(existing.request_fingerprint, params.request_fingerprint)
-            return existing, False, 0
-        # Exact admission last (migration 0030): enqueues of one project wait on each other
-        # only for this statement and the commit. Past the cap the exception rolls the run,
-        # its event and its NOTIFY back.
-        if max_queued is not None and not await runs.admit_queued(conn, run, max_queued):
-            raise _queue_full(params.project_id, max_queued)
-        return run, True, 1
+        return await _inserted_or_replayed(conn, params, run, max_queued)
 
     async def get(self, project_id: str, run_id: str) -> RunRecord:
         """The run; :class:`NotFound` when it is not in the project."""
@@ -330,3 +322,26 @@ def parse_cancel_payload(payload: str) -> tuple[str, str]:
     if isinstance(data, dict):
         return str(data.get("run_id", "")), str(data.get("reason") or DEFAULT_CANCEL_REASON)
     return str(data), DEFAULT_CANCEL_REASON
+
+
+async def _inserted_or_replayed(
+    db: asyncpg.Pool | asyncpg.Connection,
+    params: StartRunParams,
+    run: RunRecord | None,
+    max_queued: int | None,
+) -> tuple[RunRecord, bool, int]:
+    """What :func:`~services.executor.store.runs.insert_queued`'s answer means: the new run
+    (RUN_QUEUED seq 1), the request's earlier run (a replay: nothing written), or the queue
+    full (:class:`ResourceExhausted`)."""
+    if run is not None:
+        return run, True, 1
+    existing = None
+    if params.request_id is not None:
+        existing = await runs.by_request_id(db, params.project_id, params.request_id)
+    if existing is None:
+        # Not a replay: the cap filtered the insert out.
+        raise _queue_full(params.project_id, max_queued)
+    # Read after the insert's conflict: a concurrent first request with the id has
+    # committed by now, so the loser of that race is compared with it too.
+    check_same_request(existing.request_fingerprint, params.request_fingerprint)
+    return existing, False, 0

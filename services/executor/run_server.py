@@ -219,11 +219,13 @@ async def build_executor_parts(
     model = LazyModelClient(context)
     owner = worker_name()
     notifier = RunEventNotifier(context.pool)
+    group_commit = GroupCommit(context.pool, enabled=settings.executor_group_commit == "on")
     queue = RunQueue(
         context.pool,
         max_running_per_project=settings.max_running_per_project,
         max_queued_per_project=settings.max_queued_per_project,
         notifier=notifier,
+        group=group_commit,
     )
     definitions = DefinitionRepository(context.pool)
     remote_agents = RemoteAgentRepository(context.pool)
@@ -234,7 +236,6 @@ async def build_executor_parts(
         watch=watch,
         remote_agents=remote_agents,
     )
-    group_commit = GroupCommit(context.pool, enabled=settings.executor_group_commit == "on")
     loop = AgentLoop(
         pool=context.pool,
         definitions=definitions,

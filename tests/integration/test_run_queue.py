@@ -80,8 +80,8 @@ async def test_an_enqueue_notifies_once_it_has_committed_not_in_its_transaction(
     database_url: str,
 ) -> None:
     """A transaction that NOTIFYs holds the cluster's notification lock through its commit's
-    WAL flush; the enqueue's own statements send none, and the workers' wake-up and the
-    RUN_QUEUED notification follow its commit, in one statement."""
+    WAL flush; the enqueue is one statement (no transaction block) that sends none, and the
+    workers' wake-up and the RUN_QUEUED notification follow it, in one statement."""
     logged: list[tuple[str, tuple[object, ...]]] = []
 
     async def init(conn: asyncpg.Connection) -> None:
@@ -103,14 +103,14 @@ async def test_an_enqueue_notifies_once_it_has_committed_not_in_its_transaction(
         await pool.close()
     assert got == {run.id, f"{run.id}:1"}
     queries = [q for q, _ in logged]
-    begin, commit = queries.index("BEGIN;"), queries.index("COMMIT;")
-    inside = logged[begin + 1 : commit]
-    # The insert writes the run and its RUN_QUEUED; it can NOTIFY both, and does only when
-    # its switch ($26) is on.
-    can_notify = [(q, args) for q, args in inside if "pg_notify" in q]
-    assert [q for q, _ in can_notify] == [runs._INSERT_AND_NOTIFY], inside
+    assert "BEGIN;" not in queries, queries
+    insert = queries.index(runs._INSERT_AND_NOTIFY)
+    # The insert writes the run and its RUN_QUEUED (an implicit transaction of its own); it
+    # can NOTIFY both, and does only when its switch ($26) is on.
+    can_notify = [(q, args) for q, args in logged[: insert + 1] if "pg_notify" in q]
+    assert [q for q, _ in can_notify] == [runs._INSERT_AND_NOTIFY], logged
     assert [args[25] for _, args in can_notify] == [False], can_notify
-    assert [q for q in queries[commit + 1 :] if "pg_notify" in q], queries
+    assert [q for q in queries[insert + 1 :] if "pg_notify" in q], queries
 
 
 async def test_concurrent_claims_take_every_run_exactly_once(db_pool: asyncpg.Pool) -> None:

@@ -17,7 +17,8 @@ The statements say which run each row is for (``written_run_id``, the run row th
 updated), and a run's writes are sequential, so a group never holds two writes of one run.
 
 A group holds its rows until it commits, so the order it takes them in matters: by project
-(the ``C`` collation's order, Python's), then run id. Every project's usage rows are then
+(the ``C`` collation's order, Python's), then the write's ``order`` (an enqueue's counter
+shard), then run id. Every project's usage rows are then
 taken in one order by every group, and the statements that take several run rows at once
 (:mod:`leases`: heartbeats, releases) take them in the same order, so no two of them wait
 for each other in a cycle (a heartbeat and a group did, before: a deadlock PostgreSQL broke
@@ -47,6 +48,7 @@ class _Write:
     project_id: str
     run_id: str
     arguments: Sequence[Any]
+    order: str
     done: asyncio.Future[list[asyncpg.Record]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -71,10 +73,18 @@ class GroupCommit:
         self.grouped_writes = 0
 
     async def fetch(
-        self, text: str, arguments: Sequence[Any], *, project_id: str, run_id: str
+        self,
+        text: str,
+        arguments: Sequence[Any],
+        *,
+        project_id: str,
+        run_id: str,
+        order: str = "",
     ) -> list[asyncpg.Record]:
         """The rows of ``text`` run with ``arguments`` once it has committed, alone or
-        with other runs' writes of the same statement."""
+        with other runs' writes of the same statement. ``order``: where the write goes in
+        its project's part of a group, before the run id (an enqueue's counter shard: the
+        rows the group locks are then taken in one order)."""
         if not self._enabled:
             return await self._pool.fetch(text, *arguments)
         state = self._statements.setdefault(text, _Statement())
@@ -84,7 +94,7 @@ class GroupCommit:
                 return await self._pool.fetch(text, *arguments)
             finally:
                 self._next(text, state)
-        write = _Write(project_id, run_id, arguments)
+        write = _Write(project_id, run_id, arguments, order)
         state.queued.append(write)
         return await write.done
 
@@ -100,7 +110,7 @@ class GroupCommit:
         if len(group) == 1 or len({w.run_id for w in group}) < len(group):
             await self._each_alone(text, group)
             return
-        group.sort(key=lambda w: (w.project_id, w.run_id))
+        group.sort(key=lambda w: (w.project_id, w.order, w.run_id))
         try:
             rows = await self._pool.fetchmany(text, [w.arguments for w in group])
         except asyncpg.PostgresError as exc:

@@ -8,6 +8,7 @@ Functions take the caller's pool or connection: the caller owns the transaction.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from agentfleet.events import CHANNEL as EVENTS_CHANNEL
 from agentfleet.events.visibility import is_internal
 from agentfleet.postgres.sql_blocks import compose
 from services.executor.runs import RunRecord, RunStatus, StartRunParams
+from services.executor.store.group_commit import RUN_COLUMN, GroupCommit
 
 Db = asyncpg.Pool | asyncpg.Connection
 
@@ -26,49 +28,60 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 """NOTIFY channel of newly queued runs; payload: the run id."""
 
 # $16: the project's cap on queued runs that count toward it (caps.capped; NULL: none, as
-# for children). The check here reads the project's counters and pending deltas (migration
-# 0030) without locking, only so that a full queue refuses before writing anything; the
-# exact check is admit_queued, the caller's last statement before its commit. $21: the
-# counter shard the run is counted in (QUEUE_SHARDS). $22: a remote child's agent (migration
-# 0028).
+# for children). The sums read the project's counters and pending deltas (migration 0030)
+# without locking, only so that a full queue refuses before locking or writing anything; the
+# exact admission is kb.admit_new_run (migration 0034), whose answer is the counter shard the
+# run counts in (NULL: refused, nothing written). $21: the shard it tries first
+# (QUEUE_SHARDS). $22: a remote child's agent (migration 0028). $28: whether the admission
+# may lock every shard of the project (false in a group, which then fails with AFQ02 and the
+# run is retried alone). $29: the run's id, chosen by the caller so that a group can tell
+# its writes apart before they are written.
 #
 # created_at is the clock when the row is written, not the column's default now() (the
 # transaction's start): a thread's run takes its thread's lock in between (RunQueue.enqueue),
 # and a thread's runs are claimed and continued in created_at order, which must be the order
 # they were accepted (committed). With now(), a run whose transaction began first but got the
 # lock last was older than a run already claimed, and ran without that run's turn (issue 37).
-_INSERT = """
-INSERT INTO kb.agent_runs (
-    project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
-    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
-    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
-    remote_agent, started_by, trigger_origin, chain_depth, created_at, last_event_seq)
-SELECT $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
-       make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
-       $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
-       $18::boolean, $19::text, $20::bigint, $21::smallint, $22::jsonb,
-       coalesce($23::text, CASE WHEN $9::uuid IS NOT NULL THEN 'task'
-                                WHEN $12::uuid IS NOT NULL THEN 'parent' ELSE 'rpc' END),
-       $24::jsonb, $25::integer, clock_timestamp(), 1
+_ADMISSION = """
+SELECT CASE WHEN $16::integer IS NULL THEN $21::smallint
+            ELSE kb.admit_new_run($1::text, $21::smallint, $16::integer, $28::boolean) END
+       AS shard
 WHERE $16::integer IS NULL
    OR coalesce((SELECT sum(c.queued) FROM kb.run_queue_counts c
                 WHERE c.project_id = $1::text), 0)
       + coalesce((SELECT sum(d.delta) FROM kb.run_queue_deltas d
                   WHERE d.project_id = $1::text), 0) < $16::integer
+"""
+_INSERT = """
+INSERT INTO kb.agent_runs (
+    id, project_id, agent_definition_id, agent_name, input, labels, max_steps, timeout,
+    request_id, task_id, trace_id, trace_parent, parent_run_id, root_run_id, depth, max_tokens,
+    thread_id, stream_deltas, request_fingerprint, max_tree_cost_nanos, queue_shard,
+    remote_agent, started_by, trigger_origin, chain_depth, created_at, last_event_seq)
+SELECT $29::uuid, $1::text, $2::uuid, $3::text, $4::text, $5::jsonb, $6::integer,
+       make_interval(secs => $7::double precision), $8::text, $9::uuid, $10::text, $11::text,
+       $12::uuid, $13::uuid, $14::integer, $15::bigint, $17::text,
+       $18::boolean, $19::text, $20::bigint, admission.shard, $22::jsonb,
+       coalesce($23::text, CASE WHEN $9::uuid IS NOT NULL THEN 'task'
+                                WHEN $12::uuid IS NOT NULL THEN 'parent' ELSE 'rpc' END),
+       $24::jsonb, $25::integer, clock_timestamp(), 1
+FROM admission WHERE admission.shard IS NOT NULL
 ON CONFLICT (project_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING *, extract(epoch FROM timeout) AS timeout_s
 """
-# The insert with its RUN_QUEUED event (seq 1, the run row as written: fragment run_row) in
-# one round trip, and, when $26, the workers' wake-up and the event's notification (NOTIFY is
-# delivered at commit, so no worker looks before the run and its event are visible). Without
-# $26 the caller sends them once committed (RunQueue.enqueue): a transaction that NOTIFYs
+# The admission, the insert and its RUN_QUEUED event (seq 1, the run row as written:
+# fragment run_row) in one statement, so that concurrent enqueues commit together
+# (RunQueue.enqueue); and, when $26, the workers' wake-up and the event's notification
+# (NOTIFY is delivered at commit, so no worker looks before the run and its event are
+# visible). Without $26 the caller sends them once committed: a transaction that NOTIFYs
 # holds the cluster's notification lock through its commit's WAL flush, so every such
 # enqueue of every replica would commit one at a time. $27: whether RUN_QUEUED is internal
 # (agentfleet.events.visibility decides, as for every event).
 _INSERT_AND_NOTIFY = events_statement(
     "insert_queued",
     f"""
-WITH inserted AS ({_INSERT}),
+WITH admission AS MATERIALIZED ({_ADMISSION}),
+inserted AS ({_INSERT}),
 queued_event AS (
     INSERT INTO kb.agent_run_events (
         run_id, seq, root_run_id, type, agent_name, is_internal, payload)
@@ -76,7 +89,7 @@ queued_event AS (
 -- include: run_row
     FROM inserted r
 )
-SELECT inserted.*,
+SELECT inserted.*, inserted.id AS {RUN_COLUMN},
        CASE WHEN $26::boolean THEN pg_notify('{QUEUED_CHANNEL}', inserted.id::text) END,
        CASE WHEN $26::boolean THEN pg_notify('{EVENTS_CHANNEL}', inserted.id || ':1') END
 FROM inserted
@@ -221,17 +234,50 @@ async def _one(db: Db, statement: str, *args: Any) -> RunRecord | None:
     return RunRecord.from_row(row) if row is not None else None
 
 
+ADMIT_ALONE = "AFQ02"
+"""SQLSTATE of kb.admit_new_run when a run of a group needs every shard of its project
+locked (migration 0034): it is admitted again alone."""
+
+
 async def insert_queued(
-    conn: asyncpg.Connection, params: StartRunParams, *, max_queued: int | None, notify: bool
+    db: Db,
+    params: StartRunParams,
+    *,
+    max_queued: int | None,
+    notify: bool,
+    group: GroupCommit | None = None,
 ) -> RunRecord | None:
-    """Inserts a ``queued`` run with its RUN_QUEUED event (seq 1) and, with ``notify``,
-    NOTIFYs the workers and the run's followers (at commit); None
-    when the project's ``request_id`` exists already or ``max_queued`` capped runs are queued
-    there.
+    """Inserts a ``queued`` run with its RUN_QUEUED event (seq 1), admitted exactly to its
+    project's cap of ``max_queued`` queued capped runs (None: no cap, as for children), and
+    with ``notify`` NOTIFYs the workers and the run's followers (at commit); None when the
+    project's ``request_id`` exists already or the cap is reached (nothing written).
+
+    ``group``: committed with other runs' enqueues (``db`` is then the group's pool, the
+    caller holds no transaction); a run that needs its whole project's counters locked goes
+    again alone. Without it, in ``db``'s transaction: the counters the admission read stay
+    locked until that transaction ends, so commit right after.
     :class:`NotFound` naming the agent when its definition (``agent_definition_id``) was
-    deleted since the caller read it; the caller's transaction is then aborted."""
+    deleted since the caller read it (in a transaction, that transaction is aborted)."""
+    run_id = str(uuid.uuid4())
+    shard = 0 if max_queued is None else random.randrange(min(QUEUE_SHARDS, max_queued))
     try:
-        return await _insert(conn, params, max_queued, notify)
+        if group is not None:
+            arguments = _insert_arguments(params, max_queued, notify, shard, False, run_id)
+            try:
+                # Shard order inside a project: a group takes its counters in one order.
+                rows = await group.fetch(
+                    _INSERT_AND_NOTIFY,
+                    arguments,
+                    project_id=params.project_id,
+                    run_id=run_id,
+                    order=f"{shard:02d}",
+                )
+                return RunRecord.from_row(rows[0]) if rows else None
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate != ADMIT_ALONE:
+                    raise
+        arguments = _insert_arguments(params, max_queued, notify, shard, True, run_id)
+        return await _one(db, _INSERT_AND_NOTIFY, *arguments)
     except asyncpg.ForeignKeyViolationError as exc:
         # The definition's delete (DeleteAgentDefinition, a product upgrade) committed between
         # the caller's read and this insert. The foreign key's own check is the one that sees
@@ -244,12 +290,15 @@ async def insert_queued(
         ) from exc
 
 
-async def _insert(
-    conn: asyncpg.Connection, params: StartRunParams, max_queued: int | None, notify: bool
-) -> RunRecord | None:
-    return await _one(
-        conn,
-        _INSERT_AND_NOTIFY,
+def _insert_arguments(
+    params: StartRunParams,
+    max_queued: int | None,
+    notify: bool,
+    shard: int,
+    may_wait: bool,
+    run_id: str,
+) -> tuple[Any, ...]:
+    return (
         params.project_id,
         params.agent_definition_id,
         params.agent_name,
@@ -270,28 +319,16 @@ async def _insert(
         params.stream_deltas,
         params.request_fingerprint,
         params.max_tree_cost_nanos,
-        0 if max_queued is None else random.randrange(min(QUEUE_SHARDS, max_queued)),
+        shard,
         dict(params.remote_agent) if params.remote_agent is not None else None,
         params.started_by,
         dict(params.trigger_origin) if params.trigger_origin is not None else None,
         params.chain_depth,
         notify,
         _QUEUED_INTERNAL,
+        may_wait,
+        run_id,
     )
-
-
-async def admit_queued(conn: asyncpg.Connection, run: RunRecord, cap: int) -> bool:
-    """Whether ``run`` (just inserted, capped) fits its project's ``cap`` of queued capped
-    runs, decided exactly (``kb.admit_queued_run``, migration 0030); the counters it read
-    stay locked until the caller's transaction ends, so call it last, before the commit."""
-    admitted = await conn.fetchval(
-        "SELECT kb.admit_queued_run($1::text, $2::uuid, $3::smallint, $4::integer)",
-        run.project_id,
-        run.id,
-        run.queue_shard,
-        cap,
-    )
-    return bool(admitted)
 
 
 async def set_remote_task(

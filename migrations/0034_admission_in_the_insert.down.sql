@@ -1,0 +1,1 @@
+DROP FUNCTION kb.admit_new_run(text, smallint, integer, boolean);
