@@ -1,1 +1,2 @@
 DROP FUNCTION kb.admit_new_run(text, smallint, integer, boolean);
+DROP FUNCTION kb.fold_queue_shard(text, smallint);

@@ -15,39 +15,60 @@
 -- `may_wait`: whether a full shard may lock every shard of the project (the exact path).
 -- A group takes its shards' locks in (project, shard) order, so groups never wait on each
 -- other in a cycle; locking every shard from 0 while the group holds a later one could.
--- Without may_wait the exact path raises AFQ02 instead and the caller retries the run alone
--- (holding nothing), with may_wait.
+-- Without may_wait (a group's write, and every first attempt of a write alone) the run's
+-- shard is the only one tried, outside any subtransaction: a full shard raises AFQ02, which
+-- fails the statement and so holds nothing, and the caller admits the run again alone with
+-- may_wait. With may_wait (a caller inside a transaction of its own, which cannot go again)
+-- the shard is tried in a subtransaction, rolled back to release its lock before the exact
+-- path. A subtransaction that writes takes a transaction id of its own, so the common path
+-- (a grouped enqueue with room) takes none.
 --
 -- kb.admit_queued_run stays for executors of the previous version during a rolling upgrade:
 -- both count a run exactly once.
+
+-- Locks the project's counter shard `which` (creating it) and folds its pending deltas in; its
+-- count. Each statement takes its snapshot after the lock, so the fold sees every delta
+-- committed before it.
+CREATE FUNCTION kb.fold_queue_shard(project text, which smallint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    now_queued integer;
+BEGIN
+    INSERT INTO kb.run_queue_counts AS c (project_id, shard) VALUES (project, which)
+    ON CONFLICT (project_id, shard) DO UPDATE SET queued = c.queued;
+    WITH gone AS (
+        DELETE FROM kb.run_queue_deltas d
+        WHERE d.project_id = project AND d.shard = which RETURNING d.delta)
+    UPDATE kb.run_queue_counts c
+    SET queued = c.queued + (SELECT coalesce(sum(delta), 0) FROM gone)
+    WHERE c.project_id = project AND c.shard = which
+    RETURNING c.queued INTO now_queued;
+    RETURN now_queued;
+END
+$$;
+
 CREATE FUNCTION kb.admit_new_run(project text, own smallint, cap integer, may_wait boolean)
 RETURNS smallint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    now_queued integer;
     total integer;
     room smallint;
 BEGIN
+    IF NOT may_wait THEN
+        IF kb.fold_queue_shard(project, own) + 1 <= kb.run_queue_quota(own, cap) THEN
+            RETURN own;
+        END IF;
+        RAISE EXCEPTION 'the shard is full: admit this run alone' USING ERRCODE = 'AFQ02';
+    END IF;
     BEGIN
-        INSERT INTO kb.run_queue_counts AS c (project_id, shard) VALUES (project, own)
-        ON CONFLICT (project_id, shard) DO UPDATE SET queued = c.queued;
-        WITH gone AS (
-            DELETE FROM kb.run_queue_deltas d
-            WHERE d.project_id = project AND d.shard = own RETURNING d.delta)
-        UPDATE kb.run_queue_counts
-        SET queued = queued + (SELECT coalesce(sum(delta), 0) FROM gone)
-        WHERE project_id = project AND shard = own
-        RETURNING queued INTO now_queued;
-        IF now_queued + 1 <= kb.run_queue_quota(own, cap) THEN
+        IF kb.fold_queue_shard(project, own) + 1 <= kb.run_queue_quota(own, cap) THEN
             RETURN own;
         END IF;
         RAISE EXCEPTION USING ERRCODE = 'AFQ01';
     EXCEPTION WHEN SQLSTATE 'AFQ01' THEN
         NULL;  -- the shard is full: count the whole project
     END;
-    IF NOT may_wait THEN
-        RAISE EXCEPTION 'the shard is full: admit this run alone' USING ERRCODE = 'AFQ02';
-    END IF;
     INSERT INTO kb.run_queue_counts (project_id, shard)
     SELECT project, s FROM generate_series(0, 15) s
     ON CONFLICT (project_id, shard) DO NOTHING;

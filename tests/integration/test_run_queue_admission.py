@@ -215,6 +215,33 @@ async def test_a_cap_spread_over_every_shard_is_exact_under_concurrency(
         await pool.close()
 
 
+async def test_enqueues_in_callers_transactions_admit_exactly_the_cap(
+    database_url: str,
+) -> None:
+    """The path of callers that enqueue inside a transaction of their own (the trigger
+    consumer, thread runs), which cannot go again after a full shard: 200 at once on 40
+    connections against a cap of 40 admit exactly 40, and every refused one leaves
+    nothing."""
+    pool = await db.create_pool(database_url, min_size=40, max_size=40)
+
+    async def enqueue_in_own_transaction() -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            try:
+                await RunQueue.enqueue_in(conn, params(), max_queued=40)
+            except ResourceExhausted:
+                return False
+            return True
+
+    try:
+        admitted = await asyncio.gather(*(enqueue_in_own_transaction() for _ in range(200)))
+        assert sum(admitted) == 40
+        assert await queued_rows(pool, PROJECT) == 40
+        assert await pool.fetchval("SELECT count(*) FROM kb.agent_run_events") == 40
+        assert await queued_count(pool, PROJECT) == 40
+    finally:
+        await pool.close()
+
+
 async def test_a_changed_cap_is_applied_exactly(db_pool: asyncpg.Pool) -> None:
     """Runs queued under a cap of 20 stay counted when the deployment lowers it to 5 (no
     more admitted) or raises it to 30 (exactly 10 more)."""

@@ -33,9 +33,10 @@ QUEUED_CHANNEL = "agentfleet_runs_queued"
 # exact admission is kb.admit_new_run (migration 0034), whose answer is the counter shard the
 # run counts in (NULL: refused, nothing written). $21: the shard it tries first
 # (QUEUE_SHARDS). $22: a remote child's agent (migration 0028). $28: whether the admission
-# may lock every shard of the project (false in a group, which then fails with AFQ02 and the
-# run is retried alone). $29: the run's id, chosen by the caller so that a group can tell
-# its writes apart before they are written.
+# may lock every shard of the project: false for a grouped write, whose full shard fails the
+# statement with AFQ02 (no subtransaction, so no transaction id of its own) and the run is
+# admitted again alone; true in a caller's transaction. $29: the run's id, chosen by the
+# caller so that a group can tell its writes apart before they are written.
 #
 # created_at is the clock when the row is written, not the column's default now() (the
 # transaction's start): a thread's run takes its thread's lock in between (RunQueue.enqueue),
