@@ -24,7 +24,9 @@
 -- (a grouped enqueue with room) takes none.
 --
 -- kb.admit_queued_run stays for executors of the previous version during a rolling upgrade:
--- both count a run exactly once.
+-- both count a run exactly once. Its exact path is repeated below rather than shared, so
+-- that the function those executors call is the one they were tested with; the migration
+-- that drops it, once no such executor runs, leaves one.
 
 -- Locks the project's counter shard `which` (creating it) and folds its pending deltas in; its
 -- count. Each statement takes its snapshot after the lock, so the fold sees every delta
